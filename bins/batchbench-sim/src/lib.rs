@@ -1,0 +1,199 @@
+//! `batchbench-sim`: an OpenAI-compatible server that behaves like an LLM server.
+//!
+//! - `POST /v1/chat/completions`: honours `max_tokens` / `max_completion_tokens`,
+//!   `min_tokens`, SGLang's `min_new_tokens` / `max_new_tokens`, and `ignore_eos`
+//!   (without it, a request stops at a seeded length between its minimum and
+//!   maximum); JSON or SSE (`stream`, with `stream_options.include_usage`).
+//! - Prompt tokens are counted with the real tokenizer: every message's content and
+//!   tool calls, the `tools` array, plus a per-message and a per-request template
+//!   overhead.
+//! - Latency: TTFT = base + per-uncached-prompt-token prefill; then one decode
+//!   interval per output token.
+//! - A prefix cache per worker (hashed token blocks, LRU, capacity in tokens), the
+//!   worker picked by `X-SMG-Target-Worker` or a hash of `X-SMG-Routing-Key`;
+//!   reported as `usage.prompt_tokens_details.cached_tokens`.
+//! - Seeded fault injection: HTTP status codes, connection resets, stalls,
+//!   truncated streams, malformed JSON.
+//! - `GET /v1/models`, `GET /health`, `GET /metrics` (Prometheus text), and
+//!   `GET /sim/requests` (the request log, when `--record-requests` is on).
+
+mod cache;
+mod server;
+
+pub use server::{RequestLog, Sim, SimStats, WorkerStats};
+
+use clap::Parser;
+
+/// Fault kinds the simulator can inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// An error status from `--fault-status`.
+    Status,
+    /// The connection is dropped mid-response.
+    Reset,
+    /// No answer for `--stall-secs` (past the client's timeout).
+    Stall,
+    /// The response ends early (no finish chunk, no `[DONE]`; half a JSON body).
+    Truncate,
+    /// The body is not valid JSON.
+    Malformed,
+}
+
+impl FaultKind {
+    /// The name used in metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Status => "status",
+            Self::Reset => "reset",
+            Self::Stall => "stall",
+            Self::Truncate => "truncate",
+            Self::Malformed => "malformed",
+        }
+    }
+}
+
+/// How the simulator behaves. Every field is also a flag of `batchbench-sim` and a
+/// query parameter of `--host sim://?key=value&...` (dashes or underscores).
+#[derive(Debug, Clone, Parser, serde::Serialize)]
+#[command(no_binary_name = true)]
+pub struct SimConfig {
+    /// Model names listed by /v1/models (any name is accepted in requests).
+    #[arg(
+        long = "served-model",
+        value_delimiter = ',',
+        default_value = "batchbench-sim"
+    )]
+    pub served_models: Vec<String>,
+    /// Template tokens added once per request (the assistant turn header).
+    #[arg(long, default_value_t = 3)]
+    pub template_overhead_tokens: u32,
+    /// Template tokens added per message (role header and end markers).
+    #[arg(long, default_value_t = 5)]
+    pub message_overhead_tokens: u32,
+    /// Fixed part of the time to first token, in milliseconds.
+    #[arg(long, default_value_t = 0.0)]
+    pub ttft_base_ms: f64,
+    /// Prefill time per uncached prompt token, in microseconds.
+    #[arg(long, default_value_t = 0.0)]
+    pub prefill_us_per_token: f64,
+    /// Decode interval per output token, in milliseconds.
+    #[arg(long, default_value_t = 0.0)]
+    pub decode_ms_per_token: f64,
+    /// Output tokens per streamed content chunk.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub tokens_per_chunk: u32,
+    /// Output cap when a request gives none.
+    #[arg(long, default_value_t = 128)]
+    pub default_max_tokens: u32,
+    /// Reject prompts longer than this with HTTP 400 (0: no limit).
+    #[arg(long, default_value_t = 0)]
+    pub max_context_tokens: u32,
+    /// Data-parallel workers, each with its own prefix cache.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub workers: u32,
+    /// Prefix-cache capacity per worker, in tokens.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub cache_capacity_tokens: u64,
+    /// Prefix-cache block size, in tokens.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    pub cache_block_tokens: u32,
+    /// Seed of output lengths, output text and fault injection.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Fraction of requests that get a fault.
+    #[arg(long, default_value_t = 0.0)]
+    pub fault_rate: f64,
+    /// Which faults to inject, chosen uniformly per faulty request.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "status")]
+    pub fault_kinds: Vec<FaultKind>,
+    /// Status codes of `status` faults, chosen uniformly.
+    #[arg(long, value_delimiter = ',', default_value = "503")]
+    pub fault_status: Vec<u16>,
+    /// How long a `stall` fault waits before answering, in seconds.
+    #[arg(long, default_value_t = 600.0)]
+    pub stall_secs: f64,
+    /// Keep a log of every request (GET /sim/requests), up to a million entries.
+    #[arg(long)]
+    pub record_requests: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        // Parsing no arguments cannot fail: every field has a default.
+        Self::try_parse_from(std::iter::empty::<String>()).unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+impl SimConfig {
+    /// Parses `key=value&key=value` (the query of a `sim://` URL).
+    pub fn from_query(query: &str) -> Result<Self, String> {
+        let mut args = Vec::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let k = k.replace('_', "-");
+            if v.is_empty() {
+                args.push(format!("--{k}"));
+            } else {
+                args.push(format!("--{k}={v}"));
+            }
+        }
+        Self::try_parse_from(args).map_err(|e| {
+            let text = e.to_string();
+            let first = text
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim_start_matches("error: ")
+                .to_owned();
+            format!("sim:// option: {first}")
+        })
+    }
+
+    /// Checks ranges clap cannot express.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(0.0..=1.0).contains(&self.fault_rate) {
+            return Err(format!(
+                "fault-rate must be between 0 and 1, got {}",
+                self.fault_rate
+            ));
+        }
+        for (name, v) in [
+            ("ttft-base-ms", self.ttft_base_ms),
+            ("prefill-us-per-token", self.prefill_us_per_token),
+            ("decode-ms-per-token", self.decode_ms_per_token),
+            ("stall-secs", self.stall_secs),
+        ] {
+            if !v.is_finite() || v < 0.0 {
+                return Err(format!("{name} must be a finite number >= 0, got {v}"));
+            }
+        }
+        if self.fault_status.iter().any(|s| !(100..=599).contains(s)) {
+            return Err("fault-status codes must be between 100 and 599".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_parses_with_either_separator() {
+        let c =
+            SimConfig::from_query("fault_rate=0.5&fault-status=503,429&workers=4&record_requests")
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.fault_rate, 0.5);
+        assert_eq!(c.fault_status, vec![503, 429]);
+        assert_eq!(c.workers, 4);
+        assert!(c.record_requests);
+        let e = SimConfig::from_query("nope=1").unwrap_err();
+        assert!(e.contains("--nope"), "{e}");
+        assert!(
+            SimConfig::from_query("fault_rate=2")
+                .and_then(|c| c.validate())
+                .is_err()
+        );
+    }
+}

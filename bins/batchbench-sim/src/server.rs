@@ -1,0 +1,645 @@
+//! The HTTP server of the simulator.
+
+use crate::cache::PrefixCache;
+use crate::{FaultKind, SimConfig};
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use batchbench_core::rng::{self, Stream};
+use batchbench_core::tokens::TokenizerHandle;
+use bytes::Bytes;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+const MAX_LOG: usize = 1_000_000;
+
+/// One request as the simulator saw it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct RequestLog {
+    /// Arrival order.
+    pub seq: u64,
+    /// Worker that served it.
+    pub worker: u32,
+    /// Prompt tokens counted (content + overheads).
+    pub prompt_tokens: u64,
+    /// Prefix-cache hit, in tokens.
+    pub cached_tokens: u64,
+    /// Output tokens generated.
+    pub completion_tokens: u64,
+    /// Messages in the request.
+    pub messages: u64,
+    /// Streamed.
+    pub stream: bool,
+    /// `X-SMG-Routing-Key`.
+    pub routing_key: Option<String>,
+    /// `X-SMG-Target-Worker`.
+    pub target_worker: Option<String>,
+    /// The body's `user` field.
+    pub user: Option<String>,
+    /// FNV-1a hash of the request body, to compare bodies across runs.
+    pub body_hash: u64,
+    /// The injected fault, if any.
+    pub fault: Option<FaultKind>,
+}
+
+/// Per-worker counters.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// Requests served.
+    pub requests: u64,
+    /// Prompt tokens counted.
+    pub prompt_tokens: u64,
+    /// Cached prompt tokens.
+    pub cached_tokens: u64,
+    /// Output tokens generated.
+    pub completion_tokens: u64,
+}
+
+/// A snapshot of the simulator's counters.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SimStats {
+    /// Requests received on /v1/chat/completions.
+    pub requests: u64,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<String, u64>,
+    /// Requests rejected as invalid (HTTP 400).
+    pub rejected: u64,
+    /// Per worker.
+    pub workers: Vec<WorkerStats>,
+}
+
+struct AppState {
+    cfg: SimConfig,
+    tok: Arc<TokenizerHandle>,
+    seq: AtomicU64,
+    workers: Vec<Mutex<(PrefixCache, WorkerStats)>>,
+    faults: Mutex<BTreeMap<String, u64>>,
+    rejected: AtomicU64,
+    log: Mutex<Vec<RequestLog>>,
+    round_robin: AtomicU64,
+}
+
+/// A running simulator.
+#[derive(Debug)]
+pub struct Sim {
+    addr: SocketAddr,
+    state: Arc<AppStateHandle>,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Opaque handle to the state (keeps the internals private).
+pub struct AppStateHandle(Arc<AppState>);
+
+impl std::fmt::Debug for AppStateHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AppStateHandle")
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Sim {
+    /// Starts serving on `addr` (port 0 picks a free port).
+    pub async fn start(
+        cfg: SimConfig,
+        tok: Arc<TokenizerHandle>,
+        addr: SocketAddr,
+    ) -> std::io::Result<Self> {
+        cfg.validate().map_err(std::io::Error::other)?;
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let workers = (0..cfg.workers)
+            .map(|_| {
+                Mutex::new((
+                    PrefixCache::new(cfg.cache_block_tokens as usize, cfg.cache_capacity_tokens),
+                    WorkerStats::default(),
+                ))
+            })
+            .collect();
+        let state = Arc::new(AppState {
+            cfg,
+            tok,
+            seq: AtomicU64::new(0),
+            workers,
+            faults: Mutex::new(BTreeMap::new()),
+            rejected: AtomicU64::new(0),
+            log: Mutex::new(Vec::new()),
+            round_robin: AtomicU64::new(0),
+        });
+        let app = axum::Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .route("/chat/completions", post(chat))
+            .route("/v1/models", get(models))
+            .route("/health", get(|| async { "ok" }))
+            .route("/metrics", get(metrics))
+            .route("/sim/requests", get(requests))
+            .route("/sim/stats", get(stats))
+            .with_state(state.clone());
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await;
+        });
+        Ok(Self {
+            addr,
+            state: Arc::new(AppStateHandle(state)),
+            shutdown,
+            task,
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://addr`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> SimStats {
+        snapshot(&self.state.0)
+    }
+
+    /// The request log (empty unless `record_requests`).
+    pub fn requests(&self) -> Vec<RequestLog> {
+        lock(&self.state.0.log).clone()
+    }
+
+    /// Stops accepting and waits for the server task (in-flight streams are dropped).
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.abort();
+        let _ = self.task.await;
+    }
+
+    /// Serves until `cancel` fires.
+    pub async fn serve_until(self, cancel: CancellationToken) {
+        cancel.cancelled().await;
+        self.stop().await;
+    }
+}
+
+fn snapshot(st: &AppState) -> SimStats {
+    SimStats {
+        requests: st.seq.load(Ordering::Relaxed),
+        faults: lock(&st.faults).clone(),
+        rejected: st.rejected.load(Ordering::Relaxed),
+        workers: st.workers.iter().map(|w| lock(w).1.clone()).collect(),
+    }
+}
+
+async fn models(State(st): State<Arc<AppState>>) -> Response {
+    let data: Vec<Value> = st
+        .cfg
+        .served_models
+        .iter()
+        .map(|m| serde_json::json!({"id": m, "object": "model", "owned_by": "batchbench-sim"}))
+        .collect();
+    axum::Json(serde_json::json!({"object": "list", "data": data})).into_response()
+}
+
+async fn requests(State(st): State<Arc<AppState>>) -> Response {
+    axum::Json(lock(&st.log).clone()).into_response()
+}
+
+async fn stats(State(st): State<Arc<AppState>>) -> Response {
+    axum::Json(snapshot(&st)).into_response()
+}
+
+async fn metrics(State(st): State<Arc<AppState>>) -> Response {
+    let s = snapshot(&st);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "# HELP sim_requests_total Chat completion requests received.\n# TYPE sim_requests_total counter"
+    );
+    let _ = writeln!(o, "sim_requests_total {}", s.requests);
+    let _ = writeln!(
+        o,
+        "# HELP sim_rejected_total Requests rejected as invalid.\n# TYPE sim_rejected_total counter"
+    );
+    let _ = writeln!(o, "sim_rejected_total {}", s.rejected);
+    for (name, help, f) in [
+        (
+            "sim_worker_requests_total",
+            "Requests served per worker.",
+            (|w: &WorkerStats| w.requests) as fn(&WorkerStats) -> u64,
+        ),
+        (
+            "sim_prompt_tokens_total",
+            "Prompt tokens counted per worker.",
+            |w| w.prompt_tokens,
+        ),
+        (
+            "sim_cached_tokens_total",
+            "Prefix-cache hits in tokens per worker.",
+            |w| w.cached_tokens,
+        ),
+        (
+            "sim_completion_tokens_total",
+            "Output tokens generated per worker.",
+            |w| w.completion_tokens,
+        ),
+    ] {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter");
+        for (i, w) in s.workers.iter().enumerate() {
+            let _ = writeln!(o, "{name}{{worker=\"{i}\"}} {}", f(w));
+        }
+    }
+    let _ = writeln!(
+        o,
+        "# HELP sim_faults_total Injected faults by kind.\n# TYPE sim_faults_total counter"
+    );
+    for (k, v) in &s.faults {
+        let _ = writeln!(o, "sim_faults_total{{kind=\"{k}\"}} {v}");
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], o).into_response()
+}
+
+fn error(status: StatusCode, msg: &str) -> Response {
+    (status, axum::Json(serde_json::json!({"error": {"message": msg, "type": "invalid_request_error", "code": status.as_u16()}})))
+        .into_response()
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+fn as_u32(v: &Value) -> Option<u32> {
+    v.as_u64().map(|x| x.min(u64::from(u32::MAX)) as u32)
+}
+
+/// Tokens of the prompt as the cache sees them, and the counted total.
+fn prompt_tokens(st: &AppState, req: &Value) -> Result<(Vec<u32>, u64, u64), String> {
+    let messages = req
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or("field 'messages' must be an array")?;
+    if messages.is_empty() {
+        return Err("field 'messages' must not be empty".into());
+    }
+    let enc = |s: &str| st.tok.ids(s).map_err(|e| e.to_string());
+    let mut ids = Vec::new();
+    let mut count = u64::from(st.cfg.template_overhead_tokens);
+    if let Some(tools) = req.get("tools").and_then(Value::as_array) {
+        for t in tools {
+            let t = enc(&t.to_string())?;
+            count += t.len() as u64;
+            ids.extend(t);
+        }
+    }
+    for (i, m) in messages.iter().enumerate() {
+        let role = m
+            .get("role")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("messages[{i}].role is missing"))?;
+        // A marker id per role, standing in for the template's role header.
+        ids.push(u32::MAX - role.len() as u32);
+        count += u64::from(st.cfg.message_overhead_tokens);
+        let content = match m.get("content") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(parts)) => parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join(""),
+            Some(Value::Null) | None => String::new(),
+            Some(_) => {
+                return Err(format!(
+                    "messages[{i}].content must be a string or an array of parts"
+                ));
+            }
+        };
+        let c = enc(&content)?;
+        count += c.len() as u64;
+        ids.extend(c);
+        if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
+            for c in calls {
+                let f = c
+                    .get("function")
+                    .ok_or_else(|| format!("messages[{i}].tool_calls entry has no function"))?;
+                for k in ["name", "arguments"] {
+                    let t = enc(f.get(k).and_then(Value::as_str).unwrap_or(""))?;
+                    count += t.len() as u64;
+                    ids.extend(t);
+                }
+            }
+        }
+    }
+    let n = ids.len() as u64;
+    Ok((ids, count, n))
+}
+
+struct Plan {
+    seq: u64,
+    prompt: u64,
+    cached: u64,
+    completion: u32,
+    max: u32,
+    stream: bool,
+    usage_in_stream: bool,
+    model: String,
+    fault: Option<FaultKind>,
+    fault_status: u16,
+}
+
+async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    let seq = st.seq.fetch_add(1, Ordering::Relaxed);
+    let req: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            st.rejected.fetch_add(1, Ordering::Relaxed);
+            return error(StatusCode::BAD_REQUEST, &format!("invalid JSON body: {e}"));
+        }
+    };
+    let (ids, prompt, _) = match prompt_tokens(&st, &req) {
+        Ok(x) => x,
+        Err(e) => {
+            st.rejected.fetch_add(1, Ordering::Relaxed);
+            return error(StatusCode::BAD_REQUEST, &e);
+        }
+    };
+    if st.cfg.max_context_tokens > 0 && prompt > u64::from(st.cfg.max_context_tokens) {
+        st.rejected.fetch_add(1, Ordering::Relaxed);
+        return error(
+            StatusCode::BAD_REQUEST,
+            &format!(
+                "the prompt has {prompt} tokens, over the context limit of {}",
+                st.cfg.max_context_tokens
+            ),
+        );
+    }
+    let hdr = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let target = hdr("x-smg-target-worker");
+    let routing_key = hdr("x-smg-routing-key");
+    let workers = st.cfg.workers;
+    let worker = match (&target, &routing_key) {
+        (Some(t), _) if t.trim().parse::<u64>().is_ok() => {
+            (t.trim().parse::<u64>().unwrap_or(0) % u64::from(workers)) as u32
+        }
+        (_, Some(k)) => (rng::hash_str(k) % u64::from(workers)) as u32,
+        _ => (st.round_robin.fetch_add(1, Ordering::Relaxed) % u64::from(workers)) as u32,
+    };
+
+    // Output length.
+    let get = |k: &str| req.get(k).and_then(as_u32);
+    let max = get("max_new_tokens")
+        .or_else(|| get("max_completion_tokens"))
+        .or_else(|| get("max_tokens"))
+        .unwrap_or(st.cfg.default_max_tokens);
+    let min = get("min_new_tokens")
+        .or_else(|| get("min_tokens"))
+        .unwrap_or(0)
+        .min(max);
+    let ignore_eos = req
+        .get("ignore_eos")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let mut rng = Stream::at(st.cfg.seed, &[seq]);
+    let completion = if ignore_eos || min >= max {
+        max
+    } else {
+        rng.range_inclusive(i64::from(min.max(1)), i64::from(max)) as u32
+    };
+    let stream = req.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let usage_in_stream = req
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+
+    // Fault decision (seeded by arrival order).
+    let mut frng = Stream::at(st.cfg.seed ^ 0xFA17, &[seq]);
+    let fault = (st.cfg.fault_rate > 0.0
+        && frng.next_f64() < st.cfg.fault_rate
+        && !st.cfg.fault_kinds.is_empty())
+    .then(|| st.cfg.fault_kinds[frng.below(st.cfg.fault_kinds.len() as u64) as usize]);
+    let fault_status = if st.cfg.fault_status.is_empty() {
+        503
+    } else {
+        st.cfg.fault_status[frng.below(st.cfg.fault_status.len() as u64) as usize]
+    };
+
+    let cached = if fault.is_some() {
+        0
+    } else {
+        let mut w = lock(&st.workers[worker as usize]);
+        let cached = w.0.lookup_and_insert(&ids).min(prompt);
+        w.1.requests += 1;
+        w.1.prompt_tokens += prompt;
+        w.1.cached_tokens += cached;
+        w.1.completion_tokens += u64::from(completion);
+        cached
+    };
+    if let Some(f) = fault {
+        *lock(&st.faults).entry(f.as_str().to_owned()).or_insert(0) += 1;
+    }
+    if st.cfg.record_requests {
+        let mut log = lock(&st.log);
+        if log.len() < MAX_LOG {
+            log.push(RequestLog {
+                seq,
+                worker,
+                prompt_tokens: prompt,
+                cached_tokens: cached,
+                completion_tokens: if fault.is_some() {
+                    0
+                } else {
+                    u64::from(completion)
+                },
+                messages: req
+                    .get("messages")
+                    .and_then(Value::as_array)
+                    .map_or(0, |m| m.len() as u64),
+                stream,
+                routing_key,
+                target_worker: target,
+                user: req.get("user").and_then(Value::as_str).map(str::to_owned),
+                body_hash: fnv(&body),
+                fault,
+            });
+        }
+    }
+    let model = req
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("batchbench-sim")
+        .to_owned();
+    let plan = Plan {
+        seq,
+        prompt,
+        cached,
+        completion,
+        max,
+        stream,
+        usage_in_stream,
+        model,
+        fault,
+        fault_status,
+    };
+    respond(st, plan, rng).await
+}
+
+fn usage_json(p: &Plan) -> Value {
+    serde_json::json!({
+        "prompt_tokens": p.prompt,
+        "completion_tokens": p.completion,
+        "total_tokens": p.prompt + u64::from(p.completion),
+        "prompt_tokens_details": {"cached_tokens": p.cached},
+    })
+}
+
+fn ttft(st: &AppState, p: &Plan) -> Duration {
+    let ms =
+        st.cfg.ttft_base_ms + st.cfg.prefill_us_per_token * (p.prompt - p.cached) as f64 / 1000.0;
+    Duration::from_secs_f64(ms.max(0.0) / 1000.0)
+}
+
+async fn sleep(d: Duration) {
+    if !d.is_zero() {
+        tokio::time::sleep(d).await;
+    }
+}
+
+fn sse(v: &Value) -> Bytes {
+    Bytes::from(format!("data: {v}\n\n"))
+}
+
+async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
+    match p.fault {
+        Some(FaultKind::Status) => {
+            return error(
+                StatusCode::from_u16(p.fault_status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+                "injected fault",
+            );
+        }
+        Some(FaultKind::Stall) => {
+            sleep(Duration::from_secs_f64(st.cfg.stall_secs)).await;
+            return error(StatusCode::GATEWAY_TIMEOUT, "injected stall");
+        }
+        Some(FaultKind::Reset) => {
+            // Headers go out, then the body errors: hyper drops the connection.
+            let s = futures_util::stream::once(async {
+                Err::<Bytes, std::io::Error>(std::io::Error::other("injected reset"))
+            });
+            return Response::builder()
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from_stream(s))
+                .unwrap_or_default();
+        }
+        _ => {}
+    }
+    let id = format!("chatcmpl-sim-{}", p.seq);
+    let decode = Duration::from_secs_f64(st.cfg.decode_ms_per_token.max(0.0) / 1000.0);
+    if !p.stream {
+        sleep(ttft(&st, &p) + decode * p.completion).await;
+        let mut text = String::new();
+        st.tok
+            .push_words(&mut rng, p.completion as usize, &mut text);
+        let finish = if p.completion >= p.max {
+            "length"
+        } else {
+            "stop"
+        };
+        let body = serde_json::json!({
+            "id": id, "object": "chat.completion", "model": p.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+            "usage": usage_json(&p),
+        })
+        .to_string();
+        let body = match p.fault {
+            Some(FaultKind::Truncate) => body[..body.len() / 2].to_owned(),
+            Some(FaultKind::Malformed) => format!("{{\"choices\": [ {}", &body[..body.len() / 3]),
+            _ => body,
+        };
+        return ([(header::CONTENT_TYPE, "application/json")], body).into_response();
+    }
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
+    let ttft = ttft(&st, &p);
+    tokio::spawn(async move {
+        let chunk = |delta: Value, finish: Option<&str>| {
+            serde_json::json!({"id": id, "object": "chat.completion.chunk", "model": p.model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        };
+        let _ = tx
+            .send(Ok(sse(&chunk(
+                serde_json::json!({"role": "assistant", "content": ""}),
+                None,
+            ))))
+            .await;
+        if p.fault == Some(FaultKind::Malformed) {
+            let _ = tx
+                .send(Ok(Bytes::from_static(
+                    b"data: {\"choices\": [{\"delta\": \n\n",
+                )))
+                .await;
+            return;
+        }
+        sleep(ttft).await;
+        let per = st.cfg.tokens_per_chunk.max(1);
+        let mut sent = 0u32;
+        while sent < p.completion {
+            let n = per.min(p.completion - sent);
+            if sent > 0 {
+                sleep(decode * n).await;
+            }
+            let mut text = String::new();
+            st.tok.push_words(&mut rng, n as usize, &mut text);
+            if tx
+                .send(Ok(sse(&chunk(serde_json::json!({"content": text}), None))))
+                .await
+                .is_err()
+            {
+                return;
+            }
+            sent += n;
+            if p.fault == Some(FaultKind::Truncate) && sent * 2 >= p.completion {
+                return; // ends without a finish chunk or [DONE]
+            }
+        }
+        let finish = if p.completion >= p.max {
+            "length"
+        } else {
+            "stop"
+        };
+        let _ = tx
+            .send(Ok(sse(&chunk(serde_json::json!({}), Some(finish)))))
+            .await;
+        if p.usage_in_stream {
+            let u = serde_json::json!({"id": id, "object": "chat.completion.chunk", "model": p.model, "choices": [], "usage": usage_json(&p)});
+            let _ = tx.send(Ok(sse(&u))).await;
+        }
+        let _ = tx.send(Ok(Bytes::from_static(b"data: [DONE]\n\n"))).await;
+    });
+    let body =
+        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(body))
+        .unwrap_or_default()
+}

@@ -1,0 +1,3 @@
+fn main() {
+    std::process::exit(batchbench::run(std::env::args_os()));
+}

@@ -1,0 +1,889 @@
+//! The engine: admission, the per-trajectory loop, and event fan-out.
+//!
+//! Data flow of one turn: plan → token synthesis on a bounded pool (off the async
+//! threads, prefetched while the previous request is in flight) → codec encodes the
+//! live conversation → routers decorate → HTTP → codec decodes → metrics and
+//! reporters → think time → next turn.
+
+use crate::conversation::{Conversation, Message, Role, ToolCall};
+use crate::metrics::{Metrics, Summary};
+use crate::plan::{PlannedRequest, Trajectory};
+use crate::plugin::{
+    EncodeRequest, PluginError, Reply, Reporter, RequestCodec, RequestRecord, RouteContext,
+    RouteExtras, Router, TrajectoryRecord, WorkloadInfo, WorkloadSource,
+};
+use crate::rng;
+use crate::tokens::{TokenError, TokenizerHandle};
+use crate::transport::{Outcome, Transport};
+use bytes::Bytes;
+use serde::Serialize;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// The prompt sent when a request has no prompt-length target.
+pub const DEFAULT_PROMPT: &str = "Write a short paragraph about the history of computing.";
+
+/// Stream purposes, so prompts and environment texts never share a stream.
+const PURPOSE_PROMPT: u64 = 1;
+const PURPOSE_ENV: u64 = 2;
+
+/// Errors that stop a run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The plan cannot be run as written (bad input: exit 2).
+    #[error("{0}")]
+    Plan(String),
+    /// Text could not be synthesised exactly (bad input: exit 2).
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    /// A plugin failed.
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    /// Anything else.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl EngineError {
+    /// Whether this is bad input (exit 2, nothing was sent).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            Self::Plan(_)
+                | Self::Token(_)
+                | Self::Plugin(PluginError::Config { .. } | PluginError::Plan(_))
+        )
+    }
+}
+
+/// Engine settings that are not plugins.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// The `model` field.
+    pub model: String,
+    /// Run seed.
+    pub seed: u64,
+    /// Trajectories active at once (closed-loop slots).
+    pub max_active: usize,
+    /// Stream responses unless a request says otherwise.
+    pub stream: bool,
+    /// Template tokens of a first or reset request, subtracted from its content.
+    pub initial_overhead_tokens: u32,
+    /// Template tokens of each appended turn, subtracted from its environment.
+    pub turn_overhead_tokens: u32,
+    /// Divides every delay and start offset.
+    pub time_scale: f64,
+    /// Token-synthesis jobs at once.
+    pub synth_workers: usize,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self {
+            model: String::new(),
+            seed: 0,
+            max_active: 1,
+            stream: false,
+            initial_overhead_tokens: 0,
+            turn_overhead_tokens: 0,
+            time_scale: 1.0,
+            synth_workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        }
+    }
+}
+
+/// What reporters know about the run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunInfo {
+    /// The `model` field.
+    pub model: String,
+    /// Request URL.
+    pub url: String,
+    /// Run seed.
+    pub seed: u64,
+    /// Unix time at the benchmark clock start.
+    pub started_unix: f64,
+    /// Configured maximum of active trajectories.
+    pub max_active: usize,
+    /// The workload source's self-description.
+    pub workload: WorkloadInfo,
+    /// The run's configuration (flags and plugin configs), for reports.
+    pub config: serde_json::Value,
+}
+
+/// The result of a run.
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    /// Run facts.
+    pub info: RunInfo,
+    /// The summary (partial when interrupted).
+    pub summary: Summary,
+}
+
+struct Collector {
+    metrics: Metrics,
+    reporters: Vec<Box<dyn Reporter>>,
+}
+
+/// Token synthesis: the tokenizer and the bounded pool its jobs run on.
+struct Synth {
+    seed: u64,
+    tokenizer: Option<Arc<TokenizerHandle>>,
+    pool: Semaphore,
+}
+
+struct Shared {
+    opts: EngineOptions,
+    transport: Transport,
+    codec: Arc<dyn RequestCodec>,
+    routers: Vec<Arc<dyn Router>>,
+    synth: Arc<Synth>,
+    cancel: CancellationToken,
+    start: Instant,
+    collector: Mutex<Collector>,
+}
+
+impl Shared {
+    fn collector(&self) -> std::sync::MutexGuard<'_, Collector> {
+        self.collector
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Content made ready for a turn before it is sent.
+#[derive(Debug)]
+enum Prepared {
+    /// A fresh conversation opening with this user message.
+    Fresh(Arc<str>),
+    /// An appended environment (tool result) of this text.
+    Append(Arc<str>),
+}
+
+/// What a preparation job needs, copied out of the plan so it can run anywhere.
+#[derive(Debug, Clone)]
+struct PrepJob {
+    trajectory_id: Arc<str>,
+    agent_id: u64,
+    request_index: u64,
+    kind: PrepKind,
+}
+
+#[derive(Debug, Clone)]
+enum PrepKind {
+    Fixed,
+    Fresh {
+        tokens: u32,
+        prefix: Option<(u64, u32)>,
+    },
+    Append {
+        tokens: u32,
+    },
+}
+
+/// A run: plugins, options and the target, ready to go.
+pub struct Engine {
+    opts: EngineOptions,
+    transport: Transport,
+    codec: Arc<dyn RequestCodec>,
+    routers: Vec<Arc<dyn Router>>,
+    reporters: Vec<Box<dyn Reporter>>,
+    tokenizer: Option<Arc<TokenizerHandle>>,
+    cancel: CancellationToken,
+    config: serde_json::Value,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("opts", &self.opts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// A new engine sending through `transport` with `codec`.
+    pub fn new(opts: EngineOptions, transport: Transport, codec: Arc<dyn RequestCodec>) -> Self {
+        Self {
+            opts,
+            transport,
+            codec,
+            routers: Vec::new(),
+            reporters: Vec::new(),
+            tokenizer: None,
+            cancel: CancellationToken::new(),
+            config: serde_json::Value::Null,
+        }
+    }
+
+    /// Adds a router; routers decorate in the order added.
+    pub fn router(mut self, r: Arc<dyn Router>) -> Self {
+        self.routers.push(r);
+        self
+    }
+
+    /// Adds a reporter; every event goes to every reporter.
+    pub fn reporter(mut self, r: Box<dyn Reporter>) -> Self {
+        self.reporters.push(r);
+        self
+    }
+
+    /// The tokenizer used for synthetic text.
+    pub fn tokenizer(mut self, t: Arc<TokenizerHandle>) -> Self {
+        self.tokenizer = Some(t);
+        self
+    }
+
+    /// The cancellation token (Ctrl+C cancels it).
+    pub fn cancel_token(mut self, c: CancellationToken) -> Self {
+        self.cancel = c;
+        self
+    }
+
+    /// The run configuration recorded in reports.
+    pub fn config(mut self, c: serde_json::Value) -> Self {
+        self.config = c;
+        self
+    }
+
+    /// Runs the workload to completion or cancellation.
+    pub async fn run(self, mut source: Box<dyn WorkloadSource>) -> Result<RunOutput, EngineError> {
+        let max_active = self.opts.max_active.max(1);
+        let mut info = RunInfo {
+            model: self.opts.model.clone(),
+            url: self.transport.config().url.clone(),
+            seed: self.opts.seed,
+            started_unix: 0.0,
+            max_active,
+            workload: source.info(),
+            config: self.config,
+        };
+        let synth = Arc::new(Synth {
+            seed: self.opts.seed,
+            tokenizer: self.tokenizer,
+            pool: Semaphore::new(self.opts.synth_workers.max(1)),
+        });
+        let mut reporters = self.reporters;
+
+        // Admit the initial trajectories and prepare their first prompts before the
+        // clock starts: a plan that cannot be built fails here, with nothing sent.
+        let mut initial = Vec::new();
+        let mut exhausted = false;
+        while initial.len() < max_active {
+            match source.next_trajectory() {
+                Some(Ok(t)) => initial.push(t),
+                Some(Err(e)) => return Err(e.into()),
+                None => {
+                    exhausted = true;
+                    break;
+                }
+            }
+        }
+        let mut prepared = Vec::with_capacity(initial.len());
+        {
+            let mut jobs = JoinSet::new();
+            for (i, t) in initial.iter_mut().enumerate() {
+                let first = t.requests.next();
+                let job = first
+                    .as_ref()
+                    .map(|r| first_job(&self.opts, &t.id, i as u64, r))
+                    .transpose()?;
+                let synth = synth.clone();
+                jobs.spawn(async move {
+                    (
+                        i,
+                        first,
+                        match job {
+                            Some(j) => Some(prepare(&synth, j).await),
+                            None => None,
+                        },
+                    )
+                });
+            }
+            let mut slots: Vec<Option<(Option<PlannedRequest>, Option<Prepared>)>> =
+                (0..initial.len()).map(|_| None).collect();
+            while let Some(r) = jobs.join_next().await {
+                let (i, first, p) = r.map_err(|e| EngineError::Internal(e.to_string()))?;
+                slots[i] = Some((first, p.transpose()?));
+            }
+            prepared.extend(slots.into_iter().flatten());
+        }
+
+        let started_unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        info.started_unix = started_unix;
+        for r in &mut reporters {
+            r.on_start(&info)?;
+        }
+        // The benchmark clock starts now.
+        let start = Instant::now();
+        let shared = Arc::new(Shared {
+            opts: self.opts,
+            transport: self.transport,
+            codec: self.codec,
+            routers: self.routers,
+            synth,
+            cancel: self.cancel,
+            start,
+            collector: Mutex::new(Collector {
+                metrics: Metrics::default(),
+                reporters,
+            }),
+        });
+
+        let mut tasks: JoinSet<Result<u64, EngineError>> = JoinSet::new();
+        let mut next_agent = 0u64;
+        let mut max_observed = 0u64;
+        let mut last_admitted = Duration::ZERO;
+        for (t, (first, prep)) in initial.into_iter().zip(prepared) {
+            let slot = next_agent;
+            tasks.spawn(run_trajectory(
+                shared.clone(),
+                next_agent,
+                slot,
+                t,
+                first,
+                prep,
+            ));
+            next_agent += 1;
+            last_admitted = start.elapsed();
+        }
+        max_observed = max_observed.max(tasks.len() as u64);
+        let mut fatal: Option<EngineError> = None;
+        while let Some(done) = tasks.join_next().await {
+            let freed = match done {
+                Ok(Ok(slot)) => Some(slot),
+                Ok(Err(e)) => {
+                    fatal.get_or_insert(e);
+                    shared.cancel.cancel();
+                    None
+                }
+                Err(e) => {
+                    fatal.get_or_insert(EngineError::Internal(format!(
+                        "a trajectory task failed: {e}"
+                    )));
+                    shared.cancel.cancel();
+                    None
+                }
+            };
+            if let Some(slot) = freed {
+                if !exhausted && !shared.cancel.is_cancelled() {
+                    match source.next_trajectory() {
+                        Some(Ok(mut t)) => {
+                            // FIFO: ids are handed out in manifest order; the replacement
+                            // prepares its first prompt, then inherits the freed slot.
+                            let first = t.requests.next();
+                            tasks.spawn(run_trajectory(
+                                shared.clone(),
+                                next_agent,
+                                slot,
+                                t,
+                                first,
+                                None,
+                            ));
+                            next_agent += 1;
+                            last_admitted = start.elapsed();
+                            max_observed = max_observed.max(tasks.len() as u64);
+                        }
+                        Some(Err(e)) => {
+                            fatal.get_or_insert(e.into());
+                            shared.cancel.cancel();
+                        }
+                        None => exhausted = true,
+                    }
+                }
+            }
+        }
+        let elapsed = start.elapsed();
+        let mut guard = shared.collector();
+        let c = &mut *guard;
+        let mut summary = Summary::from_metrics(&c.metrics, elapsed);
+        summary.interrupted = shared.cancel.is_cancelled() && fatal.is_none();
+        summary.max_active_observed = max_observed;
+        summary.last_admitted_seconds = last_admitted.as_secs_f64();
+        summary.final_drain_seconds = (elapsed.saturating_sub(last_admitted)).as_secs_f64();
+        for r in &mut c.reporters {
+            r.on_finish(&info, &summary)?;
+        }
+        match fatal {
+            Some(e) => Err(e),
+            None => Ok(RunOutput { info, summary }),
+        }
+    }
+}
+
+fn content_tokens(
+    opts: &EngineOptions,
+    id: &str,
+    index: u64,
+    req: &PlannedRequest,
+) -> Result<Option<u32>, EngineError> {
+    let Some(prompt) = req.prompt_tokens else {
+        return Ok(None);
+    };
+    let overhead = req.overhead_tokens.unwrap_or(opts.initial_overhead_tokens);
+    if prompt <= overhead {
+        return Err(EngineError::Plan(format!(
+            "trajectory {id}, request {index}: prompt_tokens {prompt} leaves no content after {overhead} overhead tokens"
+        )));
+    }
+    Ok(Some(prompt - overhead))
+}
+
+fn first_job(
+    opts: &EngineOptions,
+    id: &Arc<str>,
+    agent_id: u64,
+    req: &PlannedRequest,
+) -> Result<PrepJob, EngineError> {
+    fresh_job(opts, id, agent_id, 0, req)
+}
+
+fn fresh_job(
+    opts: &EngineOptions,
+    id: &Arc<str>,
+    agent_id: u64,
+    index: u64,
+    req: &PlannedRequest,
+) -> Result<PrepJob, EngineError> {
+    if req.blocks.is_some() {
+        return Err(EngineError::Plan(format!(
+            "trajectory {id}, request {index}: field blocks: structured prompts need the replay engine, which this build does not have yet"
+        )));
+    }
+    let kind = match content_tokens(opts, id, index, req)? {
+        None => PrepKind::Fixed,
+        Some(tokens) => PrepKind::Fresh {
+            tokens,
+            prefix: req.shared_prefix.map(|p| (p.key, p.tokens)),
+        },
+    };
+    Ok(PrepJob {
+        trajectory_id: id.clone(),
+        agent_id,
+        request_index: index,
+        kind,
+    })
+}
+
+fn next_job(
+    opts: &EngineOptions,
+    id: &Arc<str>,
+    agent_id: u64,
+    index: u64,
+    prev: &PlannedRequest,
+    next: &PlannedRequest,
+) -> Result<PrepJob, EngineError> {
+    if next.reset_before {
+        return fresh_job(opts, id, agent_id, index, next);
+    }
+    let tokens = match next.environment_tokens {
+        Some(t) => t,
+        None => {
+            let (Some(p0), Some(p1)) = (prev.prompt_tokens, next.prompt_tokens) else {
+                return Err(EngineError::Plan(format!(
+                    "trajectory {id}, request {index}: field environment_tokens or prompt_tokens is needed to continue a conversation"
+                )));
+            };
+            let out = prev.output_tokens.unwrap_or(0);
+            let growth = i64::from(p1)
+                - i64::from(p0)
+                - i64::from(out)
+                - i64::from(opts.turn_overhead_tokens);
+            u32::try_from(growth).map_err(|_| {
+                EngineError::Plan(format!(
+                    "trajectory {id}, request {index}: field prompt_tokens: environment growth {p1} - {p0} - {out} - {} is negative; mark the request reset_before",
+                    opts.turn_overhead_tokens
+                ))
+            })?
+        }
+    };
+    Ok(PrepJob {
+        trajectory_id: id.clone(),
+        agent_id,
+        request_index: index,
+        kind: PrepKind::Append { tokens },
+    })
+}
+
+async fn prepare(sh: &Synth, job: PrepJob) -> Result<Prepared, EngineError> {
+    let seed = sh.seed;
+    if matches!(job.kind, PrepKind::Fixed) {
+        return Ok(Prepared::Fresh(Arc::from(DEFAULT_PROMPT)));
+    }
+    let Some(tok) = sh.tokenizer.clone() else {
+        return Err(EngineError::Plan(format!(
+            "trajectory {}: a prompt-length target needs a tokenizer (--tokenizer-model)",
+            job.trajectory_id
+        )));
+    };
+    let _permit = sh
+        .pool
+        .acquire()
+        .await
+        .map_err(|e| EngineError::Internal(e.to_string()))?;
+    tokio::task::spawn_blocking(move || synthesise(&tok, seed, &job))
+        .await
+        .map_err(|e| EngineError::Internal(e.to_string()))?
+}
+
+fn synthesise(tok: &TokenizerHandle, seed: u64, job: &PrepJob) -> Result<Prepared, EngineError> {
+    let ctx = || {
+        format!(
+            "trajectory {}, request {}",
+            job.trajectory_id, job.request_index
+        )
+    };
+    match job.kind {
+        PrepKind::Fixed => Ok(Prepared::Fresh(Arc::from(DEFAULT_PROMPT))),
+        PrepKind::Fresh { tokens, prefix } => {
+            let key = rng::derive(seed, &[PURPOSE_PROMPT, job.agent_id, job.request_index]);
+            let text = tok.exact_text_with_prefix(
+                prefix.map(|(k, n)| (k, n as usize)),
+                key,
+                tokens as usize,
+                &ctx,
+            )?;
+            Ok(Prepared::Fresh(text.into()))
+        }
+        PrepKind::Append { tokens } => {
+            let key = rng::derive(seed, &[PURPOSE_ENV, job.agent_id, job.request_index]);
+            let ctx = || {
+                format!(
+                    "trajectory {}, request {}, environment",
+                    job.trajectory_id, job.request_index
+                )
+            };
+            Ok(Prepared::Append(
+                tok.exact_text(key, tokens as usize, &ctx)?.into(),
+            ))
+        }
+    }
+}
+
+fn apply(
+    conv: &mut Conversation,
+    prepared: Prepared,
+    last_reply: Option<Reply>,
+    agent_id: u64,
+    index: u64,
+) {
+    match prepared {
+        Prepared::Fresh(text) => {
+            conv.clear();
+            conv.messages.push(Message::new(Role::User, text));
+        }
+        Prepared::Append(env) => {
+            // The model's reply is opaque state: keep content and reasoning, drop any
+            // tool calls it made, and attach one valid synthetic call of ours.
+            let reply = last_reply.unwrap_or_default();
+            let call_id: Arc<str> = format!("call_{agent_id}_{index}").into();
+            let mut assistant = Message::new(Role::Assistant, reply.content);
+            assistant.reasoning = reply.reasoning.map(Into::into);
+            assistant.tool_calls.push(ToolCall {
+                id: call_id.clone(),
+                name: Arc::from("environment"),
+                arguments: Arc::from("{}"),
+            });
+            conv.messages.push(assistant);
+            let mut tool = Message::new(Role::Tool, env);
+            tool.tool_call_id = Some(call_id);
+            conv.messages.push(tool);
+        }
+    }
+}
+
+fn stream_timing(m: &mut Metrics, reply: &Reply, completion_tokens: u64) {
+    let Some(first) = reply.first_token_at else {
+        return;
+    };
+    let Some(&(last, _)) = reply.chunks.last() else {
+        return;
+    };
+    if completion_tokens >= 2 && last > first {
+        let tpot = (last - first) / (completion_tokens - 1) as u32;
+        m.tpot.record(tpot);
+    }
+    let total_bytes: u64 = reply.chunks.iter().map(|c| u64::from(c.1)).sum();
+    if total_bytes == 0 || reply.chunks.len() < 2 {
+        return;
+    }
+    // Inter-token latency per token: each chunk's gap is shared by the tokens it
+    // carried, estimated from its share of the content bytes.
+    for w in reply.chunks.windows(2) {
+        let gap = w[1].0.saturating_duration_since(w[0].0);
+        let tokens = ((completion_tokens as f64 * f64::from(w[1].1) / total_bytes as f64).round()
+            as u64)
+            .max(1);
+        let per = gap.as_micros() as u64 / tokens;
+        m.itl.record_n(per, tokens);
+    }
+}
+
+async fn sleep_scaled(sh: &Shared, ms: u64) -> Duration {
+    if ms == 0 {
+        return Duration::ZERO;
+    }
+    let d = Duration::from_secs_f64(ms as f64 / 1000.0 / sh.opts.time_scale.max(1e-9));
+    tokio::select! {
+        () = sh.cancel.cancelled() => Duration::ZERO,
+        () = tokio::time::sleep(d) => d,
+    }
+}
+
+/// Runs one trajectory; returns its routing slot when it ends.
+async fn run_trajectory(
+    sh: Arc<Shared>,
+    agent_id: u64,
+    slot: u64,
+    traj: Trajectory,
+    first: Option<PlannedRequest>,
+    first_prepared: Option<Prepared>,
+) -> Result<u64, EngineError> {
+    let id = traj.id.clone();
+    let mut reqs = traj.requests;
+    let eligible = sh.start.elapsed();
+    let mut completed = true;
+    let mut run_started = None;
+    if let Some(first) = first {
+        let prepared = match first_prepared {
+            Some(p) => p,
+            None => prepare(&sh.synth, first_job(&sh.opts, &id, agent_id, &first)?).await?,
+        };
+        run_started = Some(sh.start.elapsed());
+        sh.collector().metrics.trajectories_started += 1;
+        completed = drive(&sh, agent_id, slot, &id, first, prepared, &mut reqs).await?;
+    }
+    let admitted = run_started.unwrap_or(eligible);
+    let finished = sh.start.elapsed();
+    let rec = TrajectoryRecord {
+        agent_id,
+        trajectory_id: id.to_string(),
+        routing_slot: slot,
+        dp_rank: None,
+        scheduled_at_seconds: eligible.as_secs_f64(),
+        admitted_at_seconds: admitted.as_secs_f64(),
+        queue_wait_seconds: admitted.saturating_sub(eligible).as_secs_f64(),
+        finished_at_seconds: finished.as_secs_f64(),
+        runtime_seconds: finished.saturating_sub(admitted).as_secs_f64(),
+        completed: completed && !sh.cancel.is_cancelled(),
+    };
+    let mut c = sh.collector();
+    c.metrics.record_trajectory(&rec);
+    for r in &mut c.reporters {
+        r.on_trajectory(&rec);
+    }
+    Ok(slot)
+}
+
+/// The turn loop. Returns whether every request succeeded.
+async fn drive(
+    sh: &Arc<Shared>,
+    agent_id: u64,
+    slot: u64,
+    id: &Arc<str>,
+    first: PlannedRequest,
+    first_prepared: Prepared,
+    reqs: &mut crate::plan::RequestIter,
+) -> Result<bool, EngineError> {
+    let mut conv = Conversation::default();
+    let mut body = Vec::with_capacity(1024);
+    let mut cur = first;
+    let mut prepared = first_prepared;
+    let mut last_reply: Option<Reply> = None;
+    let mut prev_prompt: Option<u64> = None;
+    let mut all_ok = true;
+    let mut index = 0u64;
+    loop {
+        if sh.cancel.is_cancelled() {
+            return Ok(false);
+        }
+        let fresh = matches!(prepared, Prepared::Fresh(_));
+        if fresh {
+            prev_prompt = None;
+        }
+        apply(&mut conv, prepared, last_reply.take(), agent_id, index);
+
+        let ctx = RouteContext {
+            seed: sh.opts.seed,
+            agent_id,
+            routing_slot: slot,
+            trajectory_id: id,
+            request_index: index,
+        };
+        let mut extras = RouteExtras::default();
+        for r in &sh.routers {
+            r.decorate(&ctx, &mut extras);
+        }
+        let stream = cur.stream.unwrap_or(sh.opts.stream);
+        body.clear();
+        sh.codec
+            .encode(
+                &EncodeRequest {
+                    model: &sh.opts.model,
+                    conversation: &conv,
+                    output: cur.output_bounds(),
+                    stream,
+                    extra_fields: &extras.body_fields,
+                },
+                &mut body,
+            )
+            .map_err(|e| {
+                EngineError::Internal(format!(
+                    "trajectory {id}, request {index}: cannot encode: {e}"
+                ))
+            })?;
+        let payload = Bytes::copy_from_slice(&body);
+
+        // Prepare the next turn's text while this request is in flight.
+        let next = reqs.next();
+        let next_prep = match &next {
+            Some(n) => {
+                let job = next_job(&sh.opts, id, agent_id, index + 1, &cur, n)?;
+                let synth = sh.synth.clone();
+                Some(tokio::spawn(async move { prepare(&synth, job).await }))
+            }
+            None => None,
+        };
+
+        let Outcome {
+            result,
+            retries,
+            sent_at,
+            done_at,
+        } = sh
+            .transport
+            .send(payload, &extras.headers, stream, &*sh.codec, &sh.cancel)
+            .await;
+        let latency = done_at.saturating_duration_since(sent_at);
+        let ok = result.is_ok();
+        {
+            let mut c = sh.collector();
+            let c = &mut *c;
+            let (usage, ttft, failure, estimated) = match &result {
+                Ok(reply) => {
+                    let est = match (prev_prompt, reply.usage) {
+                        (Some(p), Some(u)) => p.min(u.prompt_tokens),
+                        _ => 0,
+                    };
+                    if let Some(u) = reply.usage {
+                        stream_timing(&mut c.metrics, reply, u.completion_tokens);
+                    }
+                    (
+                        reply.usage,
+                        reply
+                            .first_token_at
+                            .map(|t| t.saturating_duration_since(sent_at)),
+                        None,
+                        est,
+                    )
+                }
+                Err((kind, msg)) => (None, None, Some((*kind, msg.as_str())), 0),
+            };
+            let rec = RequestRecord {
+                agent_id,
+                trajectory_id: id,
+                request_index: index,
+                planned_prompt_tokens: cur.prompt_tokens,
+                retries,
+                latency,
+                usage,
+                estimated_cached_tokens: estimated,
+                ttft,
+                failure,
+            };
+            c.metrics.record_request(&rec);
+            for r in &mut c.reporters {
+                r.on_request(&rec);
+            }
+        }
+        match result {
+            Ok(reply) => {
+                prev_prompt = reply.usage.map(|u| u.prompt_tokens);
+                last_reply = Some(reply);
+            }
+            Err(_) => {
+                all_ok = false;
+                prev_prompt = None;
+            }
+        }
+        let Some(n) = next else { return Ok(all_ok) };
+        let Some(handle) = next_prep else {
+            return Ok(all_ok);
+        };
+        if !ok && !n.reset_before {
+            // The conversation cannot continue without the reply.
+            handle.abort();
+            return Ok(false);
+        }
+        let slept = sleep_scaled(sh, cur.delay_after_ms).await;
+        if !slept.is_zero() {
+            sh.collector().metrics.delay_total += slept;
+        }
+        prepared = handle
+            .await
+            .map_err(|e| EngineError::Internal(e.to_string()))??;
+        cur = n;
+        index += 1;
+    }
+}
+
+/// One line of a dry run.
+#[derive(Debug, Serialize)]
+struct DryRunLine<'a> {
+    agent_id: u64,
+    trajectory_id: &'a str,
+    request_index: u64,
+    #[serde(flatten)]
+    request: &'a PlannedRequest,
+}
+
+/// Totals of a dry run.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct DryRunStats {
+    /// Trajectories planned.
+    pub trajectories: u64,
+    /// Requests planned.
+    pub requests: u64,
+    /// Sum of planned prompt tokens.
+    pub prompt_tokens: u64,
+    /// Sum of planned output tokens.
+    pub output_tokens: u64,
+}
+
+/// Prints the plan, one JSON line per request, sending nothing.
+pub fn dry_run(
+    source: &mut dyn WorkloadSource,
+    out: &mut dyn Write,
+) -> Result<DryRunStats, EngineError> {
+    let mut stats = DryRunStats::default();
+    let io = |e: std::io::Error| EngineError::Internal(format!("cannot write the plan: {e}"));
+    let mut agent_id = 0;
+    while let Some(t) = source.next_trajectory() {
+        let t = t?;
+        stats.trajectories += 1;
+        for (i, r) in t.requests.enumerate() {
+            stats.requests += 1;
+            stats.prompt_tokens += u64::from(r.prompt_tokens.unwrap_or(0));
+            stats.output_tokens += u64::from(r.output_tokens.unwrap_or(0));
+            let line = DryRunLine {
+                agent_id,
+                trajectory_id: &t.id,
+                request_index: i as u64,
+                request: &r,
+            };
+            serde_json::to_writer(&mut *out, &line)
+                .map_err(|e| EngineError::Internal(e.to_string()))?;
+            out.write_all(b"\n").map_err(io)?;
+        }
+        agent_id += 1;
+    }
+    out.flush().map_err(io)?;
+    Ok(stats)
+}

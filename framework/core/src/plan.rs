@@ -1,0 +1,208 @@
+//! The plan: what every workload source yields and the only thing the engine runs.
+//!
+//! Plans stay compact (token counts and seeds, never text). Text is synthesised by
+//! the engine only for requests that are in flight or about to be.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::sync::Arc;
+
+/// The role of a content block of a structured (schema version 2) prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockRole {
+    /// An entry of the request's `tools` array.
+    ToolDefinition,
+    /// A system message.
+    System,
+    /// A user message.
+    User,
+    /// An assistant message.
+    Assistant,
+    /// A tool result message.
+    Tool,
+    /// A tool call on the preceding assistant message.
+    ToolCall,
+}
+
+impl BlockRole {
+    /// Every role, in the order the manifest format lists them.
+    pub const ALL: [BlockRole; 6] = [
+        Self::ToolDefinition,
+        Self::System,
+        Self::User,
+        Self::Assistant,
+        Self::Tool,
+        Self::ToolCall,
+    ];
+
+    /// The manifest name of the role.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ToolDefinition => "tool_definition",
+            Self::System => "system",
+            Self::User => "user",
+            Self::Assistant => "assistant",
+            Self::Tool => "tool",
+            Self::ToolCall => "tool_call",
+        }
+    }
+}
+
+impl fmt::Display for BlockRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One content block: text generated from `seed` alone at exactly `tokens` tokens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Block {
+    /// The block's seed; equal seeds give identical bytes everywhere.
+    pub seed: Arc<str>,
+    /// Exact token count of the block's content.
+    pub tokens: u32,
+    /// What the block becomes in the request.
+    pub role: BlockRole,
+    /// An assistant block that carries the previous reply of the conversation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub live: bool,
+}
+
+/// A prompt prefix shared across requests: the first `tokens` tokens of the text
+/// stream keyed by `key`. Requests with the same key share a byte-identical prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedPrefix {
+    /// The stream key of the shared text.
+    pub key: u64,
+    /// How many leading content tokens come from the shared stream.
+    pub tokens: u32,
+}
+
+/// One planned model request of a trajectory.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlannedRequest {
+    /// Absolute prompt-token target (the reporting target). `None`: no length
+    /// control, a short fixed prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u32>,
+    /// Planned output tokens: the exact output (min and max) or, with `max_tokens`,
+    /// the floor clamped to the cap. `None`: no output constraint is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u32>,
+    /// Chat-template tokens the backend adds on top of the content; overrides the
+    /// run's global overheads for this request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overhead_tokens: Option<u32>,
+    /// Explicit size of the environment (tool result) appended before this request,
+    /// for synthetic agent turns. `None`: inferred from the prompt targets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_tokens: Option<u32>,
+    /// A prefix shared with other requests (fresh prompts only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_prefix: Option<SharedPrefix>,
+    /// Structured prompt; when present it alone defines the prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<Arc<[Block]>>,
+    /// Stream the response (overrides the run default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+    /// Output cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Think time after this request completes, in milliseconds (before time scaling).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub delay_after_ms: u64,
+    /// Start a fresh conversation for this request.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reset_before: bool,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+impl PlannedRequest {
+    /// The `(min, max)` output-token constraint this request sends, if any.
+    pub fn output_bounds(&self) -> Option<(u32, u32)> {
+        match (self.output_tokens, self.max_tokens) {
+            (Some(out), Some(cap)) => Some((out.min(cap), cap)),
+            (Some(out), None) => Some((out, out)),
+            (None, Some(cap)) => Some((0, cap)),
+            (None, None) => None,
+        }
+    }
+}
+
+/// The requests of a trajectory, produced lazily so that a plan of a million
+/// requests costs no memory until each is about to run.
+pub type RequestIter = Box<dyn Iterator<Item = PlannedRequest> + Send>;
+
+/// One trajectory: an agent, a user or a replayed session.
+pub struct Trajectory {
+    /// Identifier used in reports and error messages.
+    pub id: Arc<str>,
+    /// Start offset from benchmark start, for open-loop admission.
+    pub start_after_ms: Option<u64>,
+    /// How many requests the trajectory plans, when known up front.
+    pub planned_requests: Option<u64>,
+    /// The planned requests, in order.
+    pub requests: RequestIter,
+}
+
+impl fmt::Debug for Trajectory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Trajectory")
+            .field("id", &self.id)
+            .field("start_after_ms", &self.start_after_ms)
+            .field("planned_requests", &self.planned_requests)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Trajectory {
+    /// A trajectory whose requests are already materialised.
+    pub fn from_vec(id: impl Into<Arc<str>>, requests: Vec<PlannedRequest>) -> Self {
+        Self {
+            id: id.into(),
+            start_after_ms: None,
+            planned_requests: Some(requests.len() as u64),
+            requests: Box::new(requests.into_iter()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_bounds_clamp_floor_to_cap() {
+        let r = PlannedRequest {
+            output_tokens: Some(96),
+            max_tokens: Some(64),
+            ..Default::default()
+        };
+        assert_eq!(r.output_bounds(), Some((64, 64)));
+        let r = PlannedRequest {
+            output_tokens: Some(40),
+            max_tokens: Some(512),
+            ..Default::default()
+        };
+        assert_eq!(r.output_bounds(), Some((40, 512)));
+        let r = PlannedRequest {
+            output_tokens: Some(8),
+            ..Default::default()
+        };
+        assert_eq!(r.output_bounds(), Some((8, 8)));
+        assert_eq!(PlannedRequest::default().output_bounds(), None);
+    }
+
+    #[test]
+    fn roles_round_trip() {
+        for r in BlockRole::ALL {
+            let j = serde_json::to_string(&r).unwrap_or_default();
+            assert_eq!(j, format!("\"{}\"", r.as_str()));
+        }
+    }
+}

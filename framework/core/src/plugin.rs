@@ -1,0 +1,272 @@
+//! The four plugin traits: the seams of batchbench.
+//!
+//! | trait | job |
+//! |---|---|
+//! | [`WorkloadSource`] | yield trajectories, describe itself for the report |
+//! | [`RequestCodec`] | conversation + plan → HTTP body; response → [`Reply`] |
+//! | [`Router`] | add per-request identity: headers and body fields |
+//! | [`Reporter`] | observe run events and write results |
+//!
+//! Hot-path methods are synchronous and take plain inputs; async is for real I/O only.
+
+use crate::conversation::Conversation;
+use crate::metrics::Summary;
+use crate::plan::Trajectory;
+use serde::Serialize;
+use std::time::Instant;
+
+/// An error raised by a plugin, with the plugin's name for context.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PluginError {
+    /// The plugin's configuration is invalid (bad input: exit 2, nothing sent).
+    #[error("{plugin}: invalid configuration: {message}")]
+    Config {
+        /// Plugin name.
+        plugin: String,
+        /// What is wrong, naming the field.
+        message: String,
+    },
+    /// The plan is invalid (bad input: exit 2, nothing sent).
+    #[error("{0}")]
+    Plan(String),
+    /// No plugin of that kind has that name.
+    #[error("no {kind} plugin named '{name}' (registered: {known})")]
+    Unknown {
+        /// Plugin kind.
+        kind: &'static str,
+        /// Requested name.
+        name: String,
+        /// Registered names, comma separated.
+        known: String,
+    },
+    /// Anything else (I/O, a failing external plugin).
+    #[error("{plugin}: {message}")]
+    Failed {
+        /// Plugin name.
+        plugin: String,
+        /// What happened.
+        message: String,
+    },
+}
+
+/// How a workload source describes itself in reports.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WorkloadInfo {
+    /// `synthetic`, `trajectory_replay`, `finite_batch`, ...
+    pub mode: String,
+    /// Trajectories planned, when known.
+    pub planned_trajectories: Option<u64>,
+    /// Requests planned, when known.
+    pub planned_requests: Option<u64>,
+    /// Manifest path, for replay sources.
+    pub manifest_path: Option<String>,
+    /// SHA-256 of the manifest.
+    pub manifest_sha256: Option<String>,
+    /// Manifest schema version (the highest seen).
+    pub schema_version: Option<u32>,
+}
+
+/// Yields trajectories in admission order; may be infinite.
+pub trait WorkloadSource: Send {
+    /// Describes the workload for the report.
+    fn info(&self) -> WorkloadInfo;
+    /// The next trajectory, `None` when the workload is exhausted.
+    fn next_trajectory(&mut self) -> Option<Result<Trajectory, PluginError>>;
+}
+
+/// What a codec needs to build one request body.
+#[derive(Debug)]
+pub struct EncodeRequest<'a> {
+    /// The `model` field.
+    pub model: &'a str,
+    /// The conversation to send, whole.
+    pub conversation: &'a Conversation,
+    /// `(min, max)` output tokens, if constrained.
+    pub output: Option<(u32, u32)>,
+    /// Whether to stream.
+    pub stream: bool,
+    /// Body fields added by routers.
+    pub extra_fields: &'a [(String, serde_json::Value)],
+}
+
+/// Token usage reported by the server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    /// `usage.prompt_tokens`.
+    pub prompt_tokens: u64,
+    /// `usage.completion_tokens`.
+    pub completion_tokens: u64,
+    /// `usage.prompt_tokens_details.cached_tokens`, when reported.
+    pub cached_tokens: Option<u64>,
+}
+
+/// A decoded model response.
+#[derive(Debug, Clone, Default)]
+pub struct Reply {
+    /// Assistant content.
+    pub content: String,
+    /// Reasoning output (`reasoning_content` or `reasoning`).
+    pub reasoning: Option<String>,
+    /// Usage, when the server reported it.
+    pub usage: Option<Usage>,
+    /// `finish_reason` of the first choice.
+    pub finish_reason: Option<String>,
+    /// Streaming: arrival of the first content or reasoning token.
+    pub first_token_at: Option<Instant>,
+    /// Streaming: arrival and byte length of each content-bearing chunk.
+    pub chunks: Vec<(Instant, u32)>,
+}
+
+/// A codec failure: the response could not be understood.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct CodecError(pub String);
+
+/// Incremental decoder of one streamed (SSE) response.
+pub trait StreamDecoder: Send {
+    /// Feeds the next bytes of the body, received at `now`.
+    fn feed(&mut self, bytes: &[u8], now: Instant) -> Result<(), CodecError>;
+    /// Ends the stream; fails when it was cut short.
+    fn finish(&mut self) -> Result<Reply, CodecError>;
+}
+
+/// Turns conversations into request bodies and responses into replies.
+pub trait RequestCodec: Send + Sync {
+    /// Writes the JSON body of a request to `out`.
+    fn encode(&self, req: &EncodeRequest<'_>, out: &mut Vec<u8>) -> Result<(), CodecError>;
+    /// Decodes a complete (non-streamed) response body.
+    fn decode(&self, body: &[u8]) -> Result<Reply, CodecError>;
+    /// A decoder for a streamed response.
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder>;
+}
+
+/// Who a request belongs to, as routers see it.
+#[derive(Debug, Clone, Copy)]
+pub struct RouteContext<'a> {
+    /// The run seed (identities derived from it are reproducible).
+    pub seed: u64,
+    /// Agent index in admission order.
+    pub agent_id: u64,
+    /// Reusable scheduler slot; a replacement inherits its predecessor's.
+    pub routing_slot: u64,
+    /// The trajectory.
+    pub trajectory_id: &'a str,
+    /// Index of the request within the trajectory.
+    pub request_index: u64,
+}
+
+/// What routers add to a request.
+#[derive(Debug, Clone, Default)]
+pub struct RouteExtras {
+    /// HTTP headers.
+    pub headers: Vec<(String, String)>,
+    /// Top-level JSON body fields.
+    pub body_fields: Vec<(String, serde_json::Value)>,
+}
+
+/// Adds per-request identity.
+pub trait Router: Send + Sync {
+    /// Adds headers and body fields for the request described by `ctx`.
+    fn decorate(&self, ctx: &RouteContext<'_>, out: &mut RouteExtras);
+}
+
+/// How one request attempt series ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// Non-success HTTP status.
+    Http(u16),
+    /// The request timed out.
+    Timeout,
+    /// Could not connect, or the connection broke.
+    Connect,
+    /// The response could not be decoded.
+    Decode,
+    /// Cancelled by Ctrl+C.
+    Cancelled,
+}
+
+impl std::fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Http(s) => write!(f, "http_{s}"),
+            Self::Timeout => f.write_str("timeout"),
+            Self::Connect => f.write_str("connect"),
+            Self::Decode => f.write_str("decode"),
+            Self::Cancelled => f.write_str("cancelled"),
+        }
+    }
+}
+
+/// A request outcome, as reporters see it.
+#[derive(Debug, Clone)]
+pub struct RequestRecord<'a> {
+    /// Agent index.
+    pub agent_id: u64,
+    /// Trajectory id.
+    pub trajectory_id: &'a str,
+    /// Request index within the trajectory.
+    pub request_index: u64,
+    /// Planned absolute prompt tokens.
+    pub planned_prompt_tokens: Option<u32>,
+    /// Attempts made beyond the first.
+    pub retries: u32,
+    /// Latency of the final attempt, from send to the last byte.
+    pub latency: std::time::Duration,
+    /// Usage on success.
+    pub usage: Option<Usage>,
+    /// This request's contribution to the perfect-prefix-cache estimate: the
+    /// conversation's preceding prompt tokens, capped by this prompt's.
+    pub estimated_cached_tokens: u64,
+    /// Time to first token (streaming).
+    pub ttft: Option<std::time::Duration>,
+    /// The failure, if the request failed.
+    pub failure: Option<(FailureKind, &'a str)>,
+}
+
+/// A trajectory outcome, as reporters see it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrajectoryRecord {
+    /// Agent index in admission order.
+    pub agent_id: u64,
+    /// Trajectory id.
+    pub trajectory_id: String,
+    /// Routing slot.
+    pub routing_slot: u64,
+    /// DP rank, when perfect routing is on.
+    pub dp_rank: Option<u64>,
+    /// Scheduled admission, seconds from benchmark start.
+    pub scheduled_at_seconds: f64,
+    /// Actual admission.
+    pub admitted_at_seconds: f64,
+    /// Admission minus the moment it became eligible.
+    pub queue_wait_seconds: f64,
+    /// When it finished.
+    pub finished_at_seconds: f64,
+    /// Finish minus admission.
+    pub runtime_seconds: f64,
+    /// All planned requests succeeded.
+    pub completed: bool,
+}
+
+/// Observes a run. Every hook has a no-op default; the engine calls them from one
+/// place at a time, in event order.
+pub trait Reporter: Send {
+    /// Before the first request.
+    fn on_start(&mut self, _run: &crate::engine::RunInfo) -> Result<(), PluginError> {
+        Ok(())
+    }
+    /// After each request (all attempts).
+    fn on_request(&mut self, _rec: &RequestRecord<'_>) {}
+    /// After each trajectory.
+    fn on_trajectory(&mut self, _rec: &TrajectoryRecord) {}
+    /// At the end of the run, also after Ctrl+C with a partial summary.
+    fn on_finish(
+        &mut self,
+        _run: &crate::engine::RunInfo,
+        _summary: &Summary,
+    ) -> Result<(), PluginError> {
+        Ok(())
+    }
+}

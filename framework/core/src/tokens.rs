@@ -1,0 +1,424 @@
+//! Tokenizers and exact-length synthetic text.
+//!
+//! A tokenizer comes from a local `tokenizer.json`, a directory holding one, or a
+//! Hugging Face model id (read from the standard hub cache, downloaded into it unless
+//! `HF_HUB_OFFLINE` is set).
+//!
+//! Synthetic text is a sequence of *words*: vocabulary entries that decode to a space
+//! followed by ASCII letters and that re-encode, alone, to exactly their own id. Every
+//! common pre-tokenizer (byte-level BPE, Metaspace) splits text at such a space, so a
+//! sequence of `n` words encodes to exactly `n` tokens. That is still checked: every
+//! generated piece is re-encoded, and a piece that does not come out exact is an error
+//! naming what it was for, never a silently different workload.
+
+use crate::rng::Stream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Errors of tokenizer loading and text synthesis.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TokenError {
+    /// The tokenizer could not be found or read.
+    #[error("cannot load tokenizer '{spec}': {reason}")]
+    Load {
+        /// What the user asked for.
+        spec: String,
+        /// Why it failed, with what to do next.
+        reason: String,
+    },
+    /// The tokenizer has too few single-token words to synthesise text.
+    #[error(
+        "tokenizer '{spec}' has only {found} single-token ASCII words; exact-length text needs at least {needed}"
+    )]
+    Vocabulary {
+        /// The tokenizer.
+        spec: String,
+        /// Words found.
+        found: usize,
+        /// Words needed.
+        needed: usize,
+    },
+    /// A generated piece did not re-encode to its target.
+    #[error("{context}: generated {target}-token text re-encodes to {actual} tokens")]
+    Inexact {
+        /// Which trajectory, request and block the piece was for.
+        context: String,
+        /// The requested count.
+        target: usize,
+        /// What it re-encoded to.
+        actual: usize,
+    },
+    /// Encoding failed inside the tokenizer.
+    #[error("tokenizer failed to encode: {0}")]
+    Encode(String),
+}
+
+const MIN_WORDS: usize = 256;
+const MAX_WORDS: usize = 16_384;
+
+/// A loaded tokenizer with its table of single-token words.
+pub struct TokenizerHandle {
+    spec: String,
+    path: PathBuf,
+    inner: tokenizers::Tokenizer,
+    words: Vec<Box<str>>,
+}
+
+impl std::fmt::Debug for TokenizerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenizerHandle")
+            .field("spec", &self.spec)
+            .field("path", &self.path)
+            .field("words", &self.words.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TokenizerHandle {
+    /// Loads a tokenizer from a local file or directory, or from the hub cache
+    /// (see [`resolve`] to download into it first).
+    pub fn load(spec: &str) -> Result<Self, TokenError> {
+        let path = resolve_local(spec)?;
+        Self::from_file(spec, &path)
+    }
+
+    /// Loads a `tokenizer.json` file.
+    pub fn from_file(spec: &str, path: &Path) -> Result<Self, TokenError> {
+        let load_err = |reason: String| TokenError::Load {
+            spec: spec.to_owned(),
+            reason,
+        };
+        let inner = tokenizers::Tokenizer::from_file(path)
+            .map_err(|e| load_err(format!("{}: {e}", path.display())))?;
+        let words = word_table(&inner);
+        if words.len() < MIN_WORDS {
+            return Err(TokenError::Vocabulary {
+                spec: spec.to_owned(),
+                found: words.len(),
+                needed: MIN_WORDS,
+            });
+        }
+        Ok(Self {
+            spec: spec.to_owned(),
+            path: path.to_owned(),
+            inner,
+            words,
+        })
+    }
+
+    /// What the user asked for (id or path).
+    pub fn spec(&self) -> &str {
+        &self.spec
+    }
+
+    /// The `tokenizer.json` that was loaded.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The underlying tokenizer.
+    pub fn inner(&self) -> &tokenizers::Tokenizer {
+        &self.inner
+    }
+
+    /// How many single-token words the synthesiser draws from.
+    pub fn word_count(&self) -> usize {
+        self.words.len()
+    }
+
+    /// The token count of `text`, without special tokens.
+    pub fn count(&self, text: &str) -> Result<usize, TokenError> {
+        self.inner
+            .encode_fast(text, false)
+            .map(|e| e.len())
+            .map_err(|e| TokenError::Encode(e.to_string()))
+    }
+
+    /// The token ids of `text`, without special tokens.
+    pub fn ids(&self, text: &str) -> Result<Vec<u32>, TokenError> {
+        self.inner
+            .encode_fast(text, false)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| TokenError::Encode(e.to_string()))
+    }
+
+    /// Appends `n` words drawn from `stream` to `out`, without checking.
+    pub fn push_words(&self, stream: &mut Stream, n: usize, out: &mut String) {
+        out.reserve(n * 7);
+        for _ in 0..n {
+            let w = &self.words[stream.below(self.words.len() as u64) as usize];
+            out.push_str(w);
+        }
+    }
+
+    /// Text of exactly `n` tokens from the stream `key`: equal keys give identical
+    /// bytes, and the text for `n` is a prefix of the text for any larger count.
+    /// `context` names the piece in the error when it cannot be made exact.
+    pub fn exact_text(
+        &self,
+        key: u64,
+        n: usize,
+        context: &dyn Fn() -> String,
+    ) -> Result<String, TokenError> {
+        self.exact_text_with_prefix(None, key, n, context)
+    }
+
+    /// Text of exactly `n` tokens whose first `prefix.1` tokens come from the shared
+    /// stream `prefix.0` and the rest from `key`.
+    pub fn exact_text_with_prefix(
+        &self,
+        prefix: Option<(u64, usize)>,
+        key: u64,
+        n: usize,
+        context: &dyn Fn() -> String,
+    ) -> Result<String, TokenError> {
+        let mut out = String::new();
+        let shared = prefix.map_or(0, |(_, k)| k.min(n));
+        if let Some((pkey, _)) = prefix {
+            self.push_words(&mut Stream::new(pkey), shared, &mut out);
+        }
+        self.push_words(&mut Stream::new(key), n - shared, &mut out);
+        self.check(&out, n, context)?;
+        Ok(out)
+    }
+
+    /// Checks that `text` re-encodes to exactly `n` tokens.
+    pub fn check(
+        &self,
+        text: &str,
+        n: usize,
+        context: &dyn Fn() -> String,
+    ) -> Result<(), TokenError> {
+        let actual = self.count(text)?;
+        if actual == n {
+            Ok(())
+        } else {
+            Err(TokenError::Inexact {
+                context: context(),
+                target: n,
+                actual,
+            })
+        }
+    }
+}
+
+/// Finds the words: vocabulary entries that decode to `" " + [a-z]{2,12}` and encode
+/// back to exactly themselves. Ordered by id, so the table is a pure function of the
+/// tokenizer file.
+fn word_table(tok: &tokenizers::Tokenizer) -> Vec<Box<str>> {
+    let mut vocab: Vec<(String, u32)> = tok.get_vocab(false).into_iter().collect();
+    vocab.sort_unstable_by_key(|(_, id)| *id);
+    let mut words = Vec::new();
+    for (piece, id) in vocab {
+        // Cheap pre-filter on the raw piece: a one-character space marker (byte-level
+        // `Ġ`, Metaspace `▁`, or a literal space) followed by lowercase ASCII letters.
+        let mut chars = piece.chars();
+        let Some(first) = chars.next() else { continue };
+        if !matches!(first, 'Ġ' | '▁' | ' ') {
+            continue;
+        }
+        let rest = chars.as_str();
+        if !(2..=12).contains(&rest.len()) || !rest.bytes().all(|b| b.is_ascii_lowercase()) {
+            continue;
+        }
+        let Ok(text) = tok.decode(&[id], false) else {
+            continue;
+        };
+        if text.len() != rest.len() + 1 || !text.starts_with(' ') || &text[1..] != rest {
+            continue;
+        }
+        let Ok(enc) = tok.encode_fast(text.as_str(), false) else {
+            continue;
+        };
+        if enc.get_ids() != [id] {
+            continue;
+        }
+        words.push(text.into_boxed_str());
+        if words.len() >= MAX_WORDS {
+            break;
+        }
+    }
+    words
+}
+
+/// Where a tokenizer spec points locally: a file, a directory holding
+/// `tokenizer.json`, or a hub id already in the cache.
+pub fn resolve_local(spec: &str) -> Result<PathBuf, TokenError> {
+    let err = |reason: String| TokenError::Load {
+        spec: spec.to_owned(),
+        reason,
+    };
+    let p = Path::new(spec);
+    if p.is_file() {
+        return Ok(p.to_owned());
+    }
+    if p.is_dir() {
+        let f = p.join("tokenizer.json");
+        return if f.is_file() {
+            Ok(f)
+        } else {
+            Err(err(format!(
+                "directory {} holds no tokenizer.json",
+                p.display()
+            )))
+        };
+    }
+    if spec.ends_with(".json") || spec.starts_with('.') || spec.starts_with('/') || p.exists() {
+        return Err(err("no such file or directory".to_owned()));
+    }
+    if let Some(f) = hub_cached(spec) {
+        return Ok(f);
+    }
+    Err(err(format!(
+        "not a local file or directory, and not in the Hugging Face cache ({}); {}",
+        hub_cache_dir().display(),
+        if hub_offline() {
+            "HF_HUB_OFFLINE is set, so it was not downloaded"
+        } else {
+            "it can be downloaded with network access to the hub"
+        }
+    )))
+}
+
+/// Resolves a spec to a local `tokenizer.json`, downloading a hub id into the
+/// standard cache when it is not there and offline mode is not set.
+pub async fn resolve(spec: &str) -> Result<PathBuf, TokenError> {
+    match resolve_local(spec) {
+        Ok(p) => Ok(p),
+        Err(e) if !looks_like_hub_id(spec) || hub_offline() => Err(e),
+        Err(_) => download(spec).await,
+    }
+}
+
+/// Resolves and loads, on the blocking pool.
+pub async fn load(spec: &str) -> Result<Arc<TokenizerHandle>, TokenError> {
+    let path = resolve(spec).await?;
+    let spec = spec.to_owned();
+    tokio::task::spawn_blocking(move || TokenizerHandle::from_file(&spec, &path).map(Arc::new))
+        .await
+        .map_err(|e| TokenError::Encode(e.to_string()))?
+}
+
+fn looks_like_hub_id(spec: &str) -> bool {
+    let parts: Vec<&str> = spec.split('/').collect();
+    (1..=2).contains(&parts.len())
+        && parts.iter().all(|p| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        })
+}
+
+fn hub_offline() -> bool {
+    std::env::var("HF_HUB_OFFLINE")
+        .map(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
+        .unwrap_or(false)
+}
+
+/// The hub cache directory: `HF_HUB_CACHE`, else `HF_HOME/hub`, else
+/// `~/.cache/huggingface/hub`.
+pub fn hub_cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("HF_HUB_CACHE") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("HF_HOME") {
+        return PathBuf::from(d).join("hub");
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from(".cache"));
+    base.join("huggingface").join("hub")
+}
+
+fn repo_dir(id: &str) -> PathBuf {
+    hub_cache_dir().join(format!("models--{}", id.replace('/', "--")))
+}
+
+fn hub_cached(id: &str) -> Option<PathBuf> {
+    if !looks_like_hub_id(id) {
+        return None;
+    }
+    let dir = repo_dir(id);
+    let rev = std::fs::read_to_string(dir.join("refs").join("main")).ok()?;
+    let f = dir
+        .join("snapshots")
+        .join(rev.trim())
+        .join("tokenizer.json");
+    f.is_file().then_some(f)
+}
+
+async fn download(id: &str) -> Result<PathBuf, TokenError> {
+    let err = |reason: String| TokenError::Load {
+        spec: id.to_owned(),
+        reason,
+    };
+    let endpoint =
+        std::env::var("HF_ENDPOINT").unwrap_or_else(|_| "https://huggingface.co".to_owned());
+    let url = format!(
+        "{}/{id}/resolve/main/tokenizer.json",
+        endpoint.trim_end_matches('/')
+    );
+    crate::transport::install_crypto_provider();
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(120))
+        .build()
+        .map_err(|e| err(e.to_string()))?;
+    let mut req = client.get(&url);
+    if let Ok(token) = std::env::var("HF_TOKEN") {
+        req = req.bearer_auth(token);
+    }
+    let resp = req.send().await.map_err(|e| {
+        err(format!("download failed ({e}); pass a local tokenizer.json with --tokenizer-model, or set HF_HUB_OFFLINE=1 to use the cache only"))
+    })?;
+    if !resp.status().is_success() {
+        return Err(err(format!(
+            "the hub answered HTTP {} for {url}",
+            resp.status()
+        )));
+    }
+    let commit = resp
+        .headers()
+        .get("x-repo-commit")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("main")
+        .to_owned();
+    let bytes = resp.bytes().await.map_err(|e| err(e.to_string()))?;
+    let dir = repo_dir(id);
+    let snap = dir.join("snapshots").join(&commit);
+    let io = |e: std::io::Error| err(format!("cannot write the hub cache: {e}"));
+    std::fs::create_dir_all(&snap).map_err(io)?;
+    std::fs::create_dir_all(dir.join("refs")).map_err(io)?;
+    let file = snap.join("tokenizer.json");
+    let tmp = snap.join("tokenizer.json.part");
+    std::fs::write(&tmp, &bytes).map_err(io)?;
+    std::fs::rename(&tmp, &file).map_err(io)?;
+    std::fs::write(dir.join("refs").join("main"), &commit).map_err(io)?;
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hub_ids_are_recognised() {
+        assert!(looks_like_hub_id("Qwen/Qwen3-8B"));
+        assert!(looks_like_hub_id("gpt2"));
+        assert!(!looks_like_hub_id("a/b/c"));
+        assert!(!looks_like_hub_id("./x"));
+        assert!(!looks_like_hub_id("has space/x"));
+    }
+
+    #[test]
+    fn missing_file_is_a_clear_error() {
+        let e = resolve_local("/nonexistent/tokenizer.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("/nonexistent/tokenizer.json") && e.contains("no such file"),
+            "{e}"
+        );
+    }
+}

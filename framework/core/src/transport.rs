@@ -1,0 +1,283 @@
+//! HTTP transport: one pooled client per run, retries with exponential backoff,
+//! failures classified, cancellation through one token.
+
+use crate::plugin::{FailureKind, Reply, RequestCodec};
+use bytes::Bytes;
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// Installs the ring crypto provider for rustls, once per process.
+pub fn install_crypto_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// Where and how requests are sent.
+#[derive(Debug, Clone)]
+pub struct TargetConfig {
+    /// Full request URL.
+    pub url: String,
+    /// Bearer token (never printed).
+    pub api_key: Option<String>,
+    /// Per-attempt timeout.
+    pub timeout: Duration,
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// Base of the exponential backoff.
+    pub retry_delay: Duration,
+    /// Extra headers on every request.
+    pub headers: Vec<(String, String)>,
+    /// Connections kept per host (the concurrency).
+    pub pool_size: usize,
+    /// Print truncated request and response payloads to stderr.
+    pub verbose: bool,
+}
+
+/// Joins a base URL and an endpoint; an endpoint that is a full URL wins.
+pub fn join_url(host: &str, endpoint: &str) -> String {
+    if endpoint.starts_with("http://") || endpoint.starts_with("https://") {
+        return endpoint.to_owned();
+    }
+    let host = host.trim_end_matches('/');
+    if endpoint.is_empty() {
+        return host.to_owned();
+    }
+    // A host that already ends with /v1 and an endpoint that starts with it: keep one.
+    let ep = if endpoint.starts_with('/') {
+        endpoint.to_owned()
+    } else {
+        format!("/{endpoint}")
+    };
+    if host.ends_with("/v1") && ep.starts_with("/v1/") {
+        return format!("{host}{}", &ep[3..]);
+    }
+    format!("{host}{ep}")
+}
+
+/// A transport failure that makes the run impossible (bad URL, bad header).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct TransportError(pub String);
+
+/// The outcome of one request, after all attempts.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The reply, or the failure of the last attempt.
+    pub result: Result<Reply, (FailureKind, String)>,
+    /// Attempts beyond the first.
+    pub retries: u32,
+    /// When the last attempt was sent.
+    pub sent_at: Instant,
+    /// When it ended.
+    pub done_at: Instant,
+}
+
+/// The shared HTTP client of a run.
+#[derive(Debug, Clone)]
+pub struct Transport {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    headers: HeaderMap,
+    cfg: TargetConfig,
+}
+
+impl Transport {
+    /// Builds the pooled client.
+    pub fn new(cfg: TargetConfig) -> Result<Self, TransportError> {
+        install_crypto_provider();
+        let url = reqwest::Url::parse(&cfg.url)
+            .map_err(|e| TransportError(format!("invalid URL '{}': {e}", cfg.url)))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(TransportError(format!(
+                "unsupported URL scheme in '{}' (use http or https)",
+                cfg.url
+            )));
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(key) = &cfg.api_key {
+            let mut v = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+                TransportError("the API key contains characters not allowed in a header".to_owned())
+            })?;
+            v.set_sensitive(true);
+            headers.insert(AUTHORIZATION, v);
+        }
+        for (k, v) in &cfg.headers {
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| TransportError(format!("invalid header name '{k}'")))?;
+            let value = HeaderValue::from_str(v)
+                .map_err(|_| TransportError(format!("invalid value for header '{k}'")))?;
+            headers.insert(name, value);
+        }
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(cfg.pool_size.max(1))
+            .pool_idle_timeout(Duration::from_secs(90))
+            .tcp_nodelay(true)
+            .timeout(cfg.timeout)
+            .connect_timeout(cfg.timeout.min(Duration::from_secs(30)))
+            .build()
+            .map_err(|e| TransportError(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self {
+            client,
+            url,
+            headers,
+            cfg,
+        })
+    }
+
+    /// The target configuration.
+    pub fn config(&self) -> &TargetConfig {
+        &self.cfg
+    }
+
+    /// Sends one request with retries. `extra_headers` come from routers.
+    pub async fn send(
+        &self,
+        body: Bytes,
+        extra_headers: &[(String, String)],
+        stream: bool,
+        codec: &dyn RequestCodec,
+        cancel: &CancellationToken,
+    ) -> Outcome {
+        if self.cfg.verbose {
+            let mut s = String::from_utf8_lossy(&body).into_owned();
+            crate::metrics::truncate(&mut s, 400);
+            eprintln!("-> POST {} {s}", self.url);
+        }
+        let mut retries = 0;
+        loop {
+            let sent_at = Instant::now();
+            let result = tokio::select! {
+                biased;
+                () = cancel.cancelled() => Err((FailureKind::Cancelled, "cancelled".to_owned(), false)),
+                r = self.attempt(body.clone(), extra_headers, stream, codec) => r,
+            };
+            let done_at = Instant::now();
+            match result {
+                Ok(reply) => {
+                    if self.cfg.verbose {
+                        let mut s = reply.content.clone();
+                        crate::metrics::truncate(&mut s, 400);
+                        eprintln!("<- {:?} {s}", reply.usage);
+                    }
+                    return Outcome {
+                        result: Ok(reply),
+                        retries,
+                        sent_at,
+                        done_at,
+                    };
+                }
+                Err((kind, msg, retryable)) => {
+                    if self.cfg.verbose {
+                        eprintln!("<- {kind}: {msg}");
+                    }
+                    if !retryable || retries >= self.cfg.max_retries || cancel.is_cancelled() {
+                        return Outcome {
+                            result: Err((kind, msg)),
+                            retries,
+                            sent_at,
+                            done_at,
+                        };
+                    }
+                    let backoff = self
+                        .cfg
+                        .retry_delay
+                        .saturating_mul(1 << retries.min(16))
+                        .min(Duration::from_secs(30));
+                    retries += 1;
+                    tokio::select! {
+                        () = cancel.cancelled() => {
+                            return Outcome { result: Err((FailureKind::Cancelled, "cancelled".to_owned())), retries, sent_at, done_at };
+                        }
+                        () = tokio::time::sleep(backoff) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    async fn attempt(
+        &self,
+        body: Bytes,
+        extra_headers: &[(String, String)],
+        stream: bool,
+        codec: &dyn RequestCodec,
+    ) -> Result<Reply, (FailureKind, String, bool)> {
+        let mut req = self
+            .client
+            .post(self.url.clone())
+            .headers(self.headers.clone())
+            .body(body);
+        for (k, v) in extra_headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        let mut resp = req.send().await.map_err(classify)?;
+        let status = resp.status();
+        if !status.is_success() {
+            let code = status.as_u16();
+            let text = resp.text().await.unwrap_or_default();
+            let mut msg = format!("HTTP {code}: {}", text.trim());
+            crate::metrics::truncate(&mut msg, 300);
+            let retryable = code == 408 || code == 429 || status.is_server_error();
+            return Err((FailureKind::Http(code), msg, retryable));
+        }
+        if stream {
+            let mut dec = codec.stream_decoder();
+            while let Some(chunk) = resp.chunk().await.map_err(classify)? {
+                dec.feed(&chunk, Instant::now())
+                    .map_err(|e| (FailureKind::Decode, e.0, true))?;
+            }
+            dec.finish().map_err(|e| (FailureKind::Decode, e.0, true))
+        } else {
+            let bytes = resp.bytes().await.map_err(classify)?;
+            codec
+                .decode(&bytes)
+                .map_err(|e| (FailureKind::Decode, e.0, true))
+        }
+    }
+}
+
+fn classify(e: reqwest::Error) -> (FailureKind, String, bool) {
+    let kind = if e.is_timeout() {
+        FailureKind::Timeout
+    } else if e.is_decode() {
+        FailureKind::Decode
+    } else {
+        FailureKind::Connect
+    };
+    // The error chain, without the URL's credentials (reqwest strips them).
+    let mut msg = e.to_string();
+    let mut src = std::error::Error::source(&e);
+    while let Some(s) = src {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        src = s.source();
+    }
+    (kind, msg, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::join_url;
+
+    #[test]
+    fn urls_join() {
+        assert_eq!(
+            join_url("http://h:1", "/v1/chat/completions"),
+            "http://h:1/v1/chat/completions"
+        );
+        assert_eq!(
+            join_url("http://h:1/", "/v1/chat/completions"),
+            "http://h:1/v1/chat/completions"
+        );
+        assert_eq!(
+            join_url("http://h:1/v1", "/v1/chat/completions"),
+            "http://h:1/v1/chat/completions"
+        );
+        assert_eq!(join_url("http://h:1", "https://x/y"), "https://x/y");
+    }
+}

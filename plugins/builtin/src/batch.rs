@@ -1,0 +1,196 @@
+//! `finite_batch`: `users` concurrent users, each sending `requests_per_user`
+//! independent requests one after another (the `batchbench` workload).
+
+use batchbench_core::dist::LengthDist;
+use batchbench_core::plan::{PlannedRequest, SharedPrefix, Trajectory};
+use batchbench_core::plugin::{PluginError, WorkloadInfo, WorkloadSource};
+use batchbench_core::registry::BuildContext;
+use batchbench_core::rng::{self, Stream};
+use serde::{Deserialize, Serialize};
+
+/// Config of [`FiniteBatch`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FiniteBatchConfig {
+    /// Concurrent users.
+    pub users: u64,
+    /// Requests each user sends, one after another.
+    pub requests_per_user: u64,
+    /// Prompt content length; absent: a short fixed prompt.
+    #[serde(default)]
+    pub input: Option<LengthDist>,
+    /// Output length (sent as min and max); absent: unconstrained.
+    #[serde(default)]
+    pub output: Option<LengthDist>,
+    /// Fraction of each prompt that is a prefix shared by all prompts.
+    #[serde(default)]
+    pub prefix_overlap: f64,
+}
+
+const PURPOSE_SHAPE: u64 = 0x5348_4150; // "SHAP"
+const PURPOSE_SHARED: u64 = 0x5348_5244; // "SHRD"
+
+/// The finite users x requests workload.
+#[derive(Debug)]
+pub struct FiniteBatch {
+    cfg: FiniteBatchConfig,
+    seed: u64,
+    next_user: u64,
+}
+
+impl FiniteBatch {
+    /// Validates the config.
+    pub fn new(cfg: FiniteBatchConfig, ctx: &BuildContext) -> Result<Self, PluginError> {
+        let bad = |m: String| PluginError::Config {
+            plugin: "finite_batch".into(),
+            message: m,
+        };
+        if cfg.users == 0 {
+            return Err(bad("users must be at least 1".into()));
+        }
+        if !(0.0..=1.0).contains(&cfg.prefix_overlap) {
+            return Err(bad(format!(
+                "prefix_overlap must be between 0.0 and 1.0, got {}",
+                cfg.prefix_overlap
+            )));
+        }
+        if cfg.prefix_overlap > 0.0 && cfg.input.is_none() {
+            return Err(bad("prefix_overlap needs an input length".into()));
+        }
+        Ok(Self {
+            cfg,
+            seed: ctx.seed,
+            next_user: 0,
+        })
+    }
+
+    /// The planned request `index` of `user`: a pure function of (seed, user, index).
+    pub fn request(cfg: &FiniteBatchConfig, seed: u64, user: u64, index: u64) -> PlannedRequest {
+        let mut rng = Stream::at(seed, &[PURPOSE_SHAPE, user, index]);
+        let prompt = cfg
+            .input
+            .map(|d| d.sample(&mut rng, 1).min(u64::from(u32::MAX)) as u32);
+        let output = cfg
+            .output
+            .map(|d| d.sample(&mut rng, 1).min(u64::from(u32::MAX)) as u32);
+        let shared_prefix = match prompt {
+            Some(p) if cfg.prefix_overlap > 0.0 => Some(SharedPrefix {
+                key: rng::derive(seed, &[PURPOSE_SHARED]),
+                tokens: (cfg.prefix_overlap * f64::from(p)).round() as u32,
+            }),
+            _ => None,
+        };
+        PlannedRequest {
+            prompt_tokens: prompt,
+            output_tokens: output,
+            overhead_tokens: Some(0),
+            shared_prefix,
+            reset_before: index > 0,
+            ..PlannedRequest::default()
+        }
+    }
+}
+
+impl WorkloadSource for FiniteBatch {
+    fn info(&self) -> WorkloadInfo {
+        WorkloadInfo {
+            mode: "finite_batch".into(),
+            planned_trajectories: Some(self.cfg.users),
+            planned_requests: Some(self.cfg.users.saturating_mul(self.cfg.requests_per_user)),
+            ..WorkloadInfo::default()
+        }
+    }
+
+    fn next_trajectory(&mut self) -> Option<Result<Trajectory, PluginError>> {
+        if self.next_user >= self.cfg.users {
+            return None;
+        }
+        let user = self.next_user;
+        self.next_user += 1;
+        let cfg = self.cfg.clone();
+        let seed = self.seed;
+        let n = cfg.requests_per_user;
+        Some(Ok(Trajectory {
+            id: format!("user-{user}").into(),
+            start_after_ms: None,
+            planned_requests: Some(n),
+            requests: Box::new((0..n).map(move |i| Self::request(&cfg, seed, user, i))),
+        }))
+    }
+}
+
+batchbench_core::register_workload! {
+    name: "finite_batch",
+    description: "users x requests-per-user independent requests with fixed, varied or log-normal lengths",
+    example: r#"{"users": 2, "requests_per_user": 3, "input": {"kind": "fixed", "value": 128, "vary": 16}, "output": {"kind": "log_normal", "mu": 4.0, "sigma": 0.5, "max": 256}, "prefix_overlap": 0.25}"#,
+    config: FiniteBatchConfig,
+    build: FiniteBatch::new,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> FiniteBatchConfig {
+        FiniteBatchConfig {
+            users: 3,
+            requests_per_user: 4,
+            input: Some(LengthDist::Fixed {
+                value: 100,
+                vary: 20,
+            }),
+            output: Some(LengthDist::fixed(8)),
+            prefix_overlap: 0.5,
+        }
+    }
+
+    #[test]
+    fn plans_are_deterministic_and_shaped() {
+        let ctx = BuildContext { seed: 9 };
+        let plan = |ctx: &BuildContext| -> Vec<(String, Vec<PlannedRequest>)> {
+            let mut w = FiniteBatch::new(cfg(), ctx).unwrap_or_else(|e| panic!("{e}"));
+            std::iter::from_fn(|| w.next_trajectory())
+                .map(|t| {
+                    t.map(|t| (t.id.to_string(), t.requests.collect()))
+                        .unwrap_or_else(|e| panic!("{e}"))
+                })
+                .collect()
+        };
+        let a = plan(&ctx);
+        assert_eq!(a, plan(&ctx));
+        assert_ne!(a, plan(&BuildContext { seed: 10 }));
+        assert_eq!(a.len(), 3);
+        for (_, reqs) in &a {
+            assert_eq!(reqs.len(), 4);
+            assert!(!reqs[0].reset_before && reqs[1..].iter().all(|r| r.reset_before));
+            for r in reqs {
+                let p = r.prompt_tokens.unwrap_or(0);
+                assert!((80..=120).contains(&p));
+                assert_eq!(
+                    r.shared_prefix.map(|s| s.tokens),
+                    Some((f64::from(p) * 0.5).round() as u32)
+                );
+                assert_eq!(r.output_bounds(), Some((8, 8)));
+            }
+        }
+    }
+
+    #[test]
+    fn bad_configs_name_the_field() {
+        let ctx = BuildContext::default();
+        let e = FiniteBatch::new(
+            FiniteBatchConfig {
+                prefix_overlap: 1.5,
+                ..cfg()
+            },
+            &ctx,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("prefix_overlap"), "{e}");
+        let e = FiniteBatch::new(FiniteBatchConfig { users: 0, ..cfg() }, &ctx)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("users"), "{e}");
+    }
+}

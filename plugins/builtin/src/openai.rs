@@ -1,0 +1,445 @@
+//! `openai_chat`: the OpenAI chat-completions wire format, as vLLM, SGLang,
+//! llama.cpp and gateways speak it.
+//!
+//! Bodies are written straight from the live conversation (no intermediate JSON
+//! tree, no clone of the messages). Output constraints go out as `min_tokens` /
+//! `max_tokens`, or `min_new_tokens` / `max_new_tokens` with `sglang`. Responses
+//! are decoded from JSON or from SSE; reasoning output (`reasoning_content` or
+//! `reasoning`) is kept; the first token is the first content or reasoning text,
+//! never the role-only chunk.
+
+use batchbench_core::conversation::{Conversation, Message};
+use batchbench_core::plugin::{
+    CodecError, EncodeRequest, PluginError, Reply, RequestCodec, StreamDecoder, Usage,
+};
+use batchbench_core::registry::BuildContext;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::time::Instant;
+
+/// Config of [`OpenAiChat`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenAiChatConfig {
+    /// Send `min_new_tokens` / `max_new_tokens` instead of `min_tokens` / `max_tokens`.
+    #[serde(default)]
+    pub sglang: bool,
+    /// Send `"ignore_eos": true`.
+    #[serde(default)]
+    pub ignore_eos: bool,
+}
+
+/// The OpenAI chat codec.
+#[derive(Debug, Clone, Default)]
+pub struct OpenAiChat {
+    cfg: OpenAiChatConfig,
+}
+
+impl OpenAiChat {
+    /// A codec with this config.
+    pub fn new(cfg: OpenAiChatConfig, _ctx: &BuildContext) -> Result<Self, PluginError> {
+        Ok(Self { cfg })
+    }
+}
+
+fn w(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn json_str(out: &mut Vec<u8>, s: &str) -> Result<(), CodecError> {
+    serde_json::to_writer(&mut *out, s).map_err(|e| CodecError(e.to_string()))
+}
+
+fn write_message(out: &mut Vec<u8>, m: &Message) -> Result<(), CodecError> {
+    w(out, "{\"role\":\"");
+    w(out, m.role.as_str());
+    w(out, "\",\"content\":");
+    json_str(out, &m.content)?;
+    if let Some(r) = &m.reasoning {
+        w(out, ",\"reasoning_content\":");
+        json_str(out, r)?;
+    }
+    if !m.tool_calls.is_empty() {
+        w(out, ",\"tool_calls\":[");
+        for (i, c) in m.tool_calls.iter().enumerate() {
+            if i > 0 {
+                w(out, ",");
+            }
+            w(out, "{\"id\":");
+            json_str(out, &c.id)?;
+            w(out, ",\"type\":\"function\",\"function\":{\"name\":");
+            json_str(out, &c.name)?;
+            w(out, ",\"arguments\":");
+            json_str(out, &c.arguments)?;
+            w(out, "}}");
+        }
+        w(out, "]");
+    }
+    if let Some(id) = &m.tool_call_id {
+        w(out, ",\"tool_call_id\":");
+        json_str(out, id)?;
+    }
+    w(out, "}");
+    Ok(())
+}
+
+/// Writes the messages array of `conv`.
+pub fn write_messages(out: &mut Vec<u8>, conv: &Conversation) -> Result<(), CodecError> {
+    w(out, "[");
+    for (i, m) in conv.messages.iter().enumerate() {
+        if i > 0 {
+            w(out, ",");
+        }
+        write_message(out, m)?;
+    }
+    w(out, "]");
+    Ok(())
+}
+
+impl RequestCodec for OpenAiChat {
+    fn encode(&self, req: &EncodeRequest<'_>, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        w(out, "{\"model\":");
+        json_str(out, req.model)?;
+        w(out, ",\"messages\":");
+        write_messages(out, req.conversation)?;
+        if !req.conversation.tools.is_empty() {
+            w(out, ",\"tools\":[");
+            for (i, t) in req.conversation.tools.iter().enumerate() {
+                if i > 0 {
+                    w(out, ",");
+                }
+                w(out, t);
+            }
+            w(out, "]");
+        }
+        if let Some((min, max)) = req.output {
+            let (min_f, max_f) = if self.cfg.sglang {
+                ("min_new_tokens", "max_new_tokens")
+            } else {
+                ("min_tokens", "max_tokens")
+            };
+            write!(out, ",\"{max_f}\":{max}").map_err(|e| CodecError(e.to_string()))?;
+            if min > 0 {
+                write!(out, ",\"{min_f}\":{min}").map_err(|e| CodecError(e.to_string()))?;
+            }
+        }
+        if self.cfg.ignore_eos {
+            w(out, ",\"ignore_eos\":true");
+        }
+        if req.stream {
+            w(
+                out,
+                ",\"stream\":true,\"stream_options\":{\"include_usage\":true}",
+            );
+        }
+        for (k, v) in req.extra_fields {
+            w(out, ",");
+            json_str(out, k)?;
+            w(out, ":");
+            serde_json::to_writer(&mut *out, v).map_err(|e| CodecError(e.to_string()))?;
+        }
+        w(out, "}");
+        Ok(())
+    }
+
+    fn decode(&self, body: &[u8]) -> Result<Reply, CodecError> {
+        let r: Response<'_> = serde_json::from_slice(body)
+            .map_err(|e| CodecError(format!("invalid response JSON: {e}")))?;
+        let choice = r
+            .choices
+            .into_iter()
+            .next()
+            .ok_or_else(|| CodecError("response has no choices".into()))?;
+        let msg = choice.message.unwrap_or_default();
+        Ok(Reply {
+            content: msg.content.map(|c| c.into_owned()).unwrap_or_default(),
+            reasoning: msg
+                .reasoning_content
+                .or(msg.reasoning)
+                .map(|c| c.into_owned()),
+            usage: r.usage.map(WireUsage::into_usage),
+            finish_reason: choice.finish_reason.map(|c| c.into_owned()),
+            ..Reply::default()
+        })
+    }
+
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
+        Box::new(SseDecoder::default())
+    }
+}
+
+#[derive(Deserialize)]
+struct Response<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<Choice<'a>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(default, borrow)]
+    message: Option<WireMessage<'a>>,
+    #[serde(default, borrow)]
+    delta: Option<WireMessage<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<std::borrow::Cow<'a, str>>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireMessage<'a> {
+    #[serde(default, borrow)]
+    content: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<std::borrow::Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<Details>,
+}
+
+#[derive(Deserialize)]
+struct Details {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    fn into_usage(self) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            cached_tokens: self.prompt_tokens_details.and_then(|d| d.cached_tokens),
+        }
+    }
+}
+
+/// Decodes an SSE stream of chat-completion chunks.
+#[derive(Debug, Default)]
+pub struct SseDecoder {
+    buf: Vec<u8>,
+    reply: Reply,
+    reasoning: String,
+    done: bool,
+}
+
+impl SseDecoder {
+    fn line(&mut self, line: &[u8], now: Instant) -> Result<(), CodecError> {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(data) = line.strip_prefix(b"data:") else {
+            return Ok(());
+        };
+        let data = data.strip_prefix(b" ").unwrap_or(data);
+        if data == b"[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        if self.done {
+            return Err(CodecError("data after [DONE]".into()));
+        }
+        let chunk: Response<'_> = serde_json::from_slice(data)
+            .map_err(|e| CodecError(format!("invalid stream chunk JSON: {e}")))?;
+        if let Some(u) = chunk.usage {
+            self.reply.usage = Some(u.into_usage());
+        }
+        if let Some(choice) = chunk.choices.into_iter().next() {
+            if let Some(d) = choice.delta.or(choice.message) {
+                let mut bytes = 0usize;
+                if let Some(c) = d.content.filter(|c| !c.is_empty()) {
+                    bytes += c.len();
+                    self.reply.content.push_str(&c);
+                }
+                if let Some(r) = d
+                    .reasoning_content
+                    .or(d.reasoning)
+                    .filter(|c| !c.is_empty())
+                {
+                    bytes += r.len();
+                    self.reasoning.push_str(&r);
+                }
+                if bytes > 0 {
+                    self.reply.first_token_at.get_or_insert(now);
+                    self.reply
+                        .chunks
+                        .push((now, u32::try_from(bytes).unwrap_or(u32::MAX)));
+                }
+            }
+            if let Some(f) = choice.finish_reason {
+                self.reply.finish_reason = Some(f.into_owned());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl StreamDecoder for SseDecoder {
+    fn feed(&mut self, bytes: &[u8], now: Instant) -> Result<(), CodecError> {
+        self.buf.extend_from_slice(bytes);
+        let mut start = 0;
+        while let Some(pos) = self.buf[start..].iter().position(|&b| b == b'\n') {
+            let end = start + pos;
+            let line = self.buf[start..end].to_vec();
+            self.line(&line, now)?;
+            start = end + 1;
+        }
+        self.buf.drain(..start);
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<Reply, CodecError> {
+        if !self.buf.is_empty() {
+            let rest = std::mem::take(&mut self.buf);
+            self.line(&rest, Instant::now())?;
+        }
+        if !self.done && self.reply.finish_reason.is_none() {
+            return Err(CodecError(
+                "stream ended before its finish chunk and [DONE] (truncated)".into(),
+            ));
+        }
+        let mut reply = std::mem::take(&mut self.reply);
+        if !self.reasoning.is_empty() {
+            reply.reasoning = Some(std::mem::take(&mut self.reasoning));
+        }
+        Ok(reply)
+    }
+}
+
+batchbench_core::register_codec! {
+    name: "openai_chat",
+    description: "OpenAI chat completions (JSON and SSE); min/max_tokens or SGLang min/max_new_tokens",
+    example: r#"{"sglang": false, "ignore_eos": true}"#,
+    config: OpenAiChatConfig,
+    build: OpenAiChat::new,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use batchbench_core::conversation::{Role, ToolCall};
+    use std::sync::Arc;
+
+    fn codec(sglang: bool) -> OpenAiChat {
+        OpenAiChat {
+            cfg: OpenAiChatConfig {
+                sglang,
+                ignore_eos: true,
+            },
+        }
+    }
+
+    #[test]
+    fn encodes_valid_json_with_constraints() {
+        let mut conv = Conversation::default();
+        conv.messages
+            .push(Message::new(Role::User, "hi \"there\"\n"));
+        let mut a = Message::new(Role::Assistant, "ok");
+        a.tool_calls.push(ToolCall {
+            id: "c1".into(),
+            name: "environment".into(),
+            arguments: "{}".into(),
+        });
+        conv.messages.push(a);
+        let mut t = Message::new(Role::Tool, "result");
+        t.tool_call_id = Some(Arc::from("c1"));
+        conv.messages.push(t);
+        let extra = vec![("user".to_owned(), serde_json::json!("u-1"))];
+        for sglang in [false, true] {
+            let mut out = Vec::new();
+            let req = EncodeRequest {
+                model: "m",
+                conversation: &conv,
+                output: Some((64, 64)),
+                stream: true,
+                extra_fields: &extra,
+            };
+            codec(sglang)
+                .encode(&req, &mut out)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let v: serde_json::Value =
+                serde_json::from_slice(&out).unwrap_or_else(|e| panic!("{e}"));
+            let (min, max) = if sglang {
+                ("min_new_tokens", "max_new_tokens")
+            } else {
+                ("min_tokens", "max_tokens")
+            };
+            assert_eq!(v[min], 64);
+            assert_eq!(v[max], 64);
+            assert_eq!(v["ignore_eos"], true);
+            assert_eq!(v["stream_options"]["include_usage"], true);
+            assert_eq!(v["user"], "u-1");
+            assert_eq!(v["messages"][0]["content"], "hi \"there\"\n");
+            assert_eq!(
+                v["messages"][1]["tool_calls"][0]["function"]["name"],
+                "environment"
+            );
+            assert_eq!(v["messages"][2]["tool_call_id"], "c1");
+        }
+    }
+
+    #[test]
+    fn decodes_json_with_reasoning_and_cache() {
+        let body = br#"{"choices":[{"message":{"role":"assistant","content":"a","reasoning_content":"r"},"finish_reason":"length"}],
+            "usage":{"prompt_tokens":10,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":8}}}"#;
+        let r = codec(false).decode(body).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.content, "a");
+        assert_eq!(r.reasoning.as_deref(), Some("r"));
+        assert_eq!(
+            r.usage,
+            Some(Usage {
+                prompt_tokens: 10,
+                completion_tokens: 2,
+                cached_tokens: Some(8)
+            })
+        );
+        assert!(codec(false).decode(b"{not json").is_err());
+    }
+
+    #[test]
+    fn sse_first_token_skips_role_chunk_and_split_lines_work() {
+        let stream = concat!(
+            "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"think\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\" hello\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n",
+            "data: [DONE]\n\n"
+        );
+        let mut d = SseDecoder::default();
+        let t0 = Instant::now();
+        // Feed in awkward pieces: line boundaries must not matter.
+        for (i, piece) in stream.as_bytes().chunks(7).enumerate() {
+            d.feed(piece, t0 + std::time::Duration::from_millis(i as u64))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let r = d.finish().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.content, " hello");
+        assert_eq!(r.reasoning.as_deref(), Some("think"));
+        assert_eq!(r.chunks.len(), 2);
+        assert!(
+            r.first_token_at.is_some_and(|t| t > t0),
+            "role chunk must not count as first token"
+        );
+        assert_eq!(r.usage.map(|u| u.completion_tokens), Some(2));
+    }
+
+    #[test]
+    fn truncated_stream_is_an_error() {
+        let mut d = SseDecoder::default();
+        d.feed(
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n",
+            Instant::now(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(d.finish().is_err());
+        let mut d = SseDecoder::default();
+        assert!(d.feed(b"data: {oops\n", Instant::now()).is_err());
+    }
+}

@@ -1,0 +1,139 @@
+//! `console_summary`: the human-readable report, printed on stdout at the end
+//! of a run (also after Ctrl+C, marked partial).
+
+use batchbench_core::engine::RunInfo;
+use batchbench_core::metrics::{LatencyStats, Summary};
+use batchbench_core::plugin::{PluginError, Reporter};
+use batchbench_core::registry::BuildContext;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write;
+use std::io::Write as _;
+
+/// Config of [`ConsoleSummary`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleSummaryConfig {
+    /// Print to stderr instead of stdout.
+    #[serde(default)]
+    pub stderr: bool,
+}
+
+/// Prints the summary.
+#[derive(Debug)]
+pub struct ConsoleSummary {
+    cfg: ConsoleSummaryConfig,
+}
+
+impl ConsoleSummary {
+    /// A reporter with this config.
+    pub fn new(cfg: ConsoleSummaryConfig, _ctx: &BuildContext) -> Result<Self, PluginError> {
+        Ok(Self { cfg })
+    }
+}
+
+fn lat(out: &mut String, label: &str, s: Option<LatencyStats>) {
+    if let Some(s) = s {
+        let _ = writeln!(
+            out,
+            "  {label:<22} p50 {:>9.2}  p90 {:>9.2}  p99 {:>9.2}  mean {:>9.2}  max {:>9.2}  (n={})",
+            s.p50_ms, s.p90_ms, s.p99_ms, s.mean_ms, s.max_ms, s.count
+        );
+    }
+}
+
+/// Renders the summary as the console shows it.
+pub fn render(info: &RunInfo, s: &Summary) -> String {
+    let mut o = String::new();
+    let title = if s.interrupted {
+        "batchbench summary (interrupted: partial results)"
+    } else {
+        "batchbench summary"
+    };
+    let _ = writeln!(o, "{title}");
+    let _ = writeln!(o, "  {:<22} {}", "model", info.model);
+    let _ = writeln!(o, "  {:<22} {}", "endpoint", info.url);
+    let _ = writeln!(o, "  {:<22} {}", "workload", info.workload.mode);
+    let _ = writeln!(
+        o,
+        "  {:<22} {} total, {} ok, {} failed, {} retries",
+        "requests", s.total_requests, s.successful_requests, s.failed_requests, s.retries
+    );
+    if !s.failures_by_kind.is_empty() {
+        let kinds: Vec<String> = s
+            .failures_by_kind
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect();
+        let _ = writeln!(o, "  {:<22} {}", "failures", kinds.join(", "));
+        for f in s.failures.iter().take(5) {
+            let _ = writeln!(
+                o,
+                "  {:<22} agent {} trajectory {} request {}: {}",
+                "", f.agent_id, f.trajectory_id, f.request_index, f.message
+            );
+        }
+    }
+    let _ = writeln!(o, "  {:<22} {:.3} s", "duration", s.total_duration_seconds);
+    let _ = writeln!(
+        o,
+        "  {:<22} {:.2} req/s, {:.1} prompt tok/s, {:.1} completion tok/s",
+        "throughput",
+        s.requests_per_second,
+        s.prompt_tokens_per_second,
+        s.completion_tokens_per_second
+    );
+    let _ = writeln!(
+        o,
+        "  {:<22} {} prompt, {} completion (usage of successful requests)",
+        "tokens", s.total_prompt_tokens, s.total_completion_tokens
+    );
+    if s.planned_prompt_tokens > 0 {
+        let _ = writeln!(
+            o,
+            "  {:<22} {} planned vs {} server-counted (worst request {:+})",
+            "prompt tokens",
+            s.planned_prompt_tokens,
+            s.counted_prompt_tokens,
+            s.worst_prompt_drift_tokens
+        );
+    }
+    if s.estimated_cached_input_tokens > 0 || s.server_cached_tokens.is_some() {
+        let server = s
+            .server_cached_tokens
+            .map_or_else(|| "not reported".to_owned(), |c| c.to_string());
+        let _ = writeln!(
+            o,
+            "  {:<22} {} estimated (perfect prefix caching), {} server-reported",
+            "cached input tokens", s.estimated_cached_input_tokens, server
+        );
+    }
+    let _ = writeln!(o, "  latency (ms)");
+    lat(&mut o, "request", s.latency);
+    lat(&mut o, "time to first token", s.ttft);
+    lat(&mut o, "inter-token", s.itl);
+    lat(&mut o, "time per output token", s.tpot);
+    lat(&mut o, "trajectory end-to-end", s.trajectory_e2e);
+    o
+}
+
+impl Reporter for ConsoleSummary {
+    fn on_finish(&mut self, info: &RunInfo, summary: &Summary) -> Result<(), PluginError> {
+        let text = render(info, summary);
+        // A closed pipe (`| head`) is not an error worth failing the run for.
+        let _ = if self.cfg.stderr {
+            std::io::stderr().write_all(text.as_bytes())
+        } else {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes()).and_then(|()| out.flush())
+        };
+        Ok(())
+    }
+}
+
+batchbench_core::register_reporter! {
+    name: "console_summary",
+    description: "the human-readable summary (totals, throughput, failures, latency percentiles)",
+    example: r#"{"stderr": false}"#,
+    config: ConsoleSummaryConfig,
+    build: ConsoleSummary::new,
+}
