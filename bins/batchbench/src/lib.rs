@@ -168,6 +168,9 @@ pub struct BenchArgs {
     /// Append a CSV row of totals, percentiles and configuration to this file.
     #[arg(long, value_name = "PATH", help_heading = "Output")]
     pub results_csv: Option<PathBuf>,
+    /// Write the complete summary (and the run's configuration) as JSON to this file.
+    #[arg(long, value_name = "PATH", help_heading = "Output")]
+    pub summary_json: Option<PathBuf>,
     /// No progress bar.
     #[arg(short, long, help_heading = "Output")]
     pub quiet: bool,
@@ -339,6 +342,12 @@ fn bench(a: BenchArgs) -> Result<i32, Failure> {
     let mut reporters = vec![
         registry::reporter("console_summary", &json!({}), &ctx).map_err(common::plugin_failure)?,
     ];
+    if let Some(path) = &a.summary_json {
+        reporters.push(
+            registry::reporter("json_summary", &json!({ "path": path }), &ctx)
+                .map_err(common::plugin_failure)?,
+        );
+    }
     if let Some(path) = &a.results_csv {
         reporters.push(
             registry::reporter(

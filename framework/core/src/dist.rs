@@ -197,6 +197,6 @@ mod tests {
         let mut rng = Stream::new(3);
         let v: Vec<u64> = (0..2000).map(|_| d.sample(&mut rng, 1)).collect();
         assert!(v.iter().all(|x| (90..=110).contains(x)));
-        assert!(v.iter().any(|&x| x == 90) && v.iter().any(|&x| x == 110));
+        assert!(v.contains(&90) && v.contains(&110));
     }
 }

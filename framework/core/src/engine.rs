@@ -610,20 +610,47 @@ fn stream_timing(m: &mut Metrics, reply: &Reply, completion_tokens: u64) {
         let tpot = (last - first) / (completion_tokens - 1) as u32;
         m.tpot.record(tpot);
     }
-    let total_bytes: u64 = reply.chunks.iter().map(|c| u64::from(c.1)).sum();
-    if total_bytes == 0 || reply.chunks.len() < 2 {
-        return;
-    }
     // Inter-token latency per token: each chunk's gap is shared by the tokens it
-    // carried, estimated from its share of the content bytes.
-    for w in reply.chunks.windows(2) {
+    // carried. Servers rarely say how many that is, so the completion tokens are
+    // allocated to chunks by content bytes (largest remainder, at least one each):
+    // exact when every chunk is one token, and never more samples than tokens.
+    let tokens = allocate_tokens(&reply.chunks, completion_tokens);
+    for (w, k) in reply.chunks.windows(2).zip(tokens.iter().skip(1)) {
+        if *k == 0 {
+            continue;
+        }
         let gap = w[1].0.saturating_duration_since(w[0].0);
-        let tokens = ((completion_tokens as f64 * f64::from(w[1].1) / total_bytes as f64).round()
-            as u64)
-            .max(1);
-        let per = gap.as_micros() as u64 / tokens;
-        m.itl.record_n(per, tokens);
+        m.itl.record_n(gap.as_micros() as u64 / k, *k);
     }
+}
+
+/// Splits `total` tokens over chunks in proportion to their byte lengths.
+fn allocate_tokens(chunks: &[(Instant, u32)], total: u64) -> Vec<u64> {
+    let n = chunks.len() as u64;
+    if n == 0 {
+        return Vec::new();
+    }
+    if total <= n {
+        // One token per chunk until the tokens run out.
+        return (0..n).map(|i| u64::from(i < total)).collect();
+    }
+    let bytes: u64 = chunks.iter().map(|c| u64::from(c.1)).sum::<u64>().max(1);
+    let spare = total - n; // every chunk carries at least one
+    let mut out: Vec<u64> = Vec::with_capacity(chunks.len());
+    let mut rema: Vec<(u64, usize)> = Vec::with_capacity(chunks.len());
+    let mut given = 0;
+    for (i, c) in chunks.iter().enumerate() {
+        let exact = u128::from(spare) * u128::from(c.1);
+        let whole = (exact / u128::from(bytes)) as u64;
+        rema.push(((exact % u128::from(bytes)) as u64, i));
+        out.push(1 + whole);
+        given += whole;
+    }
+    rema.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (_, i) in rema.into_iter().take((spare - given) as usize) {
+        out[i] += 1;
+    }
+    out
 }
 
 async fn sleep_scaled(sh: &Shared, ms: u64) -> Duration {
@@ -886,4 +913,22 @@ pub fn dry_run(
     }
     out.flush().map_err(io)?;
     Ok(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::allocate_tokens;
+    use std::time::Instant;
+
+    #[test]
+    fn token_allocation_is_exact() {
+        let t = Instant::now();
+        let chunks: Vec<(Instant, u32)> = [5u32, 9, 4, 12, 6].iter().map(|b| (t, *b)).collect();
+        assert_eq!(allocate_tokens(&chunks, 5), vec![1; 5]);
+        assert_eq!(allocate_tokens(&chunks, 3), vec![1, 1, 1, 0, 0]);
+        let a = allocate_tokens(&chunks, 23);
+        assert_eq!(a.iter().sum::<u64>(), 23);
+        assert!(a.iter().all(|k| *k >= 1));
+        assert!(a[3] >= a[2], "more bytes, at least as many tokens: {a:?}");
+    }
 }

@@ -305,6 +305,7 @@ fn looks_like_hub_id(spec: &str) -> bool {
     (1..=2).contains(&parts.len())
         && parts.iter().all(|p| {
             !p.is_empty()
+                && !p.starts_with('.')
                 && p.chars()
                     .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
         })

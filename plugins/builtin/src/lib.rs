@@ -7,12 +7,14 @@
 //! | codec | `openai_chat` | OpenAI chat completions, JSON and SSE, `--sglang` fields |
 //! | reporter | `console_summary` | the human-readable summary on stdout |
 //! | reporter | `csv` | one CSV row per run, appended |
+//! | reporter | `json_summary` | the whole summary as one JSON document |
 //!
 //! A binary that uses these must name the crate (`use batchbench_plugins as _;`),
 //! or the linker drops the registrations.
 
 pub mod batch;
 pub mod csv_report;
+pub mod json_summary;
 pub mod openai;
 pub mod summary;
 pub mod timefmt;
@@ -23,4 +25,5 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("codec", "openai_chat"),
     ("reporter", "console_summary"),
     ("reporter", "csv"),
+    ("reporter", "json_summary"),
 ];

@@ -1,0 +1,6 @@
+//! End-to-end tests: one binary, a module per feature.
+
+mod batch;
+mod contract;
+mod sim;
+mod tokens;

@@ -1,0 +1,234 @@
+//! The simulator behaves like an LLM server: token constraints, streaming format,
+//! per-worker prefix caching, metrics and faults.
+
+use batchbench_sim::SimConfig;
+use batchbench_tests::{SimServer, tokenizer};
+use serde_json::{Value, json};
+
+fn post(sim: &SimServer, body: Value, headers: &[(&str, &str)]) -> (u16, String) {
+    let url = format!("{}/v1/chat/completions", sim.url());
+    sim.block_on(async {
+        let mut req = reqwest::Client::new().post(url).json(&body);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = req.send().await.unwrap_or_else(|e| panic!("{e}"));
+        let status = resp.status().as_u16();
+        (status, resp.text().await.unwrap_or_default())
+    })
+}
+
+fn get(sim: &SimServer, path: &str) -> String {
+    let url = format!("{}{path}", sim.url());
+    sim.block_on(async {
+        reqwest::get(url)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .text()
+            .await
+            .unwrap_or_default()
+    })
+}
+
+fn user(content: &str) -> Value {
+    json!([{"role": "user", "content": content}])
+}
+
+#[test]
+fn output_constraints_are_honoured() {
+    let sim = SimServer::recording("qwen");
+    let cases = [
+        (json!({"max_tokens": 17, "min_tokens": 17}), 17),
+        (json!({"max_new_tokens": 9, "min_new_tokens": 9}), 9),
+        (json!({"max_tokens": 12, "ignore_eos": true}), 12),
+        (json!({"max_completion_tokens": 5, "ignore_eos": true}), 5),
+    ];
+    for (extra, want) in cases {
+        let mut body = json!({"model": "m", "messages": user("hi")});
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            body[k] = v.clone();
+        }
+        let (status, text) = post(&sim, body, &[]);
+        assert_eq!(status, 200, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap_or_default();
+        assert_eq!(v["usage"]["completion_tokens"], want, "{extra}");
+        // The content really is that many tokens.
+        let content = v["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(tokenizer("qwen").count(content).unwrap_or(0), want as usize);
+    }
+    // Without ignore_eos and with room between min and max, a seeded early stop.
+    let lens: Vec<u64> = (0..20)
+        .map(|_| {
+            let (_, text) = post(
+                &sim,
+                json!({"model": "m", "messages": user("hi"), "max_tokens": 50, "min_tokens": 10}),
+                &[],
+            );
+            serde_json::from_str::<Value>(&text).unwrap_or_default()["usage"]["completion_tokens"]
+                .as_u64()
+                .unwrap_or(0)
+        })
+        .collect();
+    assert!(lens.iter().all(|l| (10..=50).contains(l)), "{lens:?}");
+    assert!(lens.iter().any(|l| *l != lens[0]), "lengths vary: {lens:?}");
+}
+
+#[test]
+fn prompt_count_is_tokenizer_exact_plus_template_overhead() {
+    let sim = SimServer::start(
+        SimConfig {
+            template_overhead_tokens: 4,
+            message_overhead_tokens: 6,
+            ..SimConfig::default()
+        },
+        "qwen",
+    );
+    let tok = tokenizer("qwen");
+    let a = "The quick brown fox jumps over the lazy dog.";
+    let b = "Sphinx of black quartz, judge my vow!";
+    let body = json!({"model": "m", "max_tokens": 1, "messages": [{"role": "system", "content": a}, {"role": "user", "content": b}]});
+    let (_, text) = post(&sim, body, &[]);
+    let v: Value = serde_json::from_str(&text).unwrap_or_default();
+    let want = tok.count(a).unwrap_or(0) + tok.count(b).unwrap_or(0) + 4 + 2 * 6;
+    assert_eq!(v["usage"]["prompt_tokens"], want as u64);
+}
+
+#[test]
+fn stream_has_role_chunk_content_finish_usage_and_done() {
+    let sim = SimServer::recording("qwen");
+    let body = json!({"model": "m", "messages": user("hi"), "max_tokens": 6, "min_tokens": 6, "stream": true, "stream_options": {"include_usage": true}});
+    let (status, text) = post(&sim, body, &[]);
+    assert_eq!(status, 200);
+    let events: Vec<&str> = text.split("\n\n").filter(|e| !e.is_empty()).collect();
+    assert!(
+        events[0].contains("\"role\":\"assistant\""),
+        "{}",
+        events[0]
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.contains("\"content\":\" "))
+            .count(),
+        6,
+        "one token per chunk"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e.contains("\"finish_reason\":\"length\""))
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e.contains("\"usage\"") && e.contains("\"completion_tokens\":6"))
+    );
+    assert_eq!(*events.last().unwrap_or(&""), "data: [DONE]");
+}
+
+#[test]
+fn prefix_cache_is_per_worker_and_reported() {
+    let sim = SimServer::start(
+        SimConfig {
+            workers: 2,
+            cache_block_tokens: 4,
+            record_requests: true,
+            ..SimConfig::default()
+        },
+        "qwen",
+    );
+    let tok = tokenizer("qwen");
+    let long = tok.exact_text(5, 200, &|| "t".into()).unwrap_or_default();
+    let body = json!({"model": "m", "messages": user(&long), "max_tokens": 1});
+    let cached = |hdr: &[(&str, &str)]| {
+        let (_, text) = post(&sim, body.clone(), hdr);
+        serde_json::from_str::<Value>(&text).unwrap_or_default()["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(99)
+    };
+    assert_eq!(cached(&[("X-SMG-Target-Worker", "0")]), 0);
+    assert_eq!(
+        cached(&[("X-SMG-Target-Worker", "0")]),
+        200,
+        "second identical prompt on worker 0 hits"
+    );
+    assert_eq!(
+        cached(&[("X-SMG-Target-Worker", "1")]),
+        0,
+        "worker 1 has its own cache"
+    );
+    let a = cached(&[("X-SMG-Routing-Key", "agent-a")]);
+    let b = cached(&[("X-SMG-Routing-Key", "agent-a")]);
+    assert_eq!(
+        b, 200,
+        "a routing key always picks the same worker (first: {a})"
+    );
+    let log = sim.requests();
+    assert_eq!(log[0].worker, 0);
+    assert_eq!(log[2].worker, 1);
+    assert_eq!(log[3].worker, log[4].worker);
+    let metrics = get(&sim, "/metrics");
+    assert!(metrics.contains("sim_requests_total 5"), "{metrics}");
+    let on_zero: u64 = log
+        .iter()
+        .filter(|e| e.worker == 0)
+        .map(|e| e.cached_tokens)
+        .sum();
+    assert!(
+        metrics.contains(&format!(
+            "sim_cached_tokens_total{{worker=\"0\"}} {on_zero}"
+        )),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn bad_requests_get_400() {
+    let sim = SimServer::start(
+        SimConfig {
+            max_context_tokens: 10,
+            ..SimConfig::default()
+        },
+        "qwen",
+    );
+    assert_eq!(post(&sim, json!({"model": "m"}), &[]).0, 400);
+    let (status, text) = post(
+        &sim,
+        json!({"model": "m", "messages": user(&"word ".repeat(50))}),
+        &[],
+    );
+    assert_eq!(status, 400);
+    assert!(text.contains("context limit"), "{text}");
+    assert!(get(&sim, "/v1/models").contains("batchbench-sim"));
+    assert_eq!(sim.stats().rejected, 2);
+}
+
+#[test]
+fn faults_are_injected_at_the_configured_rate() {
+    let sim = SimServer::start(
+        SimConfig {
+            fault_rate: 0.5,
+            fault_status: vec![503, 429],
+            record_requests: true,
+            ..SimConfig::default()
+        },
+        "qwen",
+    );
+    let codes: Vec<u16> = (0..200)
+        .map(|_| {
+            post(
+                &sim,
+                json!({"model": "m", "messages": user("x"), "max_tokens": 1}),
+                &[],
+            )
+            .0
+        })
+        .collect();
+    let faults = codes.iter().filter(|c| **c != 200).count();
+    assert!((60..=140).contains(&faults), "{faults} faults of 200");
+    assert!(codes.contains(&503) && codes.contains(&429));
+    assert_eq!(
+        sim.stats().faults.get("status").copied(),
+        Some(faults as u64)
+    );
+}
