@@ -56,7 +56,6 @@ impl FaultKind {
 /// How the simulator behaves. Every field is also a flag of `batchbench-sim` and a
 /// query parameter of `--host sim://?key=value&...` (dashes or underscores).
 #[derive(Debug, Clone, Parser, serde::Serialize)]
-#[command(no_binary_name = true)]
 pub struct SimConfig {
     /// Model names listed by /v1/models (any name is accepted in requests).
     #[arg(
@@ -121,14 +120,14 @@ pub struct SimConfig {
 impl Default for SimConfig {
     fn default() -> Self {
         // Parsing no arguments cannot fail: every field has a default.
-        Self::try_parse_from(std::iter::empty::<String>()).unwrap_or_else(|e| panic!("{e}"))
+        Self::try_parse_from(["sim"]).unwrap_or_else(|e| panic!("{e}"))
     }
 }
 
 impl SimConfig {
     /// Parses `key=value&key=value` (the query of a `sim://` URL).
     pub fn from_query(query: &str) -> Result<Self, String> {
-        let mut args = Vec::new();
+        let mut args = vec!["sim".to_owned()];
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             let k = k.replace('_', "-");

@@ -44,7 +44,7 @@ pub struct Stream {
 }
 
 impl Stream {
-    /// A stream for a key made by [`derive`] or [`hash_str`].
+    /// A stream for a key made by [`derive()`] or [`hash_str`].
     pub fn new(key: u64) -> Self {
         Self { state: key }
     }

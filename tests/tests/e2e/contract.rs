@@ -4,10 +4,62 @@
 use batchbench_core::registry;
 use batchbench_plugins as _;
 
+// A plugin registered from a crate that is not part of batchbench, exactly as the
+// book shows a plugin author doing it.
+mod external {
+    use batchbench_core::plugin::{PluginError, RouteContext, RouteExtras, Router};
+    use batchbench_core::registry::BuildContext;
+
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct TeamHeaderConfig {
+        team: String,
+    }
+
+    pub struct TeamHeader(String);
+
+    impl Router for TeamHeader {
+        fn decorate(&self, _ctx: &RouteContext<'_>, out: &mut RouteExtras) {
+            out.headers.push(("X-Team".into(), self.0.clone()));
+        }
+    }
+
+    batchbench_core::register_router! {
+        name: "team_header",
+        description: "adds an X-Team header to every request",
+        example: r#"{"team": "inference"}"#,
+        config: TeamHeaderConfig,
+        build: |c: TeamHeaderConfig, _ctx: &BuildContext| Ok::<_, PluginError>(TeamHeader(c.team)),
+    }
+}
+
+#[test]
+fn an_external_crate_registers_like_a_builtin() {
+    let ctx = registry::BuildContext::default();
+    let r = registry::router("team_header", &serde_json::json!({"team": "x"}), &ctx)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut extras = batchbench_core::plugin::RouteExtras::default();
+    let route = batchbench_core::plugin::RouteContext {
+        seed: 0,
+        agent_id: 0,
+        routing_slot: 0,
+        trajectory_id: "t",
+        request_index: 0,
+    };
+    r.decorate(&route, &mut extras);
+    assert_eq!(extras.headers, vec![("X-Team".to_owned(), "x".to_owned())]);
+    assert!(
+        registry::list()
+            .iter()
+            .any(|p| p.kind == "router" && p.name == "team_header")
+    );
+}
+
 #[test]
 fn every_builtin_is_registered_in_sorted_order() {
     let listed: Vec<(String, String)> = registry::list()
         .into_iter()
+        .filter(|p| p.name != "team_header")
         .map(|p| (p.kind.to_owned(), p.name.to_owned()))
         .collect();
     let mut expected: Vec<(String, String)> = batchbench_plugins::BUILTINS

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Exact-length synthesis throughput (tokens per second per core) with the Qwen
+# tokenizer, for 128-, 4,096- and 32,768-token prompts. Single-threaded, so the
+# figure is per core. BENCH_SMOKE=1 runs a few iterations in the dev profile.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tok="$(examples/fetch-tokenizers.sh)/qwen/tokenizer.json"
+if [ -n "${BENCH_SMOKE:-}" ]; then
+  cargo bench --quiet --profile dev -p batchbench-core --bench synthesis -- "$tok"
+else
+  cargo bench --quiet -p batchbench-core --bench synthesis -- "$tok"
+fi

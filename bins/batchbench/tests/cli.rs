@@ -1,0 +1,288 @@
+//! The `batchbench` binary as a user runs it: exit codes, one-line errors with
+//! nothing sent, Ctrl+C, the hub cache.
+
+use batchbench_tests::{SimServer, read_csv, tokenizer_path};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_batchbench"))
+}
+
+fn run(args: &[&str]) -> Output {
+    bin()
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn help_lists_every_compatible_flag() {
+    let o = run(&["--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&o.stdout);
+    for flag in [
+        "--host",
+        "--endpoint",
+        "--model",
+        "--tokenizer-model",
+        "--users",
+        "--requests-per-user",
+        "--input-tokens",
+        "--input-vary",
+        "--input-prefix-overlap",
+        "--input-lognorm-mu",
+        "--input-lognorm-median",
+        "--input-lognorm-sigma",
+        "--input-lognorm-max",
+        "--output-tokens",
+        "--output-vary",
+        "--output-lognorm-mu",
+        "--output-lognorm-median",
+        "--output-lognorm-sigma",
+        "--output-lognorm-max",
+        "--sglang",
+        "--ignore-eos",
+        "--stream",
+        "--api-key",
+        "--api-key-env",
+        "--request-timeout-secs",
+        "--max-retries",
+        "--retry-delay-ms",
+        "--verbose",
+        "--dry-run",
+        "--results-csv",
+        "--seed",
+        "--quiet",
+    ] {
+        assert!(help.contains(flag), "--help lacks {flag}");
+    }
+    assert!(help.contains("[default: https://api.openai.com]"));
+    assert!(help.contains("[default: Qwen/Qwen3-VL-235B-A22B-Instruct-FP8]"));
+}
+
+#[test]
+fn bad_input_is_one_line_naming_the_flag_exit_2_and_nothing_sent() {
+    let sim = SimServer::recording("qwen");
+    let url = sim.url();
+    let tok = tokenizer_path("qwen").display().to_string();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let bad_tok = dir.path().join("broken.json");
+    std::fs::write(&bad_tok, "{}").unwrap_or_else(|e| panic!("{e}"));
+    let bad_tok = bad_tok.display().to_string();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--input-tokens", "-5"], "--input-tokens"),
+        (vec!["--users", "0"], "--users"),
+        (vec!["--users", "abc"], "--users"),
+        (vec!["--output-tokens", "-1"], "--output-tokens"),
+        (
+            vec!["--input-lognorm-sigma", "0.5"],
+            "--input-lognorm-median or --input-lognorm-mu",
+        ),
+        (
+            vec!["--output-lognorm-median", "64"],
+            "--output-lognorm-sigma",
+        ),
+        (
+            vec![
+                "--input-lognorm-median",
+                "64",
+                "--input-lognorm-mu",
+                "4",
+                "--input-lognorm-sigma",
+                "1",
+            ],
+            "not both",
+        ),
+        (
+            vec!["--input-prefix-overlap", "1.5", "--input-tokens", "10"],
+            "--input-prefix-overlap",
+        ),
+        (
+            vec!["--input-prefix-overlap", "-0.1", "--input-tokens", "10"],
+            "--input-prefix-overlap",
+        ),
+        (
+            vec![
+                "--input-tokens",
+                "10",
+                "--tokenizer-model",
+                "/nonexistent/tokenizer.json",
+            ],
+            "--tokenizer-model",
+        ),
+        (
+            vec!["--input-tokens", "10", "--tokenizer-model", &bad_tok],
+            "--tokenizer-model",
+        ),
+        (
+            vec!["--request-timeout-secs", "0"],
+            "--request-timeout-secs",
+        ),
+        (vec!["--bogus-flag"], "--bogus-flag"),
+    ];
+    for (args, needle) in cases {
+        let mut all = vec!["--host", &url, "--quiet"];
+        if !args.contains(&"--tokenizer-model") {
+            all.extend(["--tokenizer-model", &tok]);
+        }
+        all.extend(args.iter().copied());
+        let o = run(&all);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{args:?}: one line, got: {err}"
+        );
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}: nothing on stdout");
+    }
+    assert_eq!(sim.stats().requests, 0, "nothing was sent");
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_prints_a_partial_summary_writes_the_csv_and_exits_130() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let csv = dir.path().join("r.csv");
+    let tok = tokenizer_path("qwen").display().to_string();
+    // 4 users x 50 requests of 20 tokens at 25 ms per token: about 25 s of work.
+    let child = bin()
+        .args([
+            "--host",
+            "sim://?decode-ms-per-token=25",
+            "--tokenizer-model",
+            &tok,
+            "--users",
+            "4",
+            "--requests-per-user",
+            "50",
+            "--output-tokens",
+            "20",
+            "--results-csv",
+        ])
+        .arg(&csv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::thread::sleep(Duration::from_millis(2500));
+    let t = Instant::now();
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.success());
+    let o = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    assert!(t.elapsed() < Duration::from_secs(10), "stops promptly");
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("interrupted: partial results"), "{out}");
+    let rows = read_csv(&csv);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["interrupted"], "true");
+    let ok: u64 = rows[0]["successful_requests"].parse().unwrap_or(0);
+    assert!(ok > 0 && ok < 200, "partial: {ok}");
+    assert!(
+        rows[0]["failures_by_kind"].contains("cancelled"),
+        "{:?}",
+        rows[0]["failures_by_kind"]
+    );
+}
+
+#[test]
+fn hub_ids_resolve_from_the_standard_cache_offline() {
+    let cache = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let repo = cache.path().join("models--acme--tiny-model");
+    let snap = repo.join("snapshots").join("abc123");
+    std::fs::create_dir_all(&snap).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(repo.join("refs")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(repo.join("refs").join("main"), "abc123").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(tokenizer_path("qwen"), snap.join("tokenizer.json"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let o = bin()
+        .env("HF_HUB_CACHE", cache.path())
+        .env("HF_HUB_OFFLINE", "1")
+        .args([
+            "--host",
+            "sim://",
+            "--model",
+            "acme/tiny-model",
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "2",
+            "-q",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = bin()
+        .env("HF_HUB_CACHE", cache.path())
+        .env("HF_HUB_OFFLINE", "1")
+        .args([
+            "--host",
+            "sim://",
+            "--model",
+            "acme/other-model",
+            "--input-tokens",
+            "16",
+            "-q",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("acme/other-model") && err.contains("HF_HUB_OFFLINE"),
+        "{err}"
+    );
+}
+
+#[test]
+fn verbose_never_prints_the_api_key() {
+    // A real HTTP target, so the key is really sent in the Authorization header.
+    let sim = SimServer::recording("qwen");
+    let url = sim.url();
+    let o = bin()
+        .env("MY_KEY", "sk-secret-value-123")
+        .args([
+            "--host",
+            &url,
+            "--api-key-env",
+            "MY_KEY",
+            "-v",
+            "-q",
+            "--output-tokens",
+            "2",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(o.status.code(), Some(0));
+    let all = format!("{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert!(all.contains("-> POST"), "verbose prints payloads: {all}");
+    assert!(!all.contains("sk-secret-value-123"));
+}
+
+#[test]
+fn plugins_lists_the_builtins() {
+    let o = run(&["plugins"]);
+    assert_eq!(o.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for name in [
+        "finite_batch",
+        "openai_chat",
+        "console_summary",
+        "csv",
+        "json_summary",
+    ] {
+        assert!(out.contains(name), "{out}");
+    }
+}
