@@ -155,10 +155,19 @@ impl RunResult {
 /// Runs `batchbench` in process with `args` plus a summary JSON and a CSV in a
 /// temporary directory.
 pub fn run_batchbench(args: &[&str]) -> RunResult {
+    run_tool(batchbench::run, "batchbench", args)
+}
+
+/// Runs `batchbench-agent` in process, like [`run_batchbench`].
+pub fn run_agent(args: &[&str]) -> RunResult {
+    run_tool(batchbench_agent::run, "batchbench-agent", args)
+}
+
+fn run_tool(run: fn(Vec<String>) -> i32, name: &str, args: &[&str]) -> RunResult {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let json = dir.path().join("summary.json");
     let csv = dir.path().join("results.csv");
-    let mut argv: Vec<String> = vec!["batchbench".into(), "--quiet".into()];
+    let mut argv: Vec<String> = vec![name.into(), "--quiet".into()];
     argv.extend(args.iter().map(|s| (*s).to_owned()));
     argv.extend([
         "--summary-json".into(),
@@ -166,7 +175,7 @@ pub fn run_batchbench(args: &[&str]) -> RunResult {
         "--results-csv".into(),
         csv.display().to_string(),
     ]);
-    let code = batchbench::run(argv);
+    let code = run(argv);
     RunResult {
         code,
         json: read_json(&json),

@@ -420,7 +420,9 @@ async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) 
         .get("ignore_eos")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let mut rng = Stream::at(st.cfg.seed, &[seq]);
+    // Output length and text are a function of the request (like greedy decoding:
+    // the same prompt gets the same reply), never of arrival order.
+    let mut rng = Stream::at(st.cfg.seed, &[fnv(&body)]);
     let completion = if ignore_eos || min >= max {
         max
     } else {

@@ -235,3 +235,288 @@ impl Reporter for Progress {
         Ok(())
     }
 }
+
+/// Target and protocol flags, shared by `batchbench` and `batchbench-agent`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TargetArgs {
+    /// Base URL of the server, or sim:// for the built-in simulator.
+    #[arg(
+        long,
+        default_value = "https://api.openai.com",
+        help_heading = "Target"
+    )]
+    pub host: String,
+    /// Request path, or a full URL.
+    #[arg(long, default_value = "/v1/chat/completions", help_heading = "Target")]
+    pub endpoint: String,
+    /// The request's model field; also the tokenizer unless --tokenizer-model is given.
+    #[arg(
+        long,
+        default_value = "Qwen/Qwen3-VL-235B-A22B-Instruct-FP8",
+        help_heading = "Target"
+    )]
+    pub model: String,
+    /// Tokenizer: a Hugging Face model id, a tokenizer.json, or a directory holding one.
+    #[arg(long, help_heading = "Target")]
+    pub tokenizer_model: Option<String>,
+    /// Bearer token; else read from the variable named by --api-key-env.
+    #[arg(long, help_heading = "Target")]
+    pub api_key: Option<String>,
+    /// Environment variable holding the API key.
+    #[arg(long, default_value = "OPENAI_API_KEY", help_heading = "Target")]
+    pub api_key_env: String,
+    /// Per-request timeout in seconds.
+    #[arg(long, default_value = "60", value_parser = positive, help_heading = "Target")]
+    pub request_timeout_secs: u64,
+    /// Retries after the first attempt (5xx, 408, 429, timeouts, broken connections).
+    #[arg(long, default_value = "2", value_parser = retries, help_heading = "Target")]
+    pub max_retries: u64,
+    /// Base delay of the exponential retry backoff, in milliseconds.
+    #[arg(long, default_value = "250", value_parser = non_negative, help_heading = "Target")]
+    pub retry_delay_ms: u64,
+
+    /// Send min_new_tokens/max_new_tokens (SGLang) instead of min_tokens/max_tokens.
+    #[arg(long, help_heading = "Protocol")]
+    pub sglang: bool,
+    /// Send "ignore_eos": true so outputs run to their length.
+    #[arg(long, help_heading = "Protocol")]
+    pub ignore_eos: bool,
+    /// Stream responses (SSE); adds TTFT, inter-token latency and TPOT to the report.
+    #[arg(long, help_heading = "Protocol")]
+    pub stream: bool,
+}
+
+fn retries(s: &str) -> Result<u64, String> {
+    let v = non_negative(s)?;
+    if v > 100 {
+        Err(format!("at most 100, got {v}"))
+    } else {
+        Ok(v)
+    }
+}
+
+impl TargetArgs {
+    /// The tokenizer spec: `--tokenizer-model`, else `--model`.
+    pub fn tokenizer_spec(&self) -> &str {
+        self.tokenizer_model.as_deref().unwrap_or(&self.model)
+    }
+
+    /// The simulator config when `--host sim://`.
+    pub fn sim_config(&self) -> Result<Option<SimConfig>, Failure> {
+        if is_sim(&self.host) {
+            sim_config(&self.host)
+                .map(Some)
+                .map_err(|e| Failure::bad_input(anyhow::anyhow!("--host: {e}")))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// The `openai_chat` codec config.
+    pub fn codec_config(&self) -> serde_json::Value {
+        serde_json::json!({ "sglang": self.sglang, "ignore_eos": self.ignore_eos })
+    }
+
+    /// These flags as report columns.
+    pub fn config_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "host": self.host, "endpoint": self.endpoint, "tokenizer_model": self.tokenizer_spec(),
+            "sglang": self.sglang, "ignore_eos": self.ignore_eos, "stream": self.stream,
+            "request_timeout_secs": self.request_timeout_secs, "max_retries": self.max_retries,
+            "retry_delay_ms": self.retry_delay_ms,
+        })
+    }
+}
+
+/// Output flags, shared by `batchbench` and `batchbench-agent`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OutputArgs {
+    /// Print truncated request and response payloads to stderr (never the API key).
+    #[arg(short, long, help_heading = "Output")]
+    pub verbose: bool,
+    /// Print the plan (one JSON line per request) and send nothing.
+    #[arg(long, help_heading = "Output")]
+    pub dry_run: bool,
+    /// Append a CSV row of totals, percentiles and configuration to this file.
+    #[arg(long, value_name = "PATH", help_heading = "Output")]
+    pub results_csv: Option<std::path::PathBuf>,
+    /// Write the complete summary (and the run's configuration) as JSON to this file.
+    #[arg(long, value_name = "PATH", help_heading = "Output")]
+    pub summary_json: Option<std::path::PathBuf>,
+    /// No progress bar.
+    #[arg(short, long, help_heading = "Output")]
+    pub quiet: bool,
+}
+
+impl OutputArgs {
+    /// The console summary plus the file reporters these flags ask for.
+    pub fn reporters(
+        &self,
+        csv_schema: &str,
+        ctx: &batchbench_core::registry::BuildContext,
+    ) -> Result<Vec<Box<dyn Reporter>>, Failure> {
+        use batchbench_core::registry::reporter;
+        let mut v =
+            vec![reporter("console_summary", &serde_json::json!({}), ctx).map_err(plugin_failure)?];
+        if let Some(path) = &self.summary_json {
+            v.push(
+                reporter("json_summary", &serde_json::json!({ "path": path }), ctx)
+                    .map_err(plugin_failure)?,
+            );
+        }
+        if let Some(path) = &self.results_csv {
+            v.push(
+                reporter(
+                    "csv",
+                    &serde_json::json!({ "path": path, "schema": csv_schema }),
+                    ctx,
+                )
+                .map_err(plugin_failure)?,
+            );
+        }
+        Ok(v)
+    }
+}
+
+/// A length from a fixed flag (with variation) or a log-normal family; the two are
+/// mutually exclusive. `family` is the flag stem (`input`, `output`, ...).
+pub fn length(
+    family: &str,
+    fixed: Option<u64>,
+    vary: u64,
+    flags: batchbench_core::dist::LogNormalFlags,
+) -> Result<Option<batchbench_core::dist::LengthDist>, Failure> {
+    length_with(family, "-tokens", "median", "max", fixed, vary, flags)
+}
+
+/// [`length`] with the family's own flag suffixes (`-ms`, `median-ms`, `max-ms`).
+pub fn length_with(
+    family: &str,
+    fixed_suffix: &str,
+    median: &str,
+    max: &str,
+    fixed: Option<u64>,
+    vary: u64,
+    flags: batchbench_core::dist::LogNormalFlags,
+) -> Result<Option<batchbench_core::dist::LengthDist>, Failure> {
+    use batchbench_core::dist::{LengthDist, lognormal_from_flags};
+    let bad = |m: String| Failure::bad_input(anyhow::anyhow!(m));
+    let ln =
+        lognormal_from_flags(&format!("--{family}-lognorm"), median, max, flags).map_err(bad)?;
+    match (fixed, ln) {
+        (Some(_), Some(_)) => Err(bad(format!(
+            "--{family}{fixed_suffix} and the --{family}-lognorm-* family are mutually exclusive"
+        ))),
+        (Some(v), None) => Ok(Some(LengthDist::Fixed { value: v, vary })),
+        (None, ln) => {
+            if vary > 0 {
+                return Err(bad(format!(
+                    "--{family}-vary needs --{family}{fixed_suffix}"
+                )));
+            }
+            Ok(ln)
+        }
+    }
+}
+
+/// Maps an engine error to its exit code.
+pub fn engine_failure(e: batchbench_core::engine::EngineError) -> Failure {
+    if e.is_bad_input() {
+        Failure::bad_input(e)
+    } else {
+        Failure::failed(e)
+    }
+}
+
+/// The multi-threaded runtime of a run.
+pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::failed(anyhow::anyhow!("cannot start the async runtime: {e}")))
+}
+
+/// What a run needs besides its plugins: the tokenizer, the target (and the
+/// in-process simulator), the pooled transport, and Ctrl+C wiring.
+#[derive(Debug)]
+pub struct Session {
+    /// The run's tokenizer, when needed.
+    pub tokenizer: Option<Arc<TokenizerHandle>>,
+    /// The shared transport.
+    pub transport: batchbench_core::transport::Transport,
+    target: Target,
+    cancel: CancellationToken,
+}
+
+impl Session {
+    /// Loads the tokenizer (when synthesis or the simulator needs it), starts the
+    /// simulator for `sim://`, builds the transport pooled for `concurrency`.
+    pub async fn open(
+        t: &TargetArgs,
+        sim_cfg: Option<SimConfig>,
+        needs_tokens: bool,
+        concurrency: usize,
+        verbose: bool,
+    ) -> Result<Self, Failure> {
+        let tokenizer = if needs_tokens || sim_cfg.is_some() {
+            let flag = if t.tokenizer_model.is_some() {
+                "--tokenizer-model"
+            } else {
+                "--model (as tokenizer; pass --tokenizer-model)"
+            };
+            Some(load_tokenizer(t.tokenizer_spec(), flag).await?)
+        } else {
+            None
+        };
+        let target = resolve_target(&t.host, sim_cfg, tokenizer.clone()).await?;
+        let transport =
+            batchbench_core::transport::Transport::new(batchbench_core::transport::TargetConfig {
+                url: batchbench_core::transport::join_url(&target.host, &t.endpoint),
+                api_key: if target.sim.is_some() {
+                    None
+                } else {
+                    api_key(t.api_key.clone(), &t.api_key_env)
+                },
+                timeout: std::time::Duration::from_secs(t.request_timeout_secs),
+                max_retries: u32::try_from(t.max_retries).unwrap_or(u32::MAX),
+                retry_delay: std::time::Duration::from_millis(t.retry_delay_ms),
+                headers: Vec::new(),
+                pool_size: concurrency,
+                verbose,
+            })
+            .map_err(|e| Failure::bad_input(anyhow::anyhow!("--host/--endpoint: {e}")))?;
+        let cancel = CancellationToken::new();
+        cancel_on_ctrl_c(cancel.clone());
+        Ok(Self {
+            tokenizer,
+            transport,
+            target,
+            cancel,
+        })
+    }
+
+    /// Runs `engine` with the progress bar and `reporters`, then stops the simulator.
+    pub async fn run(
+        self,
+        mut engine: batchbench_core::engine::Engine,
+        source: Box<dyn batchbench_core::plugin::WorkloadSource>,
+        reporters: Vec<Box<dyn Reporter>>,
+        total_requests: Option<u64>,
+        quiet: bool,
+    ) -> Result<batchbench_core::engine::RunOutput, Failure> {
+        engine = engine
+            .cancel_token(self.cancel)
+            .reporter(Box::new(Progress::new(total_requests, quiet)));
+        for r in reporters {
+            engine = engine.reporter(r);
+        }
+        if let Some(t) = self.tokenizer {
+            engine = engine.tokenizer(t);
+        }
+        let out = engine.run(source).await.map_err(engine_failure);
+        if let Some(sim) = self.target.sim {
+            sim.stop().await;
+        }
+        out
+    }
+}

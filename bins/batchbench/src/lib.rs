@@ -7,18 +7,14 @@
 
 pub mod common;
 
-use batchbench_core::dist::{LengthDist, LogNormalFlags, lognormal_from_flags};
-use batchbench_core::engine::{Engine, EngineError, EngineOptions};
+use batchbench_core::dist::{LengthDist, LogNormalFlags};
+use batchbench_core::engine::{Engine, EngineOptions};
 use batchbench_core::registry::{self, BuildContext};
-use batchbench_core::transport::{TargetConfig, Transport, join_url};
 use clap::{Args, Parser, Subcommand};
-use common::{Failure, Progress, finite, non_negative, positive};
+use common::{Failure, OutputArgs, TargetArgs, finite, length, non_negative, positive};
 use serde_json::json;
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 // The built-in plugins register themselves; naming the crate keeps them linked.
 use batchbench_plugins as _;
@@ -64,41 +60,9 @@ pub enum Command {
 /// The flags of a benchmark run.
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
-    /// Base URL of the server, or sim:// for the built-in simulator.
-    #[arg(
-        long,
-        default_value = "https://api.openai.com",
-        help_heading = "Target"
-    )]
-    pub host: String,
-    /// Request path, or a full URL.
-    #[arg(long, default_value = "/v1/chat/completions", help_heading = "Target")]
-    pub endpoint: String,
-    /// The request's model field; also the tokenizer unless --tokenizer-model is given.
-    #[arg(
-        long,
-        default_value = "Qwen/Qwen3-VL-235B-A22B-Instruct-FP8",
-        help_heading = "Target"
-    )]
-    pub model: String,
-    /// Tokenizer: a Hugging Face model id, a tokenizer.json, or a directory holding one.
-    #[arg(long, help_heading = "Target")]
-    pub tokenizer_model: Option<String>,
-    /// Bearer token; else read from the variable named by --api-key-env.
-    #[arg(long, help_heading = "Target")]
-    pub api_key: Option<String>,
-    /// Environment variable holding the API key.
-    #[arg(long, default_value = "OPENAI_API_KEY", help_heading = "Target")]
-    pub api_key_env: String,
-    /// Per-request timeout in seconds.
-    #[arg(long, default_value = "60", value_parser = positive, help_heading = "Target")]
-    pub request_timeout_secs: u64,
-    /// Retries after the first attempt (5xx, 408, 429, timeouts, broken connections).
-    #[arg(long, default_value = "2", value_parser = non_negative, help_heading = "Target")]
-    pub max_retries: u64,
-    /// Base delay of the exponential retry backoff, in milliseconds.
-    #[arg(long, default_value = "250", value_parser = non_negative, help_heading = "Target")]
-    pub retry_delay_ms: u64,
+    /// Target and protocol flags shared with `batchbench-agent`.
+    #[command(flatten)]
+    pub target: TargetArgs,
 
     /// Concurrent users.
     #[arg(long, default_value = "1", value_parser = positive, help_heading = "Workload")]
@@ -149,31 +113,9 @@ pub struct BenchArgs {
     #[arg(long, help_heading = "Workload")]
     pub seed: Option<u64>,
 
-    /// Send min_new_tokens/max_new_tokens (SGLang) instead of min_tokens/max_tokens.
-    #[arg(long, help_heading = "Protocol")]
-    pub sglang: bool,
-    /// Send "ignore_eos": true so outputs run to their length.
-    #[arg(long, help_heading = "Protocol")]
-    pub ignore_eos: bool,
-    /// Stream responses (SSE); adds TTFT, inter-token latency and TPOT to the report.
-    #[arg(long, help_heading = "Protocol")]
-    pub stream: bool,
-
-    /// Print truncated request and response payloads to stderr (never the API key).
-    #[arg(short, long, help_heading = "Output")]
-    pub verbose: bool,
-    /// Print the plan (one JSON line per request) and send nothing.
-    #[arg(long, help_heading = "Output")]
-    pub dry_run: bool,
-    /// Append a CSV row of totals, percentiles and configuration to this file.
-    #[arg(long, value_name = "PATH", help_heading = "Output")]
-    pub results_csv: Option<PathBuf>,
-    /// Write the complete summary (and the run's configuration) as JSON to this file.
-    #[arg(long, value_name = "PATH", help_heading = "Output")]
-    pub summary_json: Option<PathBuf>,
-    /// No progress bar.
-    #[arg(short, long, help_heading = "Output")]
-    pub quiet: bool,
+    /// Output flags shared with `batchbench-agent`.
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// Runs `batchbench` with these arguments (the first is the program name) and
@@ -215,30 +157,6 @@ fn plugins(as_json: bool) -> i32 {
         }
     }
     common::EXIT_OK
-}
-
-fn length(
-    family: &str,
-    fixed: Option<u64>,
-    vary: u64,
-    flags: LogNormalFlags,
-) -> Result<Option<LengthDist>, Failure> {
-    let ln = lognormal_from_flags(&format!("--{family}-lognorm"), "median", "max", flags)
-        .map_err(|e| Failure::bad_input(anyhow::anyhow!(e)))?;
-    match (fixed, ln) {
-        (Some(_), Some(_)) => Err(Failure::bad_input(anyhow::anyhow!(
-            "--{family}-tokens and the --{family}-lognorm-* family are mutually exclusive"
-        ))),
-        (Some(v), None) => Ok(Some(LengthDist::Fixed { value: v, vary })),
-        (None, ln) => {
-            if vary > 0 {
-                return Err(Failure::bad_input(anyhow::anyhow!(
-                    "--{family}-vary needs --{family}-tokens"
-                )));
-            }
-            Ok(ln)
-        }
-    }
 }
 
 /// The validated plan of a `batchbench` run.
@@ -286,12 +204,6 @@ fn validate(a: &BenchArgs) -> Result<Plan, Failure> {
             "--input-prefix-overlap needs --input-tokens or the --input-lognorm-* family".into(),
         ));
     }
-    if u32::try_from(a.max_retries).is_err() {
-        return Err(bad(format!(
-            "--max-retries is too large: {}",
-            a.max_retries
-        )));
-    }
     Ok(Plan { input, output })
 }
 
@@ -306,6 +218,7 @@ fn lognorm_parts(
 
 fn bench(a: BenchArgs) -> Result<i32, Failure> {
     let plan = validate(&a)?;
+    let t = &a.target;
     let seed = a.seed.unwrap_or_else(common::fresh_seed);
     let ctx = BuildContext { seed };
     let workload_cfg = json!({
@@ -317,19 +230,12 @@ fn bench(a: BenchArgs) -> Result<i32, Failure> {
     });
     let mut source =
         registry::workload("finite_batch", &workload_cfg, &ctx).map_err(common::plugin_failure)?;
-    let sim_cfg = if common::is_sim(&a.host) {
-        Some(
-            common::sim_config(&a.host)
-                .map_err(|e| Failure::bad_input(anyhow::anyhow!("--host: {e}")))?,
-        )
-    } else {
-        None
-    };
+    let sim_cfg = t.sim_config()?;
 
-    if a.dry_run {
+    if a.output.dry_run {
         let mut out = std::io::stdout().lock();
-        let stats =
-            batchbench_core::engine::dry_run(source.as_mut(), &mut out).map_err(engine_failure)?;
+        let stats = batchbench_core::engine::dry_run(source.as_mut(), &mut out)
+            .map_err(common::engine_failure)?;
         eprintln!(
             "dry run: {} users, {} requests, {} planned prompt tokens, {} planned output tokens; nothing sent",
             stats.trajectories, stats.requests, stats.prompt_tokens, stats.output_tokens
@@ -337,114 +243,48 @@ fn bench(a: BenchArgs) -> Result<i32, Failure> {
         return Ok(common::EXIT_OK);
     }
 
-    let codec_cfg = json!({ "sglang": a.sglang, "ignore_eos": a.ignore_eos });
-    let codec = registry::codec("openai_chat", &codec_cfg, &ctx).map_err(common::plugin_failure)?;
-    let mut reporters = vec![
-        registry::reporter("console_summary", &json!({}), &ctx).map_err(common::plugin_failure)?,
-    ];
-    if let Some(path) = &a.summary_json {
-        reporters.push(
-            registry::reporter("json_summary", &json!({ "path": path }), &ctx)
-                .map_err(common::plugin_failure)?,
-        );
-    }
-    if let Some(path) = &a.results_csv {
-        reporters.push(
-            registry::reporter(
-                "csv",
-                &json!({ "path": path, "schema": "batchbench" }),
-                &ctx,
-            )
-            .map_err(common::plugin_failure)?,
-        );
-    }
-
+    let codec =
+        registry::codec("openai_chat", &t.codec_config(), &ctx).map_err(common::plugin_failure)?;
+    let reporters = a.output.reporters("batchbench", &ctx)?;
     let (in_mu, in_sigma, in_max) = lognorm_parts(plan.input);
     let (out_mu, out_sigma, out_max) = lognorm_parts(plan.output);
-    let tokenizer_spec = a.tokenizer_model.clone().unwrap_or_else(|| a.model.clone());
-    let config = json!({
-        "dataset_path": "", "dataset_size": "",
-        "users": a.users, "requests_per_user": a.requests_per_user,
-        "output_tokens": a.output_tokens, "output_vary": a.output_vary,
-        "output_lognorm_mu": out_mu, "output_lognorm_sigma": out_sigma, "output_lognorm_max": out_max,
-        "input_tokens": a.input_tokens, "input_vary": a.input_vary, "input_prefix_overlap": a.input_prefix_overlap,
-        "input_lognorm_mu": in_mu, "input_lognorm_sigma": in_sigma, "input_lognorm_max": in_max,
-        "sglang": a.sglang, "ignore_eos": a.ignore_eos, "stream": a.stream,
-        "request_timeout_secs": a.request_timeout_secs, "max_retries": a.max_retries, "retry_delay_ms": a.retry_delay_ms,
-        "host": a.host, "endpoint": a.endpoint, "tokenizer_model": tokenizer_spec,
-    });
-
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::failed(anyhow::anyhow!("cannot start the async runtime: {e}")))?;
-    rt.block_on(async move {
-        let needs_tokens = plan.input.is_some() || sim_cfg.is_some();
-        let tokenizer = if needs_tokens {
-            let flag = if a.tokenizer_model.is_some() {
-                "--tokenizer-model"
-            } else {
-                "--model (as tokenizer; pass --tokenizer-model)"
-            };
-            Some(common::load_tokenizer(&tokenizer_spec, flag).await?)
-        } else {
-            None
-        };
-        let target = common::resolve_target(&a.host, sim_cfg, tokenizer.clone()).await?;
-        let url = join_url(&target.host, &a.endpoint);
-        let transport = Transport::new(TargetConfig {
-            url,
-            api_key: if target.sim.is_some() {
-                None
-            } else {
-                common::api_key(a.api_key.clone(), &a.api_key_env)
-            },
-            timeout: Duration::from_secs(a.request_timeout_secs),
-            max_retries: a.max_retries as u32,
-            retry_delay: Duration::from_millis(a.retry_delay_ms),
-            headers: Vec::new(),
-            pool_size: a.users as usize,
-            verbose: a.verbose,
-        })
-        .map_err(|e| Failure::bad_input(anyhow::anyhow!("--host/--endpoint: {e}")))?;
-
-        let cancel = CancellationToken::new();
-        common::cancel_on_ctrl_c(cancel.clone());
+    let mut config = t.config_json();
+    if let serde_json::Value::Object(m) = &mut config {
+        m.extend(
+            json!({
+                "dataset_path": "", "dataset_size": "",
+                "users": a.users, "requests_per_user": a.requests_per_user,
+                "output_tokens": a.output_tokens, "output_vary": a.output_vary,
+                "output_lognorm_mu": out_mu, "output_lognorm_sigma": out_sigma, "output_lognorm_max": out_max,
+                "input_tokens": a.input_tokens, "input_vary": a.input_vary, "input_prefix_overlap": a.input_prefix_overlap,
+                "input_lognorm_mu": in_mu, "input_lognorm_sigma": in_sigma, "input_lognorm_max": in_max,
+            })
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+        );
+    }
+    let needs_tokens = plan.input.is_some();
+    let total = a.users.saturating_mul(a.requests_per_user);
+    common::runtime()?.block_on(async move {
+        let session =
+            common::Session::open(t, sim_cfg, needs_tokens, a.users as usize, a.output.verbose)
+                .await?;
         let opts = EngineOptions {
-            model: a.model.clone(),
+            model: t.model.clone(),
             seed,
             max_active: a.users as usize,
-            stream: a.stream,
+            stream: t.stream,
             ..EngineOptions::default()
         };
-        let mut engine = Engine::new(opts, transport, Arc::from(codec))
-            .cancel_token(cancel)
-            .config(config);
-        let total = a.users.saturating_mul(a.requests_per_user);
-        engine = engine.reporter(Box::new(Progress::new(Some(total), a.quiet)));
-        for r in reporters {
-            engine = engine.reporter(r);
-        }
-        if let Some(t) = tokenizer {
-            engine = engine.tokenizer(t);
-        }
-        let out = engine.run(source).await.map_err(engine_failure);
-        if let Some(sim) = target.sim {
-            sim.stop().await;
-        }
-        let out = out?;
+        let engine = Engine::new(opts, session.transport.clone(), Arc::from(codec)).config(config);
+        let out = session
+            .run(engine, source, reporters, Some(total), a.output.quiet)
+            .await?;
         Ok(if out.summary.interrupted {
             common::EXIT_INTERRUPTED
         } else {
             common::EXIT_OK
         })
     })
-}
-
-fn engine_failure(e: EngineError) -> Failure {
-    if e.is_bad_input() {
-        Failure::bad_input(e)
-    } else {
-        Failure::failed(e)
-    }
 }

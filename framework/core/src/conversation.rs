@@ -66,13 +66,28 @@ impl Message {
     }
 }
 
+/// A codec's serialisation of a conversation's leading messages, kept so that a
+/// turn serialises only the messages it adds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WireCache {
+    /// The serialised messages, in the codec's own format.
+    pub bytes: Vec<u8>,
+    /// How many leading messages `bytes` holds.
+    pub messages: usize,
+}
+
 /// The conversation sent with every request of a trajectory.
+///
+/// Messages are append-only between calls to [`Conversation::clear`]: codecs rely on
+/// that to reuse [`Conversation::wire`], their serialisation of earlier messages.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Conversation {
     /// Entries of the request's `tools` array, each a serialised JSON object.
     pub tools: Vec<Arc<str>>,
     /// The messages, in order.
     pub messages: Vec<Message>,
+    /// The codec's cache of serialised messages.
+    pub wire: std::cell::RefCell<WireCache>,
 }
 
 impl Conversation {
@@ -80,5 +95,6 @@ impl Conversation {
     pub fn clear(&mut self) {
         self.tools.clear();
         self.messages.clear();
+        *self.wire.get_mut() = WireCache::default();
     }
 }

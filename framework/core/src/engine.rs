@@ -693,7 +693,7 @@ async fn run_trajectory(
         agent_id,
         trajectory_id: id.to_string(),
         routing_slot: slot,
-        dp_rank: None,
+        dp_rank: sh.routers.iter().find_map(|r| r.dp_rank(slot)),
         scheduled_at_seconds: eligible.as_secs_f64(),
         admitted_at_seconds: admitted.as_secs_f64(),
         queue_wait_seconds: admitted.saturating_sub(eligible).as_secs_f64(),
@@ -834,6 +834,12 @@ async fn drive(
             Ok(reply) => {
                 prev_prompt = reply.usage.map(|u| u.prompt_tokens);
                 last_reply = Some(reply);
+                // Tool / think time follows a successful response, the last one
+                // included: an agent's end-to-end time runs through its final delay.
+                let slept = sleep_scaled(sh, cur.delay_after_ms).await;
+                if !slept.is_zero() {
+                    sh.collector().metrics.delay_total += slept;
+                }
             }
             Err(_) => {
                 all_ok = false;
@@ -848,10 +854,6 @@ async fn drive(
             // The conversation cannot continue without the reply.
             handle.abort();
             return Ok(false);
-        }
-        let slept = sleep_scaled(sh, cur.delay_after_ms).await;
-        if !slept.is_zero() {
-            sh.collector().metrics.delay_total += slept;
         }
         prepared = handle
             .await

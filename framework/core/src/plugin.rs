@@ -169,6 +169,12 @@ pub struct RouteExtras {
 pub trait Router: Send + Sync {
     /// Adds headers and body fields for the request described by `ctx`.
     fn decorate(&self, ctx: &RouteContext<'_>, out: &mut RouteExtras);
+
+    /// The data-parallel rank a routing slot is pinned to, if this router pins
+    /// slots to ranks (reported per trajectory).
+    fn dp_rank(&self, _routing_slot: u64) -> Option<u64> {
+        None
+    }
 }
 
 /// How one request attempt series ended.

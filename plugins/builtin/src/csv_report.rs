@@ -73,13 +73,90 @@ pub const BATCHBENCH_COLUMNS: &[&str] = &[
     "tpot_p99_ms",
 ];
 
+/// The columns of a `batchbench-agent` results CSV, in order.
+pub const AGENT_COLUMNS: &[&str] = &[
+    "timestamp",
+    "model",
+    "workload_mode",
+    "agent_plans_jsonl",
+    "agent_plans_sha256",
+    "trajectory_schema_version",
+    "admission_mode",
+    "time_scale",
+    "agents",
+    "requested_max_active_agents",
+    "max_active_agents",
+    "late_admissions",
+    "max_admission_lag_ms",
+    "live_block_fallbacks",
+    "completed_agents",
+    "planned_tool_invocations",
+    "total_requests",
+    "successful_requests",
+    "failed_requests",
+    "total_input_tokens",
+    "total_output_tokens",
+    "estimated_cached_input_tokens",
+    "total_tool_call_latency_seconds",
+    "total_duration_seconds",
+    "last_agent_admitted_seconds",
+    "final_drain_seconds",
+    "requests_per_second",
+    "input_tokens_per_second",
+    "output_tokens_per_second",
+    "latency_p50_ms",
+    "latency_p90_ms",
+    "latency_p99_ms",
+    "agent_end_to_end_latency_p50_ms",
+    "agent_end_to_end_latency_p90_ms",
+    "agent_end_to_end_latency_p99_ms",
+    "host",
+    "endpoint",
+    "sglang",
+    "ignore_eos",
+    "user_tagging",
+    "dp_rank_perfect_routing",
+    "dp_rank_perfect_routing_num",
+    "seed",
+    "replay_initial_overhead_tokens",
+    "replay_turn_overhead_tokens",
+    "agent_events_jsonl",
+    "tool_call_latency_ms",
+    "tool_call_latency_lognorm_mu",
+    "tool_call_latency_lognorm_median_ms",
+    "tool_call_latency_lognorm_sigma",
+    "tool_call_latency_lognorm_max_ms",
+    // Additions.
+    "retries",
+    "interrupted",
+    "tokenizer_model",
+    "stream",
+    "failures_by_kind",
+    "server_cached_tokens",
+    "server_cached_ratio",
+    "planned_prompt_tokens",
+    "counted_prompt_tokens",
+    "worst_prompt_drift_tokens",
+    "latency_mean_ms",
+    "latency_max_ms",
+    "ttft_p50_ms",
+    "ttft_p90_ms",
+    "ttft_p99_ms",
+    "itl_p50_ms",
+    "itl_p90_ms",
+    "itl_p99_ms",
+    "tpot_p50_ms",
+    "tpot_p90_ms",
+    "tpot_p99_ms",
+];
+
 /// Config of [`CsvReport`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CsvConfig {
     /// Output file; created with a header, or appended to.
     pub path: PathBuf,
-    /// Column set: `batchbench`.
+    /// Column set: `batchbench` or `agent`.
     #[serde(default = "default_schema")]
     pub schema: String,
 }
@@ -100,10 +177,13 @@ impl CsvReport {
     pub fn new(cfg: CsvConfig, _ctx: &BuildContext) -> Result<Self, PluginError> {
         let columns = match cfg.schema.as_str() {
             "batchbench" => BATCHBENCH_COLUMNS,
+            "agent" => AGENT_COLUMNS,
             other => {
                 return Err(PluginError::Config {
                     plugin: "csv".into(),
-                    message: format!("schema: unknown column set '{other}' (known: batchbench)"),
+                    message: format!(
+                        "schema: unknown column set '{other}' (known: batchbench, agent)"
+                    ),
                 });
             }
         };
@@ -178,6 +258,61 @@ pub fn row_values(info: &RunInfo, s: &Summary) -> HashMap<String, String> {
             .collect::<Vec<_>>()
             .join(";"),
     );
+    // The agent column set names some totals differently.
+    let w = &info.workload;
+    let aliases: [(&str, String); 14] = [
+        ("workload_mode", w.mode.clone()),
+        (
+            "agent_plans_jsonl",
+            w.manifest_path.clone().unwrap_or_default(),
+        ),
+        (
+            "agent_plans_sha256",
+            w.manifest_sha256.clone().unwrap_or_default(),
+        ),
+        (
+            "trajectory_schema_version",
+            w.schema_version.map(|v| v.to_string()).unwrap_or_default(),
+        ),
+        (
+            "planned_tool_invocations",
+            w.planned_requests
+                .map(|v| v.to_string())
+                .unwrap_or_default(),
+        ),
+        ("completed_agents", s.trajectories_completed.to_string()),
+        ("max_active_agents", s.max_active_observed.to_string()),
+        ("total_input_tokens", s.total_prompt_tokens.to_string()),
+        ("total_output_tokens", s.total_completion_tokens.to_string()),
+        (
+            "input_tokens_per_second",
+            format!("{:.6}", s.prompt_tokens_per_second),
+        ),
+        (
+            "output_tokens_per_second",
+            format!("{:.6}", s.completion_tokens_per_second),
+        ),
+        (
+            "total_tool_call_latency_seconds",
+            format!("{:.6}", s.total_delay_seconds),
+        ),
+        (
+            "last_agent_admitted_seconds",
+            format!("{:.6}", s.last_admitted_seconds),
+        ),
+        (
+            "server_cached_ratio",
+            match s.server_cached_tokens {
+                Some(c) if s.estimated_cached_input_tokens > 0 => {
+                    format!("{:.6}", c as f64 / s.estimated_cached_input_tokens as f64)
+                }
+                _ => String::new(),
+            },
+        ),
+    ];
+    for (k, v) in aliases {
+        map.insert(k.to_owned(), v);
+    }
     put_latency(&mut map, "latency", s.latency);
     put_latency(&mut map, "ttft", s.ttft);
     put_latency(&mut map, "itl", s.itl);

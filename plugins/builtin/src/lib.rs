@@ -4,7 +4,11 @@
 //! | kind | name | what |
 //! |---|---|---|
 //! | workload | `finite_batch` | users x requests-per-user independent requests |
+//! | workload | `synthetic_agents` | stateful agent loops with sampled shapes |
 //! | codec | `openai_chat` | OpenAI chat completions, JSON and SSE, `--sglang` fields |
+//! | router | `user_tag` | `user` field + `X-SMG-Routing-Key`, stable per agent |
+//! | router | `dp_rank` | `X-SMG-Target-Worker: slot % ranks` |
+//! | reporter | `agent_events` | one JSON line per trajectory |
 //! | reporter | `console_summary` | the human-readable summary on stdout |
 //! | reporter | `csv` | one CSV row per run, appended |
 //! | reporter | `json_summary` | the whole summary as one JSON document |
@@ -12,17 +16,24 @@
 //! A binary that uses these must name the crate (`use batchbench_plugins as _;`),
 //! or the linker drops the registrations.
 
+pub mod agents;
 pub mod batch;
 pub mod csv_report;
+pub mod events;
 pub mod json_summary;
 pub mod openai;
+pub mod routers;
 pub mod summary;
 pub mod timefmt;
 
 /// Names of every built-in plugin, by kind: the contract the registry test checks.
 pub const BUILTINS: &[(&str, &str)] = &[
     ("workload", "finite_batch"),
+    ("workload", "synthetic_agents"),
     ("codec", "openai_chat"),
+    ("router", "dp_rank"),
+    ("router", "user_tag"),
+    ("reporter", "agent_events"),
     ("reporter", "console_summary"),
     ("reporter", "csv"),
     ("reporter", "json_summary"),

@@ -83,15 +83,24 @@ fn write_message(out: &mut Vec<u8>, m: &Message) -> Result<(), CodecError> {
     Ok(())
 }
 
-/// Writes the messages array of `conv`.
+/// Writes the messages array of `conv`. Messages already serialised for an
+/// earlier turn are copied from the conversation's wire cache, so a turn escapes
+/// and formats only the messages it adds.
 pub fn write_messages(out: &mut Vec<u8>, conv: &Conversation) -> Result<(), CodecError> {
-    w(out, "[");
-    for (i, m) in conv.messages.iter().enumerate() {
-        if i > 0 {
-            w(out, ",");
-        }
-        write_message(out, m)?;
+    let mut cache = conv.wire.borrow_mut();
+    if cache.messages > conv.messages.len() {
+        // Not append-only after all: start over rather than send stale bytes.
+        *cache = Default::default();
     }
+    for m in &conv.messages[cache.messages..] {
+        if !cache.bytes.is_empty() {
+            cache.bytes.push(b',');
+        }
+        write_message(&mut cache.bytes, m)?;
+    }
+    cache.messages = conv.messages.len();
+    w(out, "[");
+    out.extend_from_slice(&cache.bytes);
     w(out, "]");
     Ok(())
 }
@@ -382,6 +391,36 @@ mod tests {
             );
             assert_eq!(v["messages"][2]["tool_call_id"], "c1");
         }
+    }
+
+    #[test]
+    fn incremental_encoding_equals_a_fresh_encoding() {
+        let mut conv = Conversation::default();
+        let mut out = Vec::new();
+        for i in 0..5 {
+            conv.messages.push(Message::new(
+                if i % 2 == 0 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                },
+                format!("m{i} \"q\""),
+            ));
+            out.clear();
+            write_messages(&mut out, &conv).unwrap();
+            let mut fresh = Vec::new();
+            let copy = Conversation {
+                messages: conv.messages.clone(),
+                ..Conversation::default()
+            };
+            write_messages(&mut fresh, &copy).unwrap();
+            assert_eq!(out, fresh);
+        }
+        conv.clear();
+        conv.messages.push(Message::new(Role::User, "again"));
+        out.clear();
+        write_messages(&mut out, &conv).unwrap();
+        assert_eq!(out, br#"[{"role":"user","content":"again"}]"#);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! End-to-end tests: one binary, a module per feature.
 
+mod agents;
 mod batch;
 mod contract;
 mod sim;

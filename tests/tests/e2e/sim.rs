@@ -60,12 +60,9 @@ fn output_constraints_are_honoured() {
     }
     // Without ignore_eos and with room between min and max, a seeded early stop.
     let lens: Vec<u64> = (0..20)
-        .map(|_| {
-            let (_, text) = post(
-                &sim,
-                json!({"model": "m", "messages": user("hi"), "max_tokens": 50, "min_tokens": 10}),
-                &[],
-            );
+        .map(|i| {
+            let body = json!({"model": "m", "messages": user(&format!("hi {i}")), "max_tokens": 50, "min_tokens": 10});
+            let (_, text) = post(&sim, body, &[]);
             serde_json::from_str::<Value>(&text).unwrap_or_default()["usage"]["completion_tokens"]
                 .as_u64()
                 .unwrap_or(0)
@@ -73,6 +70,18 @@ fn output_constraints_are_honoured() {
         .collect();
     assert!(lens.iter().all(|l| (10..=50).contains(l)), "{lens:?}");
     assert!(lens.iter().any(|l| *l != lens[0]), "lengths vary: {lens:?}");
+    // The same request gets the same reply, as with greedy decoding.
+    let content = |_| {
+        let (_, t) = post(
+            &sim,
+            json!({"model": "m", "messages": user("same"), "max_tokens": 50}),
+            &[],
+        );
+        serde_json::from_str::<Value>(&t).unwrap_or_default()["choices"][0]["message"]["content"]
+            .clone()
+    };
+    let replies: Vec<Value> = (0..3).map(content).collect();
+    assert!(replies.iter().all(|r| *r == replies[0] && r.is_string()));
 }
 
 #[test]
