@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tok="$(examples/fetch-tokenizers.sh)/qwen/tokenizer.json"
 if [ -n "${BENCH_SMOKE:-}" ]; then
+  echo "(smoke run of synthesis.sh: a few iterations in a debug build; the figures are noise)"
   cargo bench --quiet --profile dev -p batchbench-core --bench synthesis -- "$tok"
 else
   cargo bench --quiet -p batchbench-core --bench synthesis -- "$tok"

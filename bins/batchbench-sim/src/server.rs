@@ -12,7 +12,7 @@ use batchbench_core::tokens::TokenizerHandle;
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,6 +87,30 @@ struct AppState {
     rejected: AtomicU64,
     log: Mutex<Vec<RequestLog>>,
     round_robin: AtomicU64,
+    /// Token ids by text hash: a growing conversation resends the same messages,
+    /// so each turn tokenizes only what it adds.
+    ids_cache: Mutex<HashMap<u64, Arc<[u32]>>>,
+}
+
+const IDS_CACHE_ENTRIES: usize = 200_000;
+
+impl AppState {
+    fn ids(&self, text: &str) -> Result<Arc<[u32]>, String> {
+        if text.is_empty() {
+            return Ok(Arc::from(Vec::new()));
+        }
+        let key = fnv(text.as_bytes()) ^ (text.len() as u64).rotate_left(48);
+        if let Some(ids) = lock(&self.ids_cache).get(&key) {
+            return Ok(ids.clone());
+        }
+        let ids: Arc<[u32]> = self.tok.ids(text).map_err(|e| e.to_string())?.into();
+        let mut cache = lock(&self.ids_cache);
+        if cache.len() >= IDS_CACHE_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(key, ids.clone());
+        Ok(ids)
+    }
 }
 
 /// A running simulator.
@@ -138,6 +162,7 @@ impl Sim {
             rejected: AtomicU64::new(0),
             log: Mutex::new(Vec::new()),
             round_robin: AtomicU64::new(0),
+            ids_cache: Mutex::new(HashMap::new()),
         });
         let app = axum::Router::new()
             .route("/v1/chat/completions", post(chat))
@@ -298,14 +323,14 @@ fn prompt_tokens(st: &AppState, req: &Value) -> Result<(Vec<u32>, u64, u64), Str
     if messages.is_empty() {
         return Err("field 'messages' must not be empty".into());
     }
-    let enc = |s: &str| st.tok.ids(s).map_err(|e| e.to_string());
+    let enc = |s: &str| st.ids(s);
     let mut ids = Vec::new();
     let mut count = u64::from(st.cfg.template_overhead_tokens);
     if let Some(tools) = req.get("tools").and_then(Value::as_array) {
         for t in tools {
             let t = enc(&t.to_string())?;
             count += t.len() as u64;
-            ids.extend(t);
+            ids.extend_from_slice(&t);
         }
     }
     for (i, m) in messages.iter().enumerate() {
@@ -332,7 +357,7 @@ fn prompt_tokens(st: &AppState, req: &Value) -> Result<(Vec<u32>, u64, u64), Str
         };
         let c = enc(&content)?;
         count += c.len() as u64;
-        ids.extend(c);
+        ids.extend_from_slice(&c);
         if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
             for c in calls {
                 let f = c
@@ -341,7 +366,7 @@ fn prompt_tokens(st: &AppState, req: &Value) -> Result<(Vec<u32>, u64, u64), Str
                 for k in ["name", "arguments"] {
                     let t = enc(f.get(k).and_then(Value::as_str).unwrap_or(""))?;
                     count += t.len() as u64;
-                    ids.extend(t);
+                    ids.extend_from_slice(&t);
                 }
             }
         }

@@ -67,12 +67,12 @@ impl Message {
 }
 
 /// A codec's serialisation of a conversation's leading messages, kept so that a
-/// turn serialises only the messages it adds.
+/// turn serialises only the messages it adds and sends the rest without copying.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WireCache {
-    /// The serialised messages, in the codec's own format.
-    pub bytes: Vec<u8>,
-    /// How many leading messages `bytes` holds.
+    /// The serialised messages, one immutable chunk per turn, in the codec's format.
+    pub chunks: Vec<bytes::Bytes>,
+    /// How many leading messages `chunks` holds.
     pub messages: usize,
 }
 

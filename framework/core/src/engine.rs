@@ -9,13 +9,12 @@ use crate::conversation::{Conversation, Message, Role, ToolCall};
 use crate::metrics::{Metrics, Summary};
 use crate::plan::{PlannedRequest, Trajectory};
 use crate::plugin::{
-    EncodeRequest, PluginError, Reply, Reporter, RequestCodec, RequestRecord, RouteContext,
-    RouteExtras, Router, TrajectoryRecord, WorkloadInfo, WorkloadSource,
+    BodyWriter, EncodeRequest, PluginError, Reply, Reporter, RequestCodec, RequestRecord,
+    RouteContext, RouteExtras, Router, TrajectoryRecord, WorkloadInfo, WorkloadSource,
 };
 use crate::rng;
 use crate::tokens::{TokenError, TokenizerHandle};
 use crate::transport::{Outcome, Transport};
-use bytes::Bytes;
 use serde::Serialize;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -720,7 +719,6 @@ async fn drive(
     reqs: &mut crate::plan::RequestIter,
 ) -> Result<bool, EngineError> {
     let mut conv = Conversation::default();
-    let mut body = Vec::with_capacity(1024);
     let mut cur = first;
     let mut prepared = first_prepared;
     let mut last_reply: Option<Reply> = None;
@@ -749,7 +747,7 @@ async fn drive(
             r.decorate(&ctx, &mut extras);
         }
         let stream = cur.stream.unwrap_or(sh.opts.stream);
-        body.clear();
+        let mut body = BodyWriter::default();
         sh.codec
             .encode(
                 &EncodeRequest {
@@ -766,7 +764,7 @@ async fn drive(
                     "trajectory {id}, request {index}: cannot encode: {e}"
                 ))
             })?;
-        let payload = Bytes::copy_from_slice(&body);
+        let payload = body.finish();
 
         // Prepare the next turn's text while this request is in flight.
         let next = reqs.next();
@@ -786,7 +784,7 @@ async fn drive(
             done_at,
         } = sh
             .transport
-            .send(payload, &extras.headers, stream, &*sh.codec, &sh.cancel)
+            .send(&payload, &extras.headers, stream, &*sh.codec, &sh.cancel)
             .await;
         let latency = done_at.saturating_duration_since(sent_at);
         let ok = result.is_ok();

@@ -131,10 +131,71 @@ pub trait StreamDecoder: Send {
     fn finish(&mut self) -> Result<Reply, CodecError>;
 }
 
+/// A request body under construction: bytes written now, and shared immutable
+/// chunks (such as a conversation's cached prefix) sent as they are, uncopied.
+#[derive(Debug, Default)]
+pub struct BodyWriter {
+    parts: Vec<bytes::Bytes>,
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl BodyWriter {
+    /// Appends bytes.
+    pub fn write(&mut self, b: &[u8]) {
+        self.buf.extend_from_slice(b);
+        self.len += b.len();
+    }
+
+    /// Appends a shared chunk without copying it.
+    pub fn push_shared(&mut self, chunk: bytes::Bytes) {
+        if chunk.is_empty() {
+            return;
+        }
+        self.flush();
+        self.len += chunk.len();
+        self.parts.push(chunk);
+    }
+
+    fn flush(&mut self) {
+        if !self.buf.is_empty() {
+            self.parts
+                .push(bytes::Bytes::from(std::mem::take(&mut self.buf)));
+        }
+    }
+
+    /// Total length so far.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The body's chunks, in order.
+    pub fn finish(mut self) -> Vec<bytes::Bytes> {
+        self.flush();
+        self.parts
+    }
+}
+
+impl std::io::Write for BodyWriter {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        BodyWriter::write(self, b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Turns conversations into request bodies and responses into replies.
 pub trait RequestCodec: Send + Sync {
     /// Writes the JSON body of a request to `out`.
-    fn encode(&self, req: &EncodeRequest<'_>, out: &mut Vec<u8>) -> Result<(), CodecError>;
+    fn encode(&self, req: &EncodeRequest<'_>, out: &mut BodyWriter) -> Result<(), CodecError>;
     /// Decodes a complete (non-streamed) response body.
     fn decode(&self, body: &[u8]) -> Result<Reply, CodecError>;
     /// A decoder for a streamed response.

@@ -8,8 +8,16 @@
 //! followed by ASCII letters and that re-encode, alone, to exactly their own id. Every
 //! common pre-tokenizer (byte-level BPE, Metaspace) splits text at such a space, so a
 //! sequence of `n` words encodes to exactly `n` tokens. That is still checked: every
-//! generated piece is re-encoded, and a piece that does not come out exact is an error
-//! naming what it was for, never a silently different workload.
+//! generated piece is re-tokenized, and a piece that does not come out exact is an
+//! error naming what it was for, never a silently different workload.
+//!
+//! The check runs the tokenizer's own normalizer and pre-tokenizer over the whole
+//! piece (where context between words could change the split) and requires every
+//! split to be one of the table's words, whose model step was proven at load (each
+//! encodes alone to its one id). That is the full encoding's count whenever the
+//! model is a BPE without dropout and no added token can match inside such text,
+//! which is checked at load together with a self-test against the full encoding on
+//! every word; otherwise every piece is fully encoded.
 
 use crate::rng::Stream;
 use std::path::{Path, PathBuf};
@@ -55,7 +63,7 @@ pub enum TokenError {
 }
 
 const MIN_WORDS: usize = 256;
-const MAX_WORDS: usize = 16_384;
+const MAX_WORDS: usize = 4_096;
 
 /// A loaded tokenizer with its table of single-token words.
 pub struct TokenizerHandle {
@@ -63,6 +71,8 @@ pub struct TokenizerHandle {
     path: PathBuf,
     inner: tokenizers::Tokenizer,
     words: Vec<Box<str>>,
+    /// The words' vocabulary pieces (`Ġword`), when the pre-tokenizer check is sound.
+    pieces: Option<std::collections::HashSet<Box<str>>>,
 }
 
 impl std::fmt::Debug for TokenizerHandle {
@@ -91,7 +101,8 @@ impl TokenizerHandle {
         };
         let inner = tokenizers::Tokenizer::from_file(path)
             .map_err(|e| load_err(format!("{}: {e}", path.display())))?;
-        let words = word_table(&inner);
+        let (words, pieces): (Vec<Box<str>>, Vec<Box<str>>) =
+            word_table(&inner).into_iter().unzip();
         if words.len() < MIN_WORDS {
             return Err(TokenError::Vocabulary {
                 spec: spec.to_owned(),
@@ -99,12 +110,20 @@ impl TokenizerHandle {
                 needed: MIN_WORDS,
             });
         }
-        Ok(Self {
+        let mut handle = Self {
             spec: spec.to_owned(),
             path: path.to_owned(),
             inner,
             words,
-        })
+            pieces: None,
+        };
+        if fast_check_sound(&handle.inner) {
+            handle.pieces = Some(pieces.into_iter().collect());
+            if !handle.fast_check_agrees() {
+                handle.pieces = None;
+            }
+        }
+        Ok(handle)
     }
 
     /// What the user asked for (id or path).
@@ -125,6 +144,50 @@ impl TokenizerHandle {
     /// How many single-token words the synthesiser draws from.
     pub fn word_count(&self) -> usize {
         self.words.len()
+    }
+
+    /// Whether pieces are checked by pre-tokenization (see the module docs) rather
+    /// than by a full encoding.
+    pub fn fast_check(&self) -> bool {
+        self.pieces.is_some()
+    }
+
+    /// The token count of a synthesised piece: by pre-tokenization when every split
+    /// is a table word (see the module docs), else by a full encoding.
+    pub fn count_synthetic(&self, text: &str) -> Result<usize, TokenError> {
+        let Some(pieces) = &self.pieces else {
+            return self.count(text);
+        };
+        use tokenizers::{Normalizer, PreTokenizer};
+        let err = |e: tokenizers::Error| TokenError::Encode(e.to_string());
+        let mut pts = tokenizers::PreTokenizedString::from(text);
+        if let Some(n) = self.inner.get_normalizer() {
+            pts.normalize(|s| n.normalize(s)).map_err(err)?;
+        }
+        if let Some(p) = self.inner.get_pre_tokenizer() {
+            p.pre_tokenize(&mut pts).map_err(err)?;
+        }
+        let splits = pts.get_splits(
+            tokenizers::OffsetReferential::Normalized,
+            tokenizers::OffsetType::None,
+        );
+        if splits.iter().all(|(piece, _, _)| pieces.contains(*piece)) {
+            Ok(splits.len())
+        } else {
+            self.count(text)
+        }
+    }
+
+    /// The load-time self-test: every word, in a shuffled run, counts the same by
+    /// pre-tokenization and by full encoding.
+    fn fast_check_agrees(&self) -> bool {
+        let mut order: Vec<usize> = (0..self.words.len()).collect();
+        let mut rng = Stream::new(0x5e1f_7e57);
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        let text: String = order.iter().map(|&i| &*self.words[i]).collect();
+        matches!((self.count_synthetic(&text), self.count(&text)), (Ok(a), Ok(b)) if a == b && a == self.words.len())
     }
 
     /// The token count of `text`, without special tokens.
@@ -190,7 +253,7 @@ impl TokenizerHandle {
         n: usize,
         context: &dyn Fn() -> String,
     ) -> Result<(), TokenError> {
-        let actual = self.count(text)?;
+        let actual = self.count_synthetic(text)?;
         if actual == n {
             Ok(())
         } else {
@@ -206,7 +269,7 @@ impl TokenizerHandle {
 /// Finds the words: vocabulary entries that decode to `" " + [a-z]{2,12}` and encode
 /// back to exactly themselves. Ordered by id, so the table is a pure function of the
 /// tokenizer file.
-fn word_table(tok: &tokenizers::Tokenizer) -> Vec<Box<str>> {
+fn word_table(tok: &tokenizers::Tokenizer) -> Vec<(Box<str>, Box<str>)> {
     let mut vocab: Vec<(String, u32)> = tok.get_vocab(false).into_iter().collect();
     vocab.sort_unstable_by_key(|(_, id)| *id);
     let mut words = Vec::new();
@@ -234,12 +297,26 @@ fn word_table(tok: &tokenizers::Tokenizer) -> Vec<Box<str>> {
         if enc.get_ids() != [id] {
             continue;
         }
-        words.push(text.into_boxed_str());
+        words.push((text.into_boxed_str(), piece.into_boxed_str()));
         if words.len() >= MAX_WORDS {
             break;
         }
     }
     words
+}
+
+/// Whether counting pre-tokenizer splits of table words equals a full encoding's
+/// count: a BPE model without dropout, a pre-tokenizer, and no added token that
+/// could match inside text made of spaces and ASCII letters (or their byte-level and
+/// Metaspace stand-ins).
+fn fast_check_sound(tok: &tokenizers::Tokenizer) -> bool {
+    let bpe = matches!(tok.get_model(), tokenizers::ModelWrapper::BPE(b) if b.dropout.is_none());
+    let inert = |c: char| c.is_ascii_alphabetic() || matches!(c, ' ' | 'Ġ' | '▁');
+    let added_ok = tok
+        .get_added_tokens_decoder()
+        .values()
+        .all(|t| t.content.chars().any(|c| !inert(c)));
+    bpe && tok.get_pre_tokenizer().is_some() && added_ok
 }
 
 /// Where a tokenizer spec points locally: a file, a directory holding

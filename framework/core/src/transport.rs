@@ -137,14 +137,19 @@ impl Transport {
     /// Sends one request with retries. `extra_headers` come from routers.
     pub async fn send(
         &self,
-        body: Bytes,
+        body: &[Bytes],
         extra_headers: &[(String, String)],
         stream: bool,
         codec: &dyn RequestCodec,
         cancel: &CancellationToken,
     ) -> Outcome {
         if self.cfg.verbose {
-            let mut s = String::from_utf8_lossy(&body).into_owned();
+            let joined: Vec<u8> = body
+                .iter()
+                .flat_map(|b| b.iter().copied())
+                .take(4096)
+                .collect();
+            let mut s = String::from_utf8_lossy(&joined).into_owned();
             crate::metrics::truncate(&mut s, 400);
             eprintln!("-> POST {} {s}", self.url);
         }
@@ -154,7 +159,7 @@ impl Transport {
             let result = tokio::select! {
                 biased;
                 () = cancel.cancelled() => Err((FailureKind::Cancelled, "cancelled".to_owned(), false)),
-                r = self.attempt(body.clone(), extra_headers, stream, codec) => r,
+                r = self.attempt(body, extra_headers, stream, codec) => r,
             };
             let done_at = Instant::now();
             match result {
@@ -202,7 +207,7 @@ impl Transport {
 
     async fn attempt(
         &self,
-        body: Bytes,
+        body: &[Bytes],
         extra_headers: &[(String, String)],
         stream: bool,
         codec: &dyn RequestCodec,
@@ -210,8 +215,15 @@ impl Transport {
         let mut req = self
             .client
             .post(self.url.clone())
-            .headers(self.headers.clone())
-            .body(body);
+            .headers(self.headers.clone());
+        req = match body {
+            [one] => req.body(one.clone()),
+            parts => {
+                let len: usize = parts.iter().map(Bytes::len).sum();
+                req.header(reqwest::header::CONTENT_LENGTH, len)
+                    .body(reqwest::Body::wrap(Chunks::new(parts)))
+            }
+        };
         for (k, v) in extra_headers {
             req = req.header(k.as_str(), v.as_str());
         }
@@ -238,6 +250,45 @@ impl Transport {
                 .decode(&bytes)
                 .map_err(|e| (FailureKind::Decode, e.0, true))
         }
+    }
+}
+
+/// A body made of shared chunks, sent in order without copying them.
+struct Chunks {
+    parts: std::collections::VecDeque<Bytes>,
+    remaining: u64,
+}
+
+impl Chunks {
+    fn new(parts: &[Bytes]) -> Self {
+        Self {
+            remaining: parts.iter().map(|b| b.len() as u64).sum(),
+            parts: parts.iter().cloned().collect(),
+        }
+    }
+}
+
+impl http_body::Body for Chunks {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let next = self.parts.pop_front();
+        if let Some(b) = &next {
+            self.remaining -= b.len() as u64;
+        }
+        std::task::Poll::Ready(next.map(|b| Ok(http_body::Frame::data(b))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.remaining)
     }
 }
 

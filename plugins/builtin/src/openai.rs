@@ -10,7 +10,7 @@
 
 use batchbench_core::conversation::{Conversation, Message};
 use batchbench_core::plugin::{
-    CodecError, EncodeRequest, PluginError, Reply, RequestCodec, StreamDecoder, Usage,
+    BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, StreamDecoder, Usage,
 };
 use batchbench_core::registry::BuildContext;
 use serde::{Deserialize, Serialize};
@@ -42,11 +42,12 @@ impl OpenAiChat {
     }
 }
 
-fn w(out: &mut Vec<u8>, s: &str) {
-    out.extend_from_slice(s.as_bytes());
+fn w<W: Write>(out: &mut W, s: &str) {
+    // Writing to memory cannot fail.
+    let _ = out.write_all(s.as_bytes());
 }
 
-fn json_str(out: &mut Vec<u8>, s: &str) -> Result<(), CodecError> {
+fn json_str<W: Write>(out: &mut W, s: &str) -> Result<(), CodecError> {
     serde_json::to_writer(&mut *out, s).map_err(|e| CodecError(e.to_string()))
 }
 
@@ -83,30 +84,37 @@ fn write_message(out: &mut Vec<u8>, m: &Message) -> Result<(), CodecError> {
     Ok(())
 }
 
-/// Writes the messages array of `conv`. Messages already serialised for an
-/// earlier turn are copied from the conversation's wire cache, so a turn escapes
-/// and formats only the messages it adds.
-pub fn write_messages(out: &mut Vec<u8>, conv: &Conversation) -> Result<(), CodecError> {
+/// Writes the messages array of `conv`. Messages serialised for an earlier turn
+/// are kept in the conversation's wire cache as immutable chunks and sent as they
+/// are, so a turn escapes and formats only the messages it adds, and copies nothing
+/// of the rest.
+pub fn write_messages(out: &mut BodyWriter, conv: &Conversation) -> Result<(), CodecError> {
     let mut cache = conv.wire.borrow_mut();
     if cache.messages > conv.messages.len() {
         // Not append-only after all: start over rather than send stale bytes.
         *cache = Default::default();
     }
-    for m in &conv.messages[cache.messages..] {
-        if !cache.bytes.is_empty() {
-            cache.bytes.push(b',');
+    if cache.messages < conv.messages.len() {
+        let mut chunk = Vec::new();
+        for m in &conv.messages[cache.messages..] {
+            if cache.messages > 0 || !chunk.is_empty() {
+                chunk.push(b',');
+            }
+            write_message(&mut chunk, m)?;
         }
-        write_message(&mut cache.bytes, m)?;
+        cache.chunks.push(bytes::Bytes::from(chunk));
+        cache.messages = conv.messages.len();
     }
-    cache.messages = conv.messages.len();
-    w(out, "[");
-    out.extend_from_slice(&cache.bytes);
-    w(out, "]");
+    out.write(b"[");
+    for c in &cache.chunks {
+        out.push_shared(c.clone());
+    }
+    out.write(b"]");
     Ok(())
 }
 
 impl RequestCodec for OpenAiChat {
-    fn encode(&self, req: &EncodeRequest<'_>, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    fn encode(&self, req: &EncodeRequest<'_>, out: &mut BodyWriter) -> Result<(), CodecError> {
         w(out, "{\"model\":");
         json_str(out, req.model)?;
         w(out, ",\"messages\":");
@@ -361,7 +369,7 @@ mod tests {
         conv.messages.push(t);
         let extra = vec![("user".to_owned(), serde_json::json!("u-1"))];
         for sglang in [false, true] {
-            let mut out = Vec::new();
+            let mut out = BodyWriter::default();
             let req = EncodeRequest {
                 model: "m",
                 conversation: &conv,
@@ -373,7 +381,7 @@ mod tests {
                 .encode(&req, &mut out)
                 .unwrap_or_else(|e| panic!("{e}"));
             let v: serde_json::Value =
-                serde_json::from_slice(&out).unwrap_or_else(|e| panic!("{e}"));
+                serde_json::from_slice(&joined(out)).unwrap_or_else(|e| panic!("{e}"));
             let (min, max) = if sglang {
                 ("min_new_tokens", "max_new_tokens")
             } else {
@@ -393,34 +401,44 @@ mod tests {
         }
     }
 
+    fn joined(w: BodyWriter) -> Vec<u8> {
+        w.finish().iter().flat_map(|b| b.iter().copied()).collect()
+    }
+
+    fn messages(conv: &Conversation) -> (Vec<u8>, usize) {
+        let mut w = BodyWriter::default();
+        write_messages(&mut w, conv).unwrap();
+        let parts = w.finish();
+        (
+            parts.iter().flat_map(|b| b.iter().copied()).collect(),
+            parts.len(),
+        )
+    }
+
     #[test]
     fn incremental_encoding_equals_a_fresh_encoding() {
         let mut conv = Conversation::default();
-        let mut out = Vec::new();
-        for i in 0..5 {
-            conv.messages.push(Message::new(
-                if i % 2 == 0 {
-                    Role::User
-                } else {
-                    Role::Assistant
-                },
-                format!("m{i} \"q\""),
-            ));
-            out.clear();
-            write_messages(&mut out, &conv).unwrap();
-            let mut fresh = Vec::new();
+        for turn in 0..5 {
+            // Two messages a turn, like an agent loop.
+            for k in 0..2 {
+                let role = if k == 0 { Role::Assistant } else { Role::Tool };
+                conv.messages
+                    .push(Message::new(role, format!("t{turn} m{k} \"q\"")));
+            }
+            let (incremental, parts) = messages(&conv);
             let copy = Conversation {
                 messages: conv.messages.clone(),
                 ..Conversation::default()
             };
-            write_messages(&mut fresh, &copy).unwrap();
-            assert_eq!(out, fresh);
+            assert_eq!(incremental, messages(&copy).0);
+            // "[", one shared chunk per turn, "]": earlier turns are not rewritten.
+            assert_eq!(parts, turn + 3);
+            let v: serde_json::Value = serde_json::from_slice(&incremental).unwrap();
+            assert_eq!(v.as_array().map(Vec::len), Some(2 * turn + 2));
         }
         conv.clear();
         conv.messages.push(Message::new(Role::User, "again"));
-        out.clear();
-        write_messages(&mut out, &conv).unwrap();
-        assert_eq!(out, br#"[{"role":"user","content":"again"}]"#);
+        assert_eq!(messages(&conv).0, br#"[{"role":"user","content":"again"}]"#);
     }
 
     #[test]

@@ -90,7 +90,7 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
     if s.planned_prompt_tokens > 0 {
         let _ = writeln!(
             o,
-            "  {:<22} {} planned vs {} server-counted (worst request {:+})",
+            "  {:<22} {} planned vs {} server-counted, over requests with a prompt target (worst request {:+})",
             "prompt tokens",
             s.planned_prompt_tokens,
             s.counted_prompt_tokens,
@@ -98,13 +98,27 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
         );
     }
     if s.estimated_cached_input_tokens > 0 || s.server_cached_tokens.is_some() {
-        let server = s
-            .server_cached_tokens
-            .map_or_else(|| "not reported".to_owned(), |c| c.to_string());
+        let server = match s.server_cached_tokens {
+            None => "not reported by the server".to_owned(),
+            Some(c) if s.estimated_cached_input_tokens > 0 => {
+                format!(
+                    "{c} server-reported ({:.1}% of the estimate)",
+                    100.0 * c as f64 / s.estimated_cached_input_tokens as f64
+                )
+            }
+            Some(c) => format!("{c} server-reported"),
+        };
         let _ = writeln!(
             o,
-            "  {:<22} {} estimated (perfect prefix caching), {} server-reported",
-            "cached input tokens", s.estimated_cached_input_tokens, server
+            "  {:<22} {} estimated (perfect prefix caching), {server}",
+            "cached input tokens", s.estimated_cached_input_tokens
+        );
+    }
+    if s.total_delay_seconds > 0.0 {
+        let _ = writeln!(
+            o,
+            "  {:<22} {:.3} s in total",
+            "tool / think time", s.total_delay_seconds
         );
     }
     let _ = writeln!(o, "  latency (ms)");

@@ -94,3 +94,40 @@ fn unreadable_tokenizer_is_a_clear_error() {
     .to_string();
     assert!(e.contains("no such file"), "{e}");
 }
+
+#[test]
+fn the_pre_tokenizer_check_agrees_with_full_encoding() {
+    for name in TOKENIZERS {
+        let tok = tokenizer(name);
+        assert!(
+            tok.fast_check(),
+            "{name}: the pre-tokenizer check should be sound for byte-level BPE"
+        );
+        for seed in 0..20u64 {
+            let mut text = String::new();
+            tok.push_words(
+                &mut rng::Stream::new(seed),
+                50 + seed as usize * 37,
+                &mut text,
+            );
+            assert_eq!(
+                tok.count_synthetic(&text).ok(),
+                tok.count(&text).ok(),
+                "{name} seed {seed}"
+            );
+        }
+        // Text that is not made of table words falls back to the full encoding.
+        for text in [
+            "Hello, world! 123",
+            "  spaced   out  ",
+            "<|endoftext|> the",
+            "naïve café",
+        ] {
+            assert_eq!(
+                tok.count_synthetic(text).ok(),
+                tok.count(text).ok(),
+                "{name}: {text:?}"
+            );
+        }
+    }
+}
