@@ -8,7 +8,7 @@ use batchbench::common::{
     self, Failure, OutputArgs, TargetArgs, finite, length, length_with, non_negative, positive,
 };
 use batchbench_core::dist::{LengthDist, LogNormalFlags};
-use batchbench_core::engine::{Engine, EngineOptions};
+use batchbench_core::engine::{Admission, Engine, EngineOptions};
 use batchbench_core::plugin::Router;
 use batchbench_core::registry::{self, BuildContext};
 use clap::Parser;
@@ -45,10 +45,11 @@ pub struct Cli {
     #[command(flatten)]
     pub target: TargetArgs,
 
-    /// Independent agent loops.
-    #[arg(long, default_value = "1", value_parser = positive, help_heading = "Workload")]
-    pub agents: u64,
-    /// Agents active at once; a finished agent's slot goes to the next one [default: --agents].
+    /// Independent agent loops [default: 1].
+    #[arg(long, value_parser = positive, help_heading = "Workload")]
+    pub agents: Option<u64>,
+    /// Agents active at once. Closed loop: a finished agent's slot goes to the next
+    /// one [default: all]. Open loop: a hard cap that delays admissions [default: none].
     #[arg(long, value_parser = positive, help_heading = "Workload")]
     pub max_active_agents: Option<u64>,
     /// Initial prompt length in tokens [default: 128].
@@ -73,6 +74,29 @@ pub struct Cli {
     #[command(flatten)]
     lognorm: LogNormalArgs,
 
+    /// Replay the trajectories of this JSONL manifest (schema versions 1 and 2) instead
+    /// of sampling a synthetic workload.
+    #[arg(long, value_name = "PATH", help_heading = "Replay")]
+    pub agent_plans_jsonl: Option<PathBuf>,
+    /// closed-loop: manifest order into --max-active-agents slots, offsets ignored;
+    /// open-loop: each trajectory at its start_after_ms / --time-scale.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "closed-loop",
+        help_heading = "Replay"
+    )]
+    pub admission: AdmissionArg,
+    /// Divides every start_after_ms and delay_after_ms (4 replays an hour in 15 minutes).
+    #[arg(long, default_value = "1", value_parser = finite, help_heading = "Replay")]
+    pub time_scale: f64,
+    /// Template tokens of a first or reset request, subtracted from its content.
+    #[arg(long, default_value = "0", value_parser = non_negative, help_heading = "Replay")]
+    pub replay_initial_overhead_tokens: u64,
+    /// Template tokens of each appended turn, subtracted from the environment growth.
+    #[arg(long, default_value = "0", value_parser = non_negative, help_heading = "Replay")]
+    pub replay_turn_overhead_tokens: u64,
+
     /// Omit the user field and the X-SMG-Routing-Key header.
     #[arg(long, help_heading = "Identity and routing")]
     pub disable_user_tagging: bool,
@@ -92,6 +116,31 @@ pub struct Cli {
     /// Write one JSON line per agent: admission, queue wait, routing slot, DP rank, runtime, completion.
     #[arg(long, value_name = "PATH", help_heading = "Output")]
     pub agent_events_jsonl: Option<PathBuf>,
+}
+
+/// `--admission`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AdmissionArg {
+    /// Manifest order into free slots.
+    ClosedLoop,
+    /// At each trajectory's start offset.
+    OpenLoop,
+}
+
+impl AdmissionArg {
+    fn engine(self) -> Admission {
+        match self {
+            Self::ClosedLoop => Admission::ClosedLoop,
+            Self::OpenLoop => Admission::OpenLoop,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::ClosedLoop => "closed-loop",
+            Self::OpenLoop => "open-loop",
+        }
+    }
 }
 
 /// The log-normal flag families, each `*-lognorm-{median,mu,sigma,max}`.
@@ -181,6 +230,124 @@ fn ln(
         sigma,
         max,
     }
+}
+
+impl LogNormalArgs {
+    /// The first log-normal flag given, if any.
+    fn first_given(&self) -> Option<&'static str> {
+        let l = self;
+        [
+            ("--input-lognorm-median", l.input_lognorm_median.is_some()),
+            ("--input-lognorm-mu", l.input_lognorm_mu.is_some()),
+            ("--input-lognorm-sigma", l.input_lognorm_sigma.is_some()),
+            ("--input-lognorm-max", l.input_lognorm_max.is_some()),
+            ("--output-lognorm-median", l.output_lognorm_median.is_some()),
+            ("--output-lognorm-mu", l.output_lognorm_mu.is_some()),
+            ("--output-lognorm-sigma", l.output_lognorm_sigma.is_some()),
+            ("--output-lognorm-max", l.output_lognorm_max.is_some()),
+            (
+                "--environment-lognorm-median",
+                l.environment_lognorm_median.is_some(),
+            ),
+            (
+                "--environment-lognorm-mu",
+                l.environment_lognorm_mu.is_some(),
+            ),
+            (
+                "--environment-lognorm-sigma",
+                l.environment_lognorm_sigma.is_some(),
+            ),
+            (
+                "--environment-lognorm-max",
+                l.environment_lognorm_max.is_some(),
+            ),
+            (
+                "--tool-invocations-lognorm-median",
+                l.tool_invocations_lognorm_median.is_some(),
+            ),
+            (
+                "--tool-invocations-lognorm-mu",
+                l.tool_invocations_lognorm_mu.is_some(),
+            ),
+            (
+                "--tool-invocations-lognorm-sigma",
+                l.tool_invocations_lognorm_sigma.is_some(),
+            ),
+            (
+                "--tool-invocations-lognorm-max",
+                l.tool_invocations_lognorm_max.is_some(),
+            ),
+            (
+                "--tool-call-latency-lognorm-median-ms",
+                l.tool_call_latency_lognorm_median_ms.is_some(),
+            ),
+            (
+                "--tool-call-latency-lognorm-mu",
+                l.tool_call_latency_lognorm_mu.is_some(),
+            ),
+            (
+                "--tool-call-latency-lognorm-sigma",
+                l.tool_call_latency_lognorm_sigma.is_some(),
+            ),
+            (
+                "--tool-call-latency-lognorm-max-ms",
+                l.tool_call_latency_lognorm_max_ms.is_some(),
+            ),
+        ]
+        .into_iter()
+        .find_map(|(flag, given)| given.then_some(flag))
+    }
+}
+
+/// Checks how the workload flags combine: a manifest excludes every synthetic shape
+/// flag; the replay flags need a manifest.
+fn check_mode(c: &Cli) -> Result<(), Failure> {
+    let bad = |m: String| Failure::bad_input(anyhow::anyhow!("{m}"));
+    if !(c.time_scale.is_finite() && c.time_scale > 0.0) {
+        return Err(bad(format!(
+            "--time-scale must be a positive number, got {}",
+            c.time_scale
+        )));
+    }
+    if c.agent_plans_jsonl.is_some() {
+        let synthetic = [
+            ("--agents", c.agents.is_some()),
+            ("--input-tokens", c.input_tokens.is_some()),
+            ("--output-tokens", c.output_tokens.is_some()),
+            ("--environment-tokens", c.environment_tokens.is_some()),
+            ("--tool-invocations", c.tool_invocations.is_some()),
+            ("--tool-call-latency-ms", c.tool_call_latency_ms.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(flag, given)| given.then_some(flag))
+        .or_else(|| c.lognorm.first_given());
+        if let Some(flag) = synthetic {
+            return Err(bad(format!(
+                "--agent-plans-jsonl replays the manifest's shapes and cannot be combined with {flag}"
+            )));
+        }
+        return Ok(());
+    }
+    for (flag, given) in [
+        (
+            "--admission open-loop",
+            c.admission == AdmissionArg::OpenLoop,
+        ),
+        ("--time-scale", c.time_scale != 1.0),
+        (
+            "--replay-initial-overhead-tokens",
+            c.replay_initial_overhead_tokens != 0,
+        ),
+        (
+            "--replay-turn-overhead-tokens",
+            c.replay_turn_overhead_tokens != 0,
+        ),
+    ] {
+        if given {
+            return Err(bad(format!("{flag} needs --agent-plans-jsonl")));
+        }
+    }
+    Ok(())
 }
 
 fn validate(c: &Cli) -> Result<Shape, Failure> {
@@ -327,27 +494,47 @@ fn latency_columns(d: LengthDist) -> serde_json::Value {
 }
 
 fn agents(c: Cli) -> Result<i32, Failure> {
-    let shape = validate(&c)?;
+    check_mode(&c)?;
     let t = &c.target;
     let seed = c.seed.unwrap_or_else(common::fresh_seed);
     let ctx = BuildContext { seed };
-    let workload_cfg = json!({
-        "agents": c.agents,
-        "input": shape.input,
-        "output": shape.output,
-        "environment": shape.environment,
-        "tool_invocations": shape.invocations,
-        "tool_call_latency_ms": shape.latency,
-    });
-    let mut source = registry::workload("synthetic_agents", &workload_cfg, &ctx)
-        .map_err(common::plugin_failure)?;
+    let open = c.admission == AdmissionArg::OpenLoop;
+    let (mut source, workload_cfg, latency) = match &c.agent_plans_jsonl {
+        Some(path) => {
+            let cfg = json!({
+                "path": path,
+                "order_by_start": open,
+                "initial_overhead_tokens": c.replay_initial_overhead_tokens,
+                "turn_overhead_tokens": c.replay_turn_overhead_tokens,
+            });
+            let source =
+                registry::workload("replay_jsonl", &cfg, &ctx).map_err(common::plugin_failure)?;
+            (source, cfg, None)
+        }
+        None => {
+            let shape = validate(&c)?;
+            let cfg = json!({
+                "agents": c.agents.unwrap_or(1),
+                "input": shape.input,
+                "output": shape.output,
+                "environment": shape.environment,
+                "tool_invocations": shape.invocations,
+                "tool_call_latency_ms": shape.latency,
+            });
+            let source = registry::workload("synthetic_agents", &cfg, &ctx)
+                .map_err(common::plugin_failure)?;
+            (source, cfg, Some(shape.latency))
+        }
+    };
+    let info = source.info();
+    let trajectories = info.planned_trajectories.unwrap_or(1);
     let sim_cfg = t.sim_config()?;
     if c.output.dry_run {
         let mut out = std::io::stdout().lock();
         let stats = batchbench_core::engine::dry_run(source.as_mut(), &mut out)
             .map_err(common::engine_failure)?;
         eprintln!(
-            "dry run: {} agents, {} invocations, {} planned initial prompt tokens, {} planned output tokens; nothing sent",
+            "dry run: {} trajectories, {} requests, {} planned prompt tokens on first requests and prompt targets, {} planned output tokens; nothing sent",
             stats.trajectories, stats.requests, stats.prompt_tokens, stats.output_tokens
         );
         return Ok(common::EXIT_OK);
@@ -375,17 +562,21 @@ fn agents(c: Cli) -> Result<i32, Failure> {
                 .map_err(common::plugin_failure)?,
         );
     }
-    let max_active = c.max_active_agents.unwrap_or(c.agents);
+    // Closed loop: every trajectory active at once unless capped. Open loop: no cap
+    // unless given; the pool is sized for the trajectories that can be active.
+    let cap = match (c.max_active_agents, open) {
+        (Some(n), _) => n,
+        (None, false) => trajectories,
+        (None, true) => u64::from(u32::MAX),
+    };
+    let pool = cap.min(trajectories).max(1) as usize;
     let mut config = t.config_json();
     if let serde_json::Value::Object(m) = &mut config {
         for (k, v) in [
-            ("agents", json!(c.agents)),
+            ("agents", json!(trajectories)),
             ("requested_max_active_agents", json!(c.max_active_agents)),
-            ("admission_mode", json!("closed-loop")),
-            ("time_scale", json!(1.0)),
-            ("late_admissions", json!(0)),
-            ("max_admission_lag_ms", json!(0.0)),
-            ("live_block_fallbacks", json!(0)),
+            ("admission_mode", json!(c.admission.name())),
+            ("time_scale", json!(c.time_scale)),
             ("user_tagging", json!(!c.disable_user_tagging)),
             ("user_prefix", json!(c.user_prefix)),
             ("dp_rank_perfect_routing", json!(c.dp_rank_perfect_routing)),
@@ -398,19 +589,33 @@ fn agents(c: Cli) -> Result<i32, Failure> {
         ] {
             m.insert(k.to_owned(), v);
         }
-        if let serde_json::Value::Object(lat) = latency_columns(shape.latency) {
+        if c.agent_plans_jsonl.is_some() {
+            m.insert(
+                "replay_initial_overhead_tokens".into(),
+                json!(c.replay_initial_overhead_tokens),
+            );
+            m.insert(
+                "replay_turn_overhead_tokens".into(),
+                json!(c.replay_turn_overhead_tokens),
+            );
+        }
+        if let Some(serde_json::Value::Object(lat)) = latency.map(latency_columns) {
             m.extend(lat);
         }
     }
-    let total = source.info().planned_requests;
+    let total = info.planned_requests;
     common::runtime()?.block_on(async move {
-        let session =
-            common::Session::open(t, sim_cfg, true, max_active as usize, c.output.verbose).await?;
+        let session = common::Session::open(t, sim_cfg, true, pool, c.output.verbose).await?;
         let opts = EngineOptions {
             model: t.model.clone(),
             seed,
-            max_active: max_active as usize,
+            max_active: usize::try_from(cap).unwrap_or(usize::MAX),
             stream: t.stream,
+            admission: c.admission.engine(),
+            time_scale: c.time_scale,
+            initial_overhead_tokens: u32::try_from(c.replay_initial_overhead_tokens)
+                .unwrap_or(u32::MAX),
+            turn_overhead_tokens: u32::try_from(c.replay_turn_overhead_tokens).unwrap_or(u32::MAX),
             ..EngineOptions::default()
         };
         let mut engine =

@@ -115,8 +115,29 @@ fn flag_errors_are_one_line_exit_2_and_nothing_sent() {
             "mutually exclusive",
         ),
         (
-            vec!["--agent-plans-jsonl", "plans.jsonl"],
-            "--agent-plans-jsonl",
+            vec!["--agent-plans-jsonl", "plans.jsonl", "--agents", "2"],
+            "cannot be combined with --agents",
+        ),
+        (
+            vec![
+                "--agent-plans-jsonl",
+                "plans.jsonl",
+                "--environment-lognorm-sigma",
+                "1",
+            ],
+            "cannot be combined with --environment-lognorm-sigma",
+        ),
+        (
+            vec!["--admission", "open-loop"],
+            "--admission open-loop needs --agent-plans-jsonl",
+        ),
+        (
+            vec!["--time-scale", "2"],
+            "--time-scale needs --agent-plans-jsonl",
+        ),
+        (
+            vec!["--agent-plans-jsonl", "/nonexistent/plans.jsonl"],
+            "/nonexistent/plans.jsonl: cannot read the manifest",
         ),
     ];
     for (args, needle) in cases {

@@ -5,6 +5,7 @@
 //! live conversation → routers decorate → HTTP → codec decodes → metrics and
 //! reporters → think time → next turn.
 
+use crate::blocks::{self, BlockState};
 use crate::conversation::{Conversation, Message, Role, ToolCall};
 use crate::metrics::{Metrics, Summary};
 use crate::plan::{PlannedRequest, Trajectory};
@@ -79,6 +80,23 @@ pub struct EngineOptions {
     pub time_scale: f64,
     /// Token-synthesis jobs at once.
     pub synth_workers: usize,
+    /// How trajectories are admitted.
+    pub admission: Admission,
+    /// Open loop: trajectories whose first request is prepared ahead of its offset.
+    pub lookahead: usize,
+}
+
+/// How trajectories are admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Admission {
+    /// In source order into `max_active` slots; a finished trajectory's slot goes
+    /// to the next one. Start offsets are ignored.
+    #[default]
+    ClosedLoop,
+    /// Each trajectory at its start offset divided by the time scale, whatever is
+    /// active; `max_active` is a hard cap that delays (and counts) late admissions.
+    OpenLoop,
 }
 
 impl Default for EngineOptions {
@@ -92,6 +110,8 @@ impl Default for EngineOptions {
             turn_overhead_tokens: 0,
             time_scale: 1.0,
             synth_workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            admission: Admission::ClosedLoop,
+            lookahead: 256,
         }
     }
 }
@@ -162,6 +182,12 @@ enum Prepared {
     Fresh(Arc<str>),
     /// An appended environment (tool result) of this text.
     Append(Arc<str>),
+    /// A structured prompt, with the block texts synthesised for it.
+    Blocks {
+        fresh: bool,
+        blocks: Arc<[crate::plan::Block]>,
+        made: blocks::Made,
+    },
 }
 
 /// What a preparation job needs, copied out of the plan so it can run anywhere.
@@ -182,6 +208,11 @@ enum PrepKind {
     },
     Append {
         tokens: u32,
+    },
+    Blocks {
+        fresh: bool,
+        blocks: Arc<[crate::plan::Block]>,
+        needs: Vec<blocks::Need>,
     },
 }
 
@@ -271,9 +302,15 @@ impl Engine {
 
         // Admit the initial trajectories and prepare their first prompts before the
         // clock starts: a plan that cannot be built fails here, with nothing sent.
+        let open = self.opts.admission == Admission::OpenLoop;
+        let initial_count = if open {
+            self.opts.lookahead.max(1)
+        } else {
+            max_active
+        };
         let mut initial = Vec::new();
         let mut exhausted = false;
-        while initial.len() < max_active {
+        while initial.len() < initial_count {
             match source.next_trajectory() {
                 Some(Ok(t)) => initial.push(t),
                 Some(Err(e)) => return Err(e.into()),
@@ -336,69 +373,95 @@ impl Engine {
             }),
         });
 
-        let mut tasks: JoinSet<Result<u64, EngineError>> = JoinSet::new();
-        let mut next_agent = 0u64;
-        let mut max_observed = 0u64;
-        let mut last_admitted = Duration::ZERO;
-        for (t, (first, prep)) in initial.into_iter().zip(prepared) {
-            let slot = next_agent;
-            tasks.spawn(run_trajectory(
-                shared.clone(),
-                next_agent,
-                slot,
-                t,
-                first,
-                prep,
-            ));
-            next_agent += 1;
-            last_admitted = start.elapsed();
-        }
-        max_observed = max_observed.max(tasks.len() as u64);
-        let mut fatal: Option<EngineError> = None;
-        while let Some(done) = tasks.join_next().await {
-            let freed = match done {
-                Ok(Ok(slot)) => Some(slot),
-                Ok(Err(e)) => {
-                    fatal.get_or_insert(e);
-                    shared.cancel.cancel();
-                    None
-                }
-                Err(e) => {
-                    fatal.get_or_insert(EngineError::Internal(format!(
-                        "a trajectory task failed: {e}"
-                    )));
-                    shared.cancel.cancel();
-                    None
-                }
-            };
-            if let Some(slot) = freed {
-                if !exhausted && !shared.cancel.is_cancelled() {
-                    match source.next_trajectory() {
-                        Some(Ok(mut t)) => {
-                            // FIFO: ids are handed out in manifest order; the replacement
-                            // prepares its first prompt, then inherits the freed slot.
-                            let first = t.requests.next();
-                            tasks.spawn(run_trajectory(
-                                shared.clone(),
-                                next_agent,
-                                slot,
-                                t,
-                                first,
-                                None,
-                            ));
-                            next_agent += 1;
-                            last_admitted = start.elapsed();
-                            max_observed = max_observed.max(tasks.len() as u64);
+        let adm = if open {
+            open_loop(
+                &shared,
+                source,
+                initial.into_iter().zip(prepared).collect(),
+                exhausted,
+                max_active,
+            )
+            .await
+        } else {
+            let mut tasks: JoinSet<Result<u64, EngineError>> = JoinSet::new();
+            let mut next_agent = 0u64;
+            let mut max_observed = 0u64;
+            let mut last_admitted = Duration::ZERO;
+            for (t, (first, prep)) in initial.into_iter().zip(prepared) {
+                let slot = next_agent;
+                tasks.spawn(run_trajectory(
+                    shared.clone(),
+                    next_agent,
+                    slot,
+                    t,
+                    first,
+                    prep,
+                    None,
+                ));
+                next_agent += 1;
+                last_admitted = start.elapsed();
+            }
+            max_observed = max_observed.max(tasks.len() as u64);
+            let mut fatal: Option<EngineError> = None;
+            while let Some(done) = tasks.join_next().await {
+                let freed = match done {
+                    Ok(Ok(slot)) => Some(slot),
+                    Ok(Err(e)) => {
+                        fatal.get_or_insert(e);
+                        shared.cancel.cancel();
+                        None
+                    }
+                    Err(e) => {
+                        fatal.get_or_insert(EngineError::Internal(format!(
+                            "a trajectory task failed: {e}"
+                        )));
+                        shared.cancel.cancel();
+                        None
+                    }
+                };
+                if let Some(slot) = freed {
+                    if !exhausted && !shared.cancel.is_cancelled() {
+                        match source.next_trajectory() {
+                            Some(Ok(mut t)) => {
+                                // FIFO: ids are handed out in manifest order; the replacement
+                                // prepares its first prompt, then inherits the freed slot.
+                                let first = t.requests.next();
+                                tasks.spawn(run_trajectory(
+                                    shared.clone(),
+                                    next_agent,
+                                    slot,
+                                    t,
+                                    first,
+                                    None,
+                                    None,
+                                ));
+                                next_agent += 1;
+                                last_admitted = start.elapsed();
+                                max_observed = max_observed.max(tasks.len() as u64);
+                            }
+                            Some(Err(e)) => {
+                                fatal.get_or_insert(e.into());
+                                shared.cancel.cancel();
+                            }
+                            None => exhausted = true,
                         }
-                        Some(Err(e)) => {
-                            fatal.get_or_insert(e.into());
-                            shared.cancel.cancel();
-                        }
-                        None => exhausted = true,
                     }
                 }
             }
-        }
+            AdmissionStats {
+                max_observed,
+                last_admitted,
+                fatal,
+                ..AdmissionStats::default()
+            }
+        };
+        let AdmissionStats {
+            max_observed,
+            last_admitted,
+            fatal,
+            late,
+            lag,
+        } = adm;
         let elapsed = start.elapsed();
         let mut guard = shared.collector();
         let c = &mut *guard;
@@ -407,6 +470,9 @@ impl Engine {
         summary.max_active_observed = max_observed;
         summary.last_admitted_seconds = last_admitted.as_secs_f64();
         summary.final_drain_seconds = (elapsed.saturating_sub(last_admitted)).as_secs_f64();
+        summary.late_admissions = late;
+        summary.admission_lag = lag.stats();
+        summary.max_admission_lag_ms = summary.admission_lag.map_or(0.0, |l| l.max_ms);
         for r in &mut c.reporters {
             r.on_finish(&info, &summary)?;
         }
@@ -415,6 +481,186 @@ impl Engine {
             None => Ok(RunOutput { info, summary }),
         }
     }
+}
+
+/// What admission observed.
+#[derive(Debug, Default)]
+struct AdmissionStats {
+    max_observed: u64,
+    last_admitted: Duration,
+    fatal: Option<EngineError>,
+    late: u64,
+    lag: crate::metrics::Latency,
+}
+
+/// Records a finished trajectory task; returns its freed slot.
+fn reap(
+    done: Result<Result<u64, EngineError>, tokio::task::JoinError>,
+    fatal: &mut Option<EngineError>,
+    cancel: &CancellationToken,
+) -> Option<u64> {
+    match done {
+        Ok(Ok(slot)) => Some(slot),
+        Ok(Err(e)) => {
+            fatal.get_or_insert(e);
+            cancel.cancel();
+            None
+        }
+        Err(e) => {
+            fatal.get_or_insert(EngineError::Internal(format!(
+                "a trajectory task failed: {e}"
+            )));
+            cancel.cancel();
+            None
+        }
+    }
+}
+
+type Ready = (Trajectory, (Option<PlannedRequest>, Option<Prepared>));
+
+/// Open-loop admission: each trajectory at `start_after_ms / time_scale` from the
+/// clock start, whatever is active; `cap` active at most (a trajectory that waits
+/// for a slot is a late admission). First prompts are prepared ahead through a
+/// bounded lookahead; the earliest were prepared before the clock started. Routing
+/// slots are the lowest free ones, so equal start times are admitted, and slotted,
+/// in manifest order.
+async fn open_loop(
+    sh: &Arc<Shared>,
+    mut source: Box<dyn WorkloadSource>,
+    ready: Vec<Ready>,
+    mut exhausted: bool,
+    cap: usize,
+) -> AdmissionStats {
+    type Pending = tokio::task::JoinHandle<Result<Option<Prepared>, EngineError>>;
+    enum Prep {
+        Done(Option<Prepared>),
+        Pending(Pending),
+    }
+    let scale = sh.opts.time_scale.max(1e-9);
+    let offset = |t: &Trajectory| {
+        Duration::from_secs_f64(t.start_after_ms.unwrap_or(0) as f64 / 1000.0 / scale)
+    };
+    let mut queue: std::collections::VecDeque<(Trajectory, Option<PlannedRequest>, Prep)> = ready
+        .into_iter()
+        .map(|(t, (first, p))| (t, first, Prep::Done(p)))
+        .collect();
+    let mut stats = AdmissionStats::default();
+    let mut tasks: JoinSet<Result<u64, EngineError>> = JoinSet::new();
+    let mut free: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
+    let mut next_slot = 0u64;
+    let mut next_agent = 0u64;
+    let lookahead = sh.opts.lookahead.max(1);
+    loop {
+        // Keep the lookahead full: prepare upcoming first prompts on the pool.
+        while !exhausted && queue.len() < lookahead && stats.fatal.is_none() {
+            match source.next_trajectory() {
+                Some(Ok(mut t)) => {
+                    let first = t.requests.next();
+                    let job = first
+                        .as_ref()
+                        .map(|r| first_job(&sh.opts, &t.id, next_agent + queue.len() as u64, r));
+                    let synth = sh.synth.clone();
+                    let handle = tokio::spawn(async move {
+                        match job {
+                            Some(Ok(j)) => prepare(&synth, j).await.map(Some),
+                            Some(Err(e)) => Err(e),
+                            None => Ok(None),
+                        }
+                    });
+                    queue.push_back((t, first, Prep::Pending(handle)));
+                }
+                Some(Err(e)) => {
+                    stats.fatal.get_or_insert(e.into());
+                    sh.cancel.cancel();
+                }
+                None => exhausted = true,
+            }
+        }
+        let Some((t, first, prep)) = queue.pop_front() else {
+            break;
+        };
+        if sh.cancel.is_cancelled() {
+            break;
+        }
+        let scheduled = offset(&t);
+        let due = tokio::time::Instant::from_std(sh.start + scheduled);
+        // Wait for the offset, reaping finished trajectories meanwhile.
+        loop {
+            tokio::select! {
+                biased;
+                () = sh.cancel.cancelled() => break,
+                Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                    if let Some(slot) = reap(done, &mut stats.fatal, &sh.cancel) {
+                        free.insert(slot);
+                    }
+                }
+                () = tokio::time::sleep_until(due) => break,
+            }
+        }
+        // The cap delays admission.
+        let mut late = false;
+        while tasks.len() >= cap && !sh.cancel.is_cancelled() {
+            late = true;
+            tokio::select! {
+                () = sh.cancel.cancelled() => {}
+                Some(done) = tasks.join_next() => {
+                    if let Some(slot) = reap(done, &mut stats.fatal, &sh.cancel) {
+                        free.insert(slot);
+                    }
+                }
+            }
+        }
+        if sh.cancel.is_cancelled() {
+            break;
+        }
+        let prepared = match prep {
+            Prep::Done(p) => p,
+            Prep::Pending(h) => match h.await {
+                Ok(Ok(p)) => p,
+                Ok(Err(e)) => {
+                    stats.fatal.get_or_insert(e);
+                    sh.cancel.cancel();
+                    break;
+                }
+                Err(e) => {
+                    stats
+                        .fatal
+                        .get_or_insert(EngineError::Internal(e.to_string()));
+                    sh.cancel.cancel();
+                    break;
+                }
+            },
+        };
+        let now = sh.start.elapsed();
+        stats.lag.record(now.saturating_sub(scheduled));
+        stats.late += u64::from(late);
+        stats.last_admitted = now;
+        let slot = free.pop_first().unwrap_or_else(|| {
+            next_slot += 1;
+            next_slot - 1
+        });
+        tasks.spawn(run_trajectory(
+            sh.clone(),
+            next_agent,
+            slot,
+            t,
+            first,
+            prepared,
+            Some(scheduled),
+        ));
+        next_agent += 1;
+        stats.max_observed = stats.max_observed.max(tasks.len() as u64);
+    }
+    // Abandon what was never admitted (after Ctrl+C or a fatal error).
+    for (_, _, p) in queue {
+        if let Prep::Pending(h) = p {
+            h.abort();
+        }
+    }
+    while let Some(done) = tasks.join_next().await {
+        reap(done, &mut stats.fatal, &sh.cancel);
+    }
+    stats
 }
 
 fn content_tokens(
@@ -451,10 +697,17 @@ fn fresh_job(
     index: u64,
     req: &PlannedRequest,
 ) -> Result<PrepJob, EngineError> {
-    if req.blocks.is_some() {
-        return Err(EngineError::Plan(format!(
-            "trajectory {id}, request {index}: field blocks: structured prompts need the replay engine, which this build does not have yet"
-        )));
+    if let Some(bs) = &req.blocks {
+        return Ok(PrepJob {
+            trajectory_id: id.clone(),
+            agent_id,
+            request_index: index,
+            kind: PrepKind::Blocks {
+                fresh: true,
+                blocks: bs.clone(),
+                needs: blocks::needs(bs, true, &BlockState::default()),
+            },
+        });
     }
     let kind = match content_tokens(opts, id, index, req)? {
         None => PrepKind::Fixed,
@@ -478,7 +731,20 @@ fn next_job(
     index: u64,
     prev: &PlannedRequest,
     next: &PlannedRequest,
+    state: &BlockState,
 ) -> Result<PrepJob, EngineError> {
+    if let (Some(bs), false) = (&next.blocks, next.reset_before) {
+        return Ok(PrepJob {
+            trajectory_id: id.clone(),
+            agent_id,
+            request_index: index,
+            kind: PrepKind::Blocks {
+                fresh: false,
+                blocks: bs.clone(),
+                needs: blocks::needs(bs, false, state),
+            },
+        });
+    }
     if next.reset_before {
         return fresh_job(opts, id, agent_id, index, next);
     }
@@ -563,17 +829,45 @@ fn synthesise(tok: &TokenizerHandle, seed: u64, job: &PrepJob) -> Result<Prepare
                 tok.exact_text(key, tokens as usize, &ctx)?.into(),
             ))
         }
+        PrepKind::Blocks {
+            fresh,
+            ref blocks,
+            ref needs,
+        } => {
+            let ctx = |b: usize| {
+                format!(
+                    "trajectory {}, request {}, block {b}",
+                    job.trajectory_id, job.request_index
+                )
+            };
+            let made = blocks::synthesise(tok, needs, &ctx)?;
+            Ok(Prepared::Blocks {
+                fresh,
+                blocks: blocks.clone(),
+                made,
+            })
+        }
     }
 }
 
+/// Applies a prepared turn to the conversation; returns the live blocks that fell
+/// back to their seed.
 fn apply(
     conv: &mut Conversation,
     prepared: Prepared,
     last_reply: Option<Reply>,
     agent_id: u64,
     index: u64,
-) {
+    state: &mut BlockState,
+) -> u32 {
     match prepared {
+        Prepared::Blocks {
+            fresh,
+            blocks,
+            made,
+        } => {
+            return blocks::apply(conv, &blocks, fresh, made, last_reply.as_ref(), state);
+        }
         Prepared::Fresh(text) => {
             conv.clear();
             conv.messages.push(Message::new(Role::User, text));
@@ -596,6 +890,7 @@ fn apply(
             conv.messages.push(tool);
         }
     }
+    0
 }
 
 fn stream_timing(m: &mut Metrics, reply: &Reply, completion_tokens: u64) {
@@ -671,10 +966,11 @@ async fn run_trajectory(
     traj: Trajectory,
     first: Option<PlannedRequest>,
     first_prepared: Option<Prepared>,
+    scheduled: Option<Duration>,
 ) -> Result<u64, EngineError> {
     let id = traj.id.clone();
     let mut reqs = traj.requests;
-    let eligible = sh.start.elapsed();
+    let eligible = scheduled.unwrap_or_else(|| sh.start.elapsed());
     let mut completed = true;
     let mut run_started = None;
     if let Some(first) = first {
@@ -725,15 +1021,26 @@ async fn drive(
     let mut prev_prompt: Option<u64> = None;
     let mut all_ok = true;
     let mut index = 0u64;
+    let mut state = BlockState::default();
     loop {
         if sh.cancel.is_cancelled() {
             return Ok(false);
         }
-        let fresh = matches!(prepared, Prepared::Fresh(_));
+        let fresh = matches!(
+            prepared,
+            Prepared::Fresh(_) | Prepared::Blocks { fresh: true, .. }
+        );
         if fresh {
             prev_prompt = None;
         }
-        apply(&mut conv, prepared, last_reply.take(), agent_id, index);
+        let fallbacks = apply(
+            &mut conv,
+            prepared,
+            last_reply.take(),
+            agent_id,
+            index,
+            &mut state,
+        );
 
         let ctx = RouteContext {
             seed: sh.opts.seed,
@@ -770,7 +1077,7 @@ async fn drive(
         let next = reqs.next();
         let next_prep = match &next {
             Some(n) => {
-                let job = next_job(&sh.opts, id, agent_id, index + 1, &cur, n)?;
+                let job = next_job(&sh.opts, id, agent_id, index + 1, &cur, n, &state)?;
                 let synth = sh.synth.clone();
                 Some(tokio::spawn(async move { prepare(&synth, job).await }))
             }
@@ -820,6 +1127,7 @@ async fn drive(
                 latency,
                 usage,
                 estimated_cached_tokens: estimated,
+                live_block_fallbacks: fallbacks,
                 ttft,
                 failure,
             };

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+pub mod blocks;
 pub mod conversation;
 pub mod dist;
 pub mod engine;

@@ -119,6 +119,8 @@ pub struct Metrics {
     pub server_cache_reports: u64,
     /// Estimated cached input tokens under perfect prefix caching.
     pub estimated_cached_tokens: u64,
+    /// Live blocks generated from their seed for want of a previous reply.
+    pub live_block_fallbacks: u64,
     /// Successes with a planned prompt target and usage.
     pub drift_samples: u64,
     /// Sum of planned prompt tokens over those.
@@ -156,6 +158,7 @@ impl Metrics {
     pub fn record_request(&mut self, rec: &RequestRecord<'_>) {
         self.requests += 1;
         self.retries += u64::from(rec.retries);
+        self.live_block_fallbacks += u64::from(rec.live_block_fallbacks);
         match rec.failure {
             Some((kind, message)) => {
                 *self.failures.entry(kind).or_insert(0) += 1;
@@ -253,6 +256,8 @@ pub struct Summary {
     pub total_completion_tokens: u64,
     /// Estimated cached input tokens under perfect prefix caching.
     pub estimated_cached_input_tokens: u64,
+    /// Live blocks generated from their seed for want of a previous reply.
+    pub live_block_fallbacks: u64,
     /// Server-reported cached tokens (`prompt_tokens_details.cached_tokens`).
     pub server_cached_tokens: Option<u64>,
     /// Planned prompt tokens, summed over successes that had a target.
@@ -291,6 +296,12 @@ pub struct Summary {
     pub last_admitted_seconds: f64,
     /// From the last admission to the end.
     pub final_drain_seconds: f64,
+    /// Open loop: trajectories whose admission waited for the active cap.
+    pub late_admissions: u64,
+    /// Open loop: how far any admission slipped behind its schedule, for any reason.
+    pub max_admission_lag_ms: f64,
+    /// Open loop: admission lag behind schedule.
+    pub admission_lag: Option<LatencyStats>,
 }
 
 impl Summary {
@@ -313,6 +324,7 @@ impl Summary {
             total_prompt_tokens: m.prompt_tokens,
             total_completion_tokens: m.completion_tokens,
             estimated_cached_input_tokens: m.estimated_cached_tokens,
+            live_block_fallbacks: m.live_block_fallbacks,
             server_cached_tokens: (m.server_cache_reports > 0).then_some(m.server_cached_tokens),
             planned_prompt_tokens: m.planned_prompt_tokens,
             counted_prompt_tokens: m.counted_prompt_tokens,
@@ -362,6 +374,7 @@ mod tests {
             latency: Duration::from_millis(5),
             usage: None,
             estimated_cached_tokens: 0,
+            live_block_fallbacks: 0,
             ttft: None,
             failure: Some((FailureKind::Http(503), "unavailable")),
         };

@@ -286,6 +286,8 @@ pub struct RequestRecord<'a> {
     /// This request's contribution to the perfect-prefix-cache estimate: the
     /// conversation's preceding prompt tokens, capped by this prompt's.
     pub estimated_cached_tokens: u64,
+    /// Live blocks of this request generated from their seed for want of a reply.
+    pub live_block_fallbacks: u32,
     /// Time to first token (streaming).
     pub ttft: Option<std::time::Duration>,
     /// The failure, if the request failed.

@@ -476,6 +476,91 @@ async fn download(id: &str) -> Result<PathBuf, TokenError> {
     Ok(file)
 }
 
+/// Structured synthetic pieces whose serialised form re-encodes to an exact count.
+impl TokenizerHandle {
+    /// A function schema (an entry of a request's `tools` array) whose compact JSON,
+    /// with keys in sorted order (so a server that re-serialises it gets the same
+    /// bytes), re-encodes to exactly `n` tokens.
+    pub fn tool_schema(
+        &self,
+        key: u64,
+        n: usize,
+        context: &dyn Fn() -> String,
+    ) -> Result<String, TokenError> {
+        let name = format!("tool_{:08x}", key as u32);
+        let make = |words: &str| {
+            format!(
+                "{{\"function\":{{\"description\":{},\"name\":\"{name}\",\"parameters\":{{\"properties\":{{}},\"type\":\"object\"}}}},\"type\":\"function\"}}",
+                serde_json::Value::String(words.to_owned())
+            )
+        };
+        self.exact_json(key, n, &make, context)
+    }
+
+    /// The `arguments` of a synthetic tool call: a JSON object, as a string, that
+    /// re-encodes to exactly `n` tokens.
+    pub fn tool_arguments(
+        &self,
+        key: u64,
+        n: usize,
+        context: &dyn Fn() -> String,
+    ) -> Result<String, TokenError> {
+        let make = |words: &str| {
+            format!(
+                "{{\"input\":{}}}",
+                serde_json::Value::String(words.to_owned())
+            )
+        };
+        self.exact_json(key, n, &make, context)
+    }
+
+    /// Finds the word count for which `make(words)` re-encodes to `n` tokens (full
+    /// encoding: JSON punctuation is not made of table words).
+    fn exact_json(
+        &self,
+        key: u64,
+        n: usize,
+        make: &dyn Fn(&str) -> String,
+        context: &dyn Fn() -> String,
+    ) -> Result<String, TokenError> {
+        let mut words = String::new();
+        self.push_words(&mut Stream::new(key), 1, &mut words);
+        let base = self.count(&make(&words))?.saturating_sub(1);
+        if n <= base {
+            return Err(TokenError::Inexact {
+                context: format!(
+                    "{} (the smallest such JSON is {} tokens)",
+                    context(),
+                    base + 1
+                ),
+                target: n,
+                actual: base + 1,
+            });
+        }
+        let mut k = n - base;
+        for _ in 0..8 {
+            words.clear();
+            self.push_words(&mut Stream::new(key), k, &mut words);
+            let text = make(&words);
+            let got = self.count(&text)?;
+            if got == n {
+                return Ok(text);
+            }
+            let next = (k as i64 + n as i64 - got as i64).max(1) as usize;
+            if next == k {
+                break;
+            }
+            k = next;
+        }
+        let text = make(&words);
+        Err(TokenError::Inexact {
+            context: context(),
+            target: n,
+            actual: self.count(&text)?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

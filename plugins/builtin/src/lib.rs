@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | workload | `finite_batch` | users x requests-per-user independent requests |
 //! | workload | `synthetic_agents` | stateful agent loops with sampled shapes |
+//! | workload | `replay_jsonl` | trajectory replay from a v1/v2 JSONL manifest |
 //! | codec | `openai_chat` | OpenAI chat completions, JSON and SSE, `--sglang` fields |
 //! | router | `user_tag` | `user` field + `X-SMG-Routing-Key`, stable per agent |
 //! | router | `dp_rank` | `X-SMG-Target-Worker: slot % ranks` |
@@ -22,6 +23,7 @@ pub mod csv_report;
 pub mod events;
 pub mod json_summary;
 pub mod openai;
+pub mod replay;
 pub mod routers;
 pub mod summary;
 pub mod timefmt;
@@ -29,6 +31,7 @@ pub mod timefmt;
 /// Names of every built-in plugin, by kind: the contract the registry test checks.
 pub const BUILTINS: &[(&str, &str)] = &[
     ("workload", "finite_batch"),
+    ("workload", "replay_jsonl"),
     ("workload", "synthetic_agents"),
     ("codec", "openai_chat"),
     ("router", "dp_rank"),
