@@ -1,6 +1,7 @@
 //! The `batchbench-agent` binary as a user runs it.
 
 use batchbench_tests::{SimServer, read_csv, tokenizer_path};
+use serde_json::{Value, json};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -211,4 +212,172 @@ fn ctrl_c_leaves_a_partial_summary_csv_and_complete_event_lines() {
         text.contains("\"completed\":false"),
         "the agents cut short are reported: {text}"
     );
+}
+
+#[test]
+fn malformed_manifests_are_rejected_line_by_line_and_nothing_is_sent() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ok_req = json!({"prompt_tokens": 10, "output_tokens": 2});
+    let blk =
+        |seed: &str, tokens: i64, role: &str| json!({"seed": seed, "tokens": tokens, "role": role});
+    let v2 =
+        |id: &str, reqs: Value| json!({"schema_version": 2, "trajectory_id": id, "requests": reqs});
+    let v1 =
+        |id: &str, reqs: Value| json!({"schema_version": 1, "trajectory_id": id, "requests": reqs});
+    // (line, what the message must say)
+    let cases: Vec<(Value, &str)> = vec![
+        (v1("ok-1", json!([ok_req])), ""),
+        (
+            v1(
+                "v1-blocks",
+                json!([{"prompt_tokens": 10, "output_tokens": 2, "blocks": []}]),
+            ),
+            "trajectory v1-blocks, request 0: unknown field `blocks`",
+        ),
+        (
+            v2(
+                "v2-unknown",
+                json!([{"prompt_tokens": 10, "output_tokens": 2, "bogus": 1}]),
+            ),
+            "trajectory v2-unknown, request 0: unknown field `bogus`",
+        ),
+        (
+            json!({"schema_version": 2, "trajectory_id": "top-unknown", "requests": [ok_req], "extra": 1}),
+            "trajectory top-unknown: unknown field `extra`",
+        ),
+        (
+            v1("v1-start", json!([ok_req]))
+                .as_object()
+                .map(|o| {
+                    let mut o = o.clone();
+                    o.insert("start_after_ms".into(), json!(5));
+                    Value::Object(o)
+                })
+                .unwrap_or_default(),
+            "unknown field `start_after_ms`",
+        ),
+        (
+            v1("no-prompt", json!([{"output_tokens": 2}])),
+            "trajectory no-prompt, request 0: field prompt_tokens: missing",
+        ),
+        (
+            v1(
+                "zero-output",
+                json!([{"prompt_tokens": 10, "output_tokens": 0}]),
+            ),
+            "trajectory zero-output, request 0: field output_tokens: must be a positive integer",
+        ),
+        (
+            v1("ok-1", json!([ok_req])),
+            "trajectory ok-1: field trajectory_id: duplicate (first on line 1)",
+        ),
+        (
+            v1("", json!([ok_req])),
+            "field trajectory_id: must not be empty",
+        ),
+        (
+            v2(
+                "zero-block",
+                json!([{"prompt_tokens": 10, "output_tokens": 2, "blocks": [blk("s", 0, "user")]}]),
+            ),
+            "trajectory zero-block, request 0, block 0: field tokens",
+        ),
+        (
+            v2(
+                "bad-role",
+                json!([{"prompt_tokens": 10, "output_tokens": 2, "blocks": [blk("s", 3, "narrator")]}]),
+            ),
+            "trajectory bad-role, request 0: unknown variant `narrator`",
+        ),
+        (
+            v2(
+                "seed-count",
+                json!([{"prompt_tokens": 10, "output_tokens": 2, "blocks": [blk("s", 3, "user")]}, {"prompt_tokens": 20, "output_tokens": 2, "blocks": [blk("s", 4, "user")]}]),
+            ),
+            "trajectory seed-count, request 1, block 0: field seed: seed s was 3 tokens",
+        ),
+        (
+            v2(
+                "seed-role",
+                json!([{"prompt_tokens": 10, "output_tokens": 2, "blocks": [blk("s", 3, "user"), blk("s", 3, "system")]}]),
+            ),
+            "trajectory seed-role, request 0, block 1: field seed",
+        ),
+        (
+            v1(
+                "shrinks",
+                json!([{"prompt_tokens": 100, "output_tokens": 10}, {"prompt_tokens": 50, "output_tokens": 2}]),
+            ),
+            "trajectory shrinks, request 1: field prompt_tokens: environment growth 50 - 100 - 10 - 0 = -60 is negative",
+        ),
+        (
+            json!({"schema_version": 3, "trajectory_id": "v3", "requests": [ok_req]}),
+            "trajectory v3: field schema_version: unsupported version 3",
+        ),
+        (
+            v2(
+                "live-user",
+                json!([{"prompt_tokens": 10, "output_tokens": 2, "blocks": [{"seed": "s", "tokens": 3, "role": "user", "live": true}]}]),
+            ),
+            "field live: only assistant blocks can be live",
+        ),
+        (
+            v1(
+                "v1-reset-first",
+                json!([{"prompt_tokens": 10, "output_tokens": 2, "reset_before": true}]),
+            ),
+            "field reset_before: not allowed on the first request in schema version 1",
+        ),
+        (
+            v2("no-requests", json!([])),
+            "trajectory no-requests: field requests: must not be empty",
+        ),
+    ];
+    let mut text: String = cases.iter().map(|(l, _)| format!("{l}\n")).collect();
+    text.push_str("{not json\n");
+    let p = dir.path().join("bad.jsonl");
+    std::fs::write(&p, text).unwrap_or_else(|e| panic!("{e}"));
+    let sim = SimServer::recording("qwen");
+    let (url, tok, path) = (
+        sim.url(),
+        tokenizer_path("qwen").display().to_string(),
+        p.display().to_string(),
+    );
+    let o = run(&[
+        "--host",
+        &url,
+        "--tokenizer-model",
+        &tok,
+        "--agent-plans-jsonl",
+        &path,
+    ]);
+    let err = (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
+    assert_eq!(err.0, 2, "{}", err.1);
+    let lines: Vec<&str> = err.1.lines().collect();
+    for (i, (_, needle)) in cases.iter().enumerate().skip(1) {
+        let prefix = format!("{path}:{}: ", i + 1);
+        let line = lines
+            .iter()
+            .find(|l| l.contains(&prefix))
+            .unwrap_or_else(|| panic!("no error for line {}: {needle}\n{}", i + 1, err.1));
+        assert!(
+            line.contains(needle),
+            "line {}: want {needle:?} in {line}",
+            i + 1
+        );
+    }
+    assert!(
+        err.1
+            .contains(&format!("{path}:{}: not a JSON object", cases.len() + 1)),
+        "{}",
+        err.1
+    );
+    assert!(
+        !err.1.contains(&format!("{path}:1:")),
+        "the good line is not reported"
+    );
+    assert_eq!(sim.stats().requests, 0, "nothing was sent");
 }

@@ -79,7 +79,8 @@ fn every_builtin_is_registered_in_sorted_order() {
 #[test]
 fn every_example_config_builds() {
     // Examples name repository files (the replay manifests) relative to its root.
-    std::env::set_current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).unwrap_or_else(|e| panic!("{e}"));
+    std::env::set_current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .unwrap_or_else(|e| panic!("{e}"));
     for (info, result) in registry::check_examples() {
         assert!(
             result.is_ok(),

@@ -3,5 +3,6 @@
 mod agents;
 mod batch;
 mod contract;
+mod replay;
 mod sim;
 mod tokens;
