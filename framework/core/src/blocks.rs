@@ -68,23 +68,62 @@ pub(crate) fn needs(blocks: &[Block], fresh: bool, state: &BlockState) -> Vec<Ne
     out
 }
 
+/// Block texts shared by every trajectory of a run: a seed's text is a function of
+/// the seed, its token count and its role alone, so a system prompt shared by many
+/// sessions is synthesised (and checked) once.
+#[derive(Debug, Default)]
+pub(crate) struct TextCache {
+    map: std::sync::Mutex<HashMap<TextKey, Arc<str>>>,
+}
+
+/// A block text is a function of its seed, token count and role.
+type TextKey = (Arc<str>, u32, BlockRole);
+
+const TEXT_CACHE_ENTRIES: usize = 65_536;
+
+impl TextCache {
+    fn get(&self, n: &Need) -> Option<Arc<str>> {
+        let map = self
+            .map
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.get(&(n.seed.clone(), n.tokens, n.role)).cloned()
+    }
+
+    fn put(&self, n: &Need, text: Arc<str>) {
+        let mut map = self
+            .map
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if map.len() >= TEXT_CACHE_ENTRIES {
+            map.clear();
+        }
+        map.insert((n.seed.clone(), n.tokens, n.role), text);
+    }
+}
+
 /// Synthesises the texts of `needs` (on the worker pool).
 pub(crate) fn synthesise(
     tok: &TokenizerHandle,
     needs: &[Need],
+    cache: &TextCache,
     context: &dyn Fn(usize) -> String,
 ) -> Result<Made, TokenError> {
     needs
         .iter()
         .map(|n| {
+            if let Some(text) = cache.get(n) {
+                return Ok((n.seed.clone(), text));
+            }
             let key = rng::hash_str(&n.seed);
             let ctx = || context(n.index);
-            let text = match n.role {
+            let text: Arc<str> = Arc::from(match n.role {
                 BlockRole::ToolDefinition => tok.tool_schema(key, n.tokens as usize, &ctx)?,
                 BlockRole::ToolCall => tok.tool_arguments(key, n.tokens as usize, &ctx)?,
                 _ => tok.exact_text(key, n.tokens as usize, &ctx)?,
-            };
-            Ok((n.seed.clone(), Arc::from(text)))
+            });
+            cache.put(n, text.clone());
+            Ok((n.seed.clone(), text))
         })
         .collect()
 }

@@ -154,6 +154,7 @@ struct Synth {
     seed: u64,
     tokenizer: Option<Arc<TokenizerHandle>>,
     pool: Semaphore,
+    texts: blocks::TextCache,
 }
 
 struct Shared {
@@ -297,6 +298,7 @@ impl Engine {
             seed: self.opts.seed,
             tokenizer: self.tokenizer,
             pool: Semaphore::new(self.opts.synth_workers.max(1)),
+            texts: blocks::TextCache::default(),
         });
         let mut reporters = self.reporters;
 
@@ -777,7 +779,7 @@ fn next_job(
     })
 }
 
-async fn prepare(sh: &Synth, job: PrepJob) -> Result<Prepared, EngineError> {
+async fn prepare(sh: &Arc<Synth>, job: PrepJob) -> Result<Prepared, EngineError> {
     let seed = sh.seed;
     if matches!(job.kind, PrepKind::Fixed) {
         return Ok(Prepared::Fresh(Arc::from(DEFAULT_PROMPT)));
@@ -793,12 +795,18 @@ async fn prepare(sh: &Synth, job: PrepJob) -> Result<Prepared, EngineError> {
         .acquire()
         .await
         .map_err(|e| EngineError::Internal(e.to_string()))?;
-    tokio::task::spawn_blocking(move || synthesise(&tok, seed, &job))
+    let synth = sh.clone();
+    tokio::task::spawn_blocking(move || synthesise(&tok, seed, &synth.texts, &job))
         .await
         .map_err(|e| EngineError::Internal(e.to_string()))?
 }
 
-fn synthesise(tok: &TokenizerHandle, seed: u64, job: &PrepJob) -> Result<Prepared, EngineError> {
+fn synthesise(
+    tok: &TokenizerHandle,
+    seed: u64,
+    texts: &blocks::TextCache,
+    job: &PrepJob,
+) -> Result<Prepared, EngineError> {
     let ctx = || {
         format!(
             "trajectory {}, request {}",
@@ -840,7 +848,7 @@ fn synthesise(tok: &TokenizerHandle, seed: u64, job: &PrepJob) -> Result<Prepare
                     job.trajectory_id, job.request_index
                 )
             };
-            let made = blocks::synthesise(tok, needs, &ctx)?;
+            let made = blocks::synthesise(tok, needs, texts, &ctx)?;
             Ok(Prepared::Blocks {
                 fresh,
                 blocks: blocks.clone(),

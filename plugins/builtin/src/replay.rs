@@ -11,7 +11,7 @@ use batchbench_core::plan::{Block, BlockRole, PlannedRequest, Trajectory};
 use batchbench_core::plugin::{PluginError, WorkloadInfo, WorkloadSource};
 use batchbench_core::registry::BuildContext;
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,6 +35,110 @@ pub struct ReplayConfig {
     /// Template tokens of each appended turn (v1 environment growth check).
     #[serde(default)]
     pub turn_overhead_tokens: u32,
+}
+
+/// Every field of both versions, parsed in one pass with borrowed strings; the
+/// version-1 exclusions are checked after. A line that fails here is parsed again
+/// by the precise path, which names the request and field.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FastLine<'a> {
+    schema_version: u32,
+    #[serde(borrow)]
+    trajectory_id: std::borrow::Cow<'a, str>,
+    #[serde(default)]
+    start_after_ms: Option<f64>,
+    #[serde(borrow)]
+    requests: Vec<FastRequest<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FastRequest<'a> {
+    prompt_tokens: Option<i64>,
+    output_tokens: Option<i64>,
+    #[serde(default)]
+    overhead_tokens: Option<i64>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    max_tokens: Option<i64>,
+    #[serde(default)]
+    delay_after_ms: Option<f64>,
+    #[serde(default)]
+    reset_before: bool,
+    #[serde(default, borrow)]
+    blocks: Option<Vec<FastBlock<'a>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FastBlock<'a> {
+    #[serde(borrow)]
+    seed: std::borrow::Cow<'a, str>,
+    tokens: i64,
+    role: BlockRole,
+    #[serde(default)]
+    live: bool,
+}
+
+impl<'a> FastLine<'a> {
+    /// Whether the typed fields form a valid line of its version; anything else goes
+    /// to the precise path for its message.
+    fn plausible(&self) -> bool {
+        match self.schema_version {
+            1 => {
+                self.start_after_ms.is_none()
+                    && self.requests.iter().all(|r| {
+                        r.overhead_tokens.is_none()
+                            && r.stream.is_none()
+                            && r.max_tokens.is_none()
+                            && r.blocks.is_none()
+                    })
+            }
+            2 => true,
+            _ => false,
+        }
+    }
+
+    /// Converts to the common form (seeds stay borrowed from the line).
+    fn into_parts(self) -> Parts<'a> {
+        let reqs = self
+            .requests
+            .into_iter()
+            .map(|r| WireRequest {
+                prompt_tokens: r.prompt_tokens,
+                output_tokens: r.output_tokens,
+                overhead_tokens: r.overhead_tokens,
+                stream: r.stream,
+                max_tokens: r.max_tokens,
+                delay_after_ms: r.delay_after_ms,
+                reset_before: r.reset_before,
+                blocks: r.blocks,
+            })
+            .collect();
+        (
+            self.schema_version,
+            self.trajectory_id.into_owned(),
+            self.start_after_ms,
+            reqs,
+        )
+    }
+}
+
+/// A parsed line: version, trajectory id, start offset, requests.
+type Parts<'a> = (u32, String, Option<f64>, Vec<WireRequest<'a>>);
+
+/// One request of either version, after parsing.
+struct WireRequest<'a> {
+    prompt_tokens: Option<i64>,
+    output_tokens: Option<i64>,
+    overhead_tokens: Option<i64>,
+    stream: Option<bool>,
+    max_tokens: Option<i64>,
+    delay_after_ms: Option<f64>,
+    reset_before: bool,
+    blocks: Option<Vec<FastBlock<'a>>>,
 }
 
 #[derive(Deserialize)]
@@ -145,17 +249,37 @@ fn millis(v: Option<f64>, field: &str) -> Result<u64, String> {
 
 /// Loads and validates a manifest. `Err` lists every broken line.
 pub fn load(cfg: &ReplayConfig) -> Result<Manifest, PluginError> {
-    use sha2::Digest;
+    use sha2::Digest as _;
     let path = &cfg.path;
     let shown = path.display().to_string();
     let file = std::fs::File::open(path)
         .map_err(|e| PluginError::Plan(format!("{shown}: cannot read the manifest: {e}")))?;
-    let mut hasher = sha2::Sha256::new();
+    // The digest is computed on another thread while this one parses.
+    let digest = {
+        let path = path.clone();
+        std::thread::spawn(move || -> std::io::Result<String> {
+            use std::io::Read;
+            let mut f = std::fs::File::open(path)?;
+            let mut hasher = sha2::Sha256::new();
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let n = f.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                hasher.update(&buf[..n]);
+            }
+            Ok(hasher
+                .finalize()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect())
+        })
+    };
     let mut errors = Vec::new();
     let mut error_count = 0usize;
     let mut trajectories = Vec::new();
     let mut ids: HashMap<Arc<str>, usize> = HashMap::new();
-    let mut seeds: HashSet<Arc<str>> = HashSet::new();
     let mut schema_version = 0;
     let mut requests = 0u64;
     let mut mismatches = Vec::new();
@@ -171,12 +295,11 @@ pub fn load(cfg: &ReplayConfig) -> Result<Manifest, PluginError> {
             break;
         }
         line_no += 1;
-        hasher.update(buf.as_bytes());
         let text = buf.trim();
         if text.is_empty() {
             continue;
         }
-        match parse_line(text, line_no, &mut ids, &mut seeds, cfg) {
+        match parse_line(text, line_no, &mut ids, cfg) {
             Ok((p, version, mismatch)) => {
                 schema_version = schema_version.max(version);
                 requests += p.requests.len() as u64;
@@ -207,11 +330,10 @@ pub fn load(cfg: &ReplayConfig) -> Result<Manifest, PluginError> {
             "{shown}: the manifest holds no trajectories"
         )));
     }
-    let sha256 = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let sha256 = digest
+        .join()
+        .map_err(|_| PluginError::Plan(format!("{shown}: the digest thread failed")))?
+        .map_err(|e| PluginError::Plan(format!("{shown}: cannot read the manifest: {e}")))?;
     if cfg.order_by_start {
         // Stable: equal offsets keep file order.
         trajectories.sort_by_key(|t| t.start_after_ms.unwrap_or(0));
@@ -227,13 +349,8 @@ pub fn load(cfg: &ReplayConfig) -> Result<Manifest, PluginError> {
 
 type LineResult = (Parsed, u32, Option<String>);
 
-fn parse_line(
-    text: &str,
-    line: usize,
-    ids: &mut HashMap<Arc<str>, usize>,
-    seeds: &mut HashSet<Arc<str>>,
-    cfg: &ReplayConfig,
-) -> Result<LineResult, String> {
+/// The precise (slow) path: names the request and field of whatever is wrong.
+fn parse_precise(text: &str) -> Result<Parts<'static>, String> {
     let peek: Peek = serde_json::from_str(text).map_err(|e| format!("not a JSON object: {e}"))?;
     let tid = peek
         .trajectory_id
@@ -263,15 +380,69 @@ fn parse_line(
         (l.trajectory_id, None, l.requests)
     } else {
         let l: V2Line = serde_json::from_str(text).map_err(|e| at(field_error(&e)))?;
-        let start = match l.start_after_ms {
-            None => None,
-            Some(s) => Some(millis(Some(s), "start_after_ms").map_err(at)?),
-        };
-        (l.trajectory_id, start, l.requests)
+        (l.trajectory_id, l.start_after_ms, l.requests)
+    };
+    let mut reqs = Vec::with_capacity(raw.len());
+    for (i, r) in raw.into_iter().enumerate() {
+        let at = |m: String| format!("trajectory {id}, request {i}: {m}");
+        reqs.push(if version == 1 {
+            let r: V1Request = serde_json::from_value(r)
+                .map_err(|e| at(format!("{} (schema version 1)", field_error(&e))))?;
+            WireRequest {
+                prompt_tokens: r.prompt_tokens,
+                output_tokens: r.output_tokens,
+                overhead_tokens: None,
+                stream: None,
+                max_tokens: None,
+                delay_after_ms: r.delay_after_ms,
+                reset_before: r.reset_before,
+                blocks: None,
+            }
+        } else {
+            let r: V2Request = serde_json::from_value(r).map_err(|e| at(field_error(&e)))?;
+            WireRequest {
+                prompt_tokens: r.prompt_tokens,
+                output_tokens: r.output_tokens,
+                overhead_tokens: r.overhead_tokens,
+                stream: r.stream,
+                max_tokens: r.max_tokens,
+                delay_after_ms: r.delay_after_ms,
+                reset_before: r.reset_before,
+                blocks: r.blocks.map(|bs| {
+                    bs.into_iter()
+                        .map(|b| FastBlock {
+                            seed: std::borrow::Cow::Owned(b.seed),
+                            tokens: b.tokens,
+                            role: b.role,
+                            live: b.live,
+                        })
+                        .collect()
+                }),
+            }
+        });
+    }
+    Ok((version, id, start, reqs))
+}
+
+fn parse_line(
+    text: &str,
+    line: usize,
+    ids: &mut HashMap<Arc<str>, usize>,
+    cfg: &ReplayConfig,
+) -> Result<LineResult, String> {
+    let (version, id, start, raw) = match serde_json::from_str::<FastLine<'_>>(text) {
+        Ok(l) if l.plausible() => l.into_parts(),
+        _ => parse_precise(text)?,
     };
     if id.is_empty() {
         return Err("field trajectory_id: must not be empty".into());
     }
+    let start = match start {
+        None => None,
+        Some(s) => {
+            Some(millis(Some(s), "start_after_ms").map_err(|e| format!("trajectory {id}: {e}"))?)
+        }
+    };
     let id: Arc<str> = Arc::from(id);
     if let Some(first) = ids.get(&id) {
         return Err(format!(
@@ -283,100 +454,82 @@ fn parse_line(
             "trajectory {id}: field requests: must not be empty"
         ));
     }
-    let mut out = Vec::with_capacity(raw.len());
+    let mut out: Vec<PlannedRequest> = Vec::with_capacity(raw.len());
     let mut seen: HashMap<Arc<str>, (u32, BlockRole)> = HashMap::new();
     let mut mismatch = None;
     for (i, r) in raw.into_iter().enumerate() {
         let at = |m: String| format!("trajectory {id}, request {i}: {m}");
-        let req = if version == 1 {
-            let r: V1Request = serde_json::from_value(r)
-                .map_err(|e| at(format!("{} (schema version 1)", field_error(&e))))?;
-            if r.reset_before && i == 0 {
+        if version == 1 && r.reset_before && i == 0 {
+            return Err(at(
+                "field reset_before: not allowed on the first request in schema version 1".into(),
+            ));
+        }
+        let overhead = match r.overhead_tokens {
+            None => None,
+            Some(x) if (0..=i64::from(u32::MAX)).contains(&x) => Some(x as u32),
+            Some(x) => return Err(at(format!("field overhead_tokens: must be >= 0, got {x}"))),
+        };
+        let blocks = match r.blocks {
+            None => None,
+            Some(bs) if bs.is_empty() => {
                 return Err(at(
-                    "field reset_before: not allowed on the first request in schema version 1"
-                        .into(),
+                    "field blocks: must not be empty (omit it instead)".into()
                 ));
             }
-            PlannedRequest {
-                prompt_tokens: Some(positive(r.prompt_tokens, "prompt_tokens").map_err(at)?),
-                output_tokens: Some(positive(r.output_tokens, "output_tokens").map_err(at)?),
-                delay_after_ms: millis(r.delay_after_ms, "delay_after_ms").map_err(at)?,
-                reset_before: r.reset_before,
-                ..PlannedRequest::default()
-            }
-        } else {
-            let r: V2Request = serde_json::from_value(r).map_err(|e| at(field_error(&e)))?;
-            let overhead = match r.overhead_tokens {
-                None => None,
-                Some(x) if (0..=i64::from(u32::MAX)).contains(&x) => Some(x as u32),
-                Some(x) => return Err(at(format!("field overhead_tokens: must be >= 0, got {x}"))),
-            };
-            let blocks = match r.blocks {
-                None => None,
-                Some(bs) if bs.is_empty() => {
-                    return Err(at(
-                        "field blocks: must not be empty (omit it instead)".into()
-                    ));
-                }
-                Some(bs) => {
-                    let mut v = Vec::with_capacity(bs.len());
-                    for (j, b) in bs.into_iter().enumerate() {
-                        let at =
-                            |m: String| format!("trajectory {id}, request {i}, block {j}: {m}");
-                        if b.seed.is_empty() {
-                            return Err(at("field seed: must not be empty".into()));
-                        }
-                        let tokens = positive(Some(b.tokens), "tokens").map_err(at)?;
-                        if b.live && b.role != BlockRole::Assistant {
-                            return Err(at(format!(
-                                "field live: only assistant blocks can be live, not {}",
-                                b.role
-                            )));
-                        }
-                        let seed = match seeds.get(b.seed.as_str()) {
-                            Some(s) => s.clone(),
-                            None => {
-                                let s: Arc<str> = Arc::from(b.seed);
-                                seeds.insert(s.clone());
-                                s
-                            }
-                        };
-                        match seen.get(&seed) {
-                            Some(&(t, role)) if t != tokens || role != b.role => {
+            Some(bs) => {
+                let mut v = Vec::with_capacity(bs.len());
+                for (j, b) in bs.into_iter().enumerate() {
+                    let at = |m: String| format!("trajectory {id}, request {i}, block {j}: {m}");
+                    if b.seed.is_empty() {
+                        return Err(at("field seed: must not be empty".into()));
+                    }
+                    let tokens = positive(Some(b.tokens), "tokens").map_err(at)?;
+                    if b.live && b.role != BlockRole::Assistant {
+                        return Err(at(format!(
+                            "field live: only assistant blocks can be live, not {}",
+                            b.role
+                        )));
+                    }
+                    // Interned per trajectory: its blocks repeat turn after turn.
+                    let seed = match seen.get_key_value(b.seed.as_ref()) {
+                        Some((s, &(t, role))) => {
+                            if t != tokens || role != b.role {
                                 return Err(at(format!(
-                                    "field seed: seed {seed} was {t} tokens as {role} earlier in this trajectory, now {tokens} as {}; a seed keeps one token count and one role",
+                                    "field seed: seed {s} was {t} tokens as {role} earlier in this trajectory, now {tokens} as {}; a seed keeps one token count and one role",
                                     b.role
                                 )));
                             }
-                            Some(_) => {}
-                            None => {
-                                seen.insert(seed.clone(), (tokens, b.role));
-                            }
+                            s.clone()
                         }
-                        v.push(Block {
-                            seed,
-                            tokens,
-                            role: b.role,
-                            live: b.live,
-                        });
-                    }
-                    Some(Arc::from(v))
+                        None => {
+                            let s: Arc<str> = Arc::from(b.seed.as_ref());
+                            seen.insert(s.clone(), (tokens, b.role));
+                            s
+                        }
+                    };
+                    v.push(Block {
+                        seed,
+                        tokens,
+                        role: b.role,
+                        live: b.live,
+                    });
                 }
-            };
-            PlannedRequest {
-                prompt_tokens: Some(positive(r.prompt_tokens, "prompt_tokens").map_err(at)?),
-                output_tokens: Some(positive(r.output_tokens, "output_tokens").map_err(at)?),
-                overhead_tokens: overhead,
-                blocks,
-                stream: r.stream,
-                max_tokens: match r.max_tokens {
-                    None => None,
-                    Some(x) => Some(positive(Some(x), "max_tokens").map_err(at)?),
-                },
-                delay_after_ms: millis(r.delay_after_ms, "delay_after_ms").map_err(at)?,
-                reset_before: r.reset_before,
-                ..PlannedRequest::default()
+                Some(Arc::from(v))
             }
+        };
+        let req = PlannedRequest {
+            prompt_tokens: Some(positive(r.prompt_tokens, "prompt_tokens").map_err(at)?),
+            output_tokens: Some(positive(r.output_tokens, "output_tokens").map_err(at)?),
+            overhead_tokens: overhead,
+            blocks,
+            stream: r.stream,
+            max_tokens: match r.max_tokens {
+                None => None,
+                Some(x) => Some(positive(Some(x), "max_tokens").map_err(at)?),
+            },
+            delay_after_ms: millis(r.delay_after_ms, "delay_after_ms").map_err(at)?,
+            reset_before: r.reset_before,
+            ..PlannedRequest::default()
         };
         // Version-1 style growth (no blocks) must not be negative without a reset.
         if let (Some(prev), false, None) = (out.last(), req.reset_before, &req.blocks) {
