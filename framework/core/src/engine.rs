@@ -329,7 +329,7 @@ impl Engine {
                 let first = t.requests.next();
                 let job = first
                     .as_ref()
-                    .map(|r| first_job(&self.opts, &t.id, i as u64, r))
+                    .map(|r| fresh_job(&self.opts, &t.id, i as u64, 0, r))
                     .transpose()?;
                 let synth = synth.clone();
                 jobs.spawn(async move {
@@ -388,7 +388,6 @@ impl Engine {
             let mut tasks: JoinSet<Result<u64, EngineError>> = JoinSet::new();
             let mut next_agent = 0u64;
             let mut max_observed = 0u64;
-            let mut last_admitted = Duration::ZERO;
             for (t, (first, prep)) in initial.into_iter().zip(prepared) {
                 let slot = next_agent;
                 tasks.spawn(run_trajectory(
@@ -401,7 +400,6 @@ impl Engine {
                     None,
                 ));
                 next_agent += 1;
-                last_admitted = start.elapsed();
             }
             max_observed = max_observed.max(tasks.len() as u64);
             let mut fatal: Option<EngineError> = None;
@@ -438,7 +436,6 @@ impl Engine {
                                     None,
                                 ));
                                 next_agent += 1;
-                                last_admitted = start.elapsed();
                                 max_observed = max_observed.max(tasks.len() as u64);
                             }
                             Some(Err(e)) => {
@@ -452,14 +449,12 @@ impl Engine {
             }
             AdmissionStats {
                 max_observed,
-                last_admitted,
                 fatal,
                 ..AdmissionStats::default()
             }
         };
         let AdmissionStats {
             max_observed,
-            last_admitted,
             fatal,
             late,
             lag,
@@ -470,8 +465,8 @@ impl Engine {
         let mut summary = Summary::from_metrics(&c.metrics, elapsed);
         summary.interrupted = shared.cancel.is_cancelled() && fatal.is_none();
         summary.max_active_observed = max_observed;
-        summary.last_admitted_seconds = last_admitted.as_secs_f64();
-        summary.final_drain_seconds = (elapsed.saturating_sub(last_admitted)).as_secs_f64();
+        summary.final_drain_seconds =
+            (elapsed.as_secs_f64() - summary.last_admitted_seconds).max(0.0);
         summary.late_admissions = late;
         summary.admission_lag = lag.stats();
         summary.max_admission_lag_ms = summary.admission_lag.map_or(0.0, |l| l.max_ms);
@@ -489,7 +484,6 @@ impl Engine {
 #[derive(Debug, Default)]
 struct AdmissionStats {
     max_observed: u64,
-    last_admitted: Duration,
     fatal: Option<EngineError>,
     late: u64,
     lag: crate::metrics::Latency,
@@ -560,7 +554,7 @@ async fn open_loop(
                     let first = t.requests.next();
                     let job = first
                         .as_ref()
-                        .map(|r| first_job(&sh.opts, &t.id, next_agent + queue.len() as u64, r));
+                        .map(|r| fresh_job(&sh.opts, &t.id, next_agent + queue.len() as u64, 0, r));
                     let synth = sh.synth.clone();
                     let handle = tokio::spawn(async move {
                         match job {
@@ -636,7 +630,6 @@ async fn open_loop(
         let now = sh.start.elapsed();
         stats.lag.record(now.saturating_sub(scheduled));
         stats.late += u64::from(late);
-        stats.last_admitted = now;
         let slot = free.pop_first().unwrap_or_else(|| {
             next_slot += 1;
             next_slot - 1
@@ -681,15 +674,6 @@ fn content_tokens(
         )));
     }
     Ok(Some(prompt - overhead))
-}
-
-fn first_job(
-    opts: &EngineOptions,
-    id: &Arc<str>,
-    agent_id: u64,
-    req: &PlannedRequest,
-) -> Result<PrepJob, EngineError> {
-    fresh_job(opts, id, agent_id, 0, req)
 }
 
 fn fresh_job(
@@ -984,7 +968,7 @@ async fn run_trajectory(
     if let Some(first) = first {
         let prepared = match first_prepared {
             Some(p) => p,
-            None => prepare(&sh.synth, first_job(&sh.opts, &id, agent_id, &first)?).await?,
+            None => prepare(&sh.synth, fresh_job(&sh.opts, &id, agent_id, 0, &first)?).await?,
         };
         run_started = Some(sh.start.elapsed());
         sh.collector().metrics.trajectories_started += 1;

@@ -151,6 +151,8 @@ pub struct Metrics {
     pub trajectories_failed: u64,
     /// Total think / tool time slept.
     pub delay_total: Duration,
+    /// The latest admission of any trajectory, seconds from the clock start.
+    pub last_admitted_seconds: f64,
 }
 
 impl Metrics {
@@ -204,6 +206,7 @@ impl Metrics {
 
     /// Folds in one trajectory outcome.
     pub fn record_trajectory(&mut self, rec: &TrajectoryRecord) {
+        self.last_admitted_seconds = self.last_admitted_seconds.max(rec.admitted_at_seconds);
         if rec.completed {
             self.trajectories_completed += 1;
             self.trajectory_e2e
@@ -341,6 +344,7 @@ impl Summary {
             trajectories_completed: m.trajectories_completed,
             trajectories_failed: m.trajectories_failed,
             total_delay_seconds: m.delay_total.as_secs_f64(),
+            last_admitted_seconds: m.last_admitted_seconds,
             ..Self::default()
         }
     }

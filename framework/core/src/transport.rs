@@ -81,7 +81,6 @@ pub struct Outcome {
 pub struct Transport {
     client: reqwest::Client,
     url: reqwest::Url,
-    headers: HeaderMap,
     cfg: TargetConfig,
 }
 
@@ -113,7 +112,9 @@ impl Transport {
                 .map_err(|_| TransportError(format!("invalid value for header '{k}'")))?;
             headers.insert(name, value);
         }
+        // Fixed headers go out as client defaults: no per-request copy.
         let client = reqwest::Client::builder()
+            .default_headers(headers)
             .pool_max_idle_per_host(cfg.pool_size.max(1))
             .pool_idle_timeout(Duration::from_secs(90))
             .tcp_nodelay(true)
@@ -121,12 +122,7 @@ impl Transport {
             .connect_timeout(cfg.timeout.min(Duration::from_secs(30)))
             .build()
             .map_err(|e| TransportError(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Self {
-            client,
-            url,
-            headers,
-            cfg,
-        })
+        Ok(Self { client, url, cfg })
     }
 
     /// The target configuration.
@@ -212,10 +208,7 @@ impl Transport {
         stream: bool,
         codec: &dyn RequestCodec,
     ) -> Result<Reply, (FailureKind, String, bool)> {
-        let mut req = self
-            .client
-            .post(self.url.clone())
-            .headers(self.headers.clone());
+        let mut req = self.client.post(self.url.clone());
         req = match body {
             [one] => req.body(one.clone()),
             parts => {

@@ -13,7 +13,7 @@ use batchbench_core::registry::BuildContext;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// How many broken lines are listed before the rest are only counted.
@@ -103,43 +103,34 @@ impl<'a> FastLine<'a> {
 
     /// Converts to the common form (seeds stay borrowed from the line).
     fn into_parts(self) -> Parts<'a> {
-        let reqs = self
-            .requests
-            .into_iter()
-            .map(|r| WireRequest {
-                prompt_tokens: r.prompt_tokens,
-                output_tokens: r.output_tokens,
-                overhead_tokens: r.overhead_tokens,
-                stream: r.stream,
-                max_tokens: r.max_tokens,
-                delay_after_ms: r.delay_after_ms,
-                reset_before: r.reset_before,
-                blocks: r.blocks,
-            })
-            .collect();
         (
             self.schema_version,
             self.trajectory_id.into_owned(),
             self.start_after_ms,
-            reqs,
+            self.requests,
         )
     }
 }
 
-/// A parsed line: version, trajectory id, start offset, requests.
-type Parts<'a> = (u32, String, Option<f64>, Vec<WireRequest<'a>>);
-
-/// One request of either version, after parsing.
-struct WireRequest<'a> {
-    prompt_tokens: Option<i64>,
-    output_tokens: Option<i64>,
-    overhead_tokens: Option<i64>,
-    stream: Option<bool>,
-    max_tokens: Option<i64>,
-    delay_after_ms: Option<f64>,
-    reset_before: bool,
-    blocks: Option<Vec<FastBlock<'a>>>,
+impl FastRequest<'_> {
+    /// The same request, owning its seeds.
+    fn into_owned(self) -> FastRequest<'static> {
+        FastRequest {
+            blocks: self.blocks.map(|bs| {
+                bs.into_iter()
+                    .map(|b| FastBlock {
+                        seed: std::borrow::Cow::Owned(b.seed.into_owned()),
+                        ..b
+                    })
+                    .collect()
+            }),
+            ..self
+        }
+    }
 }
+
+/// A parsed line: version, trajectory id, start offset, requests.
+type Parts<'a> = (u32, String, Option<f64>, Vec<FastRequest<'a>>);
 
 #[derive(Deserialize)]
 struct Peek {
@@ -176,35 +167,6 @@ struct V1Request {
     delay_after_ms: Option<f64>,
     #[serde(default)]
     reset_before: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct V2Request {
-    prompt_tokens: Option<i64>,
-    output_tokens: Option<i64>,
-    #[serde(default)]
-    overhead_tokens: Option<i64>,
-    #[serde(default)]
-    stream: Option<bool>,
-    #[serde(default)]
-    max_tokens: Option<i64>,
-    #[serde(default)]
-    delay_after_ms: Option<f64>,
-    #[serde(default)]
-    reset_before: bool,
-    #[serde(default)]
-    blocks: Option<Vec<WireBlock>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WireBlock {
-    seed: String,
-    tokens: i64,
-    role: BlockRole,
-    #[serde(default)]
-    live: bool,
 }
 
 /// One parsed trajectory.
@@ -388,7 +350,7 @@ fn parse_precise(text: &str) -> Result<Parts<'static>, String> {
         reqs.push(if version == 1 {
             let r: V1Request = serde_json::from_value(r)
                 .map_err(|e| at(format!("{} (schema version 1)", field_error(&e))))?;
-            WireRequest {
+            FastRequest {
                 prompt_tokens: r.prompt_tokens,
                 output_tokens: r.output_tokens,
                 overhead_tokens: None,
@@ -399,26 +361,10 @@ fn parse_precise(text: &str) -> Result<Parts<'static>, String> {
                 blocks: None,
             }
         } else {
-            let r: V2Request = serde_json::from_value(r).map_err(|e| at(field_error(&e)))?;
-            WireRequest {
-                prompt_tokens: r.prompt_tokens,
-                output_tokens: r.output_tokens,
-                overhead_tokens: r.overhead_tokens,
-                stream: r.stream,
-                max_tokens: r.max_tokens,
-                delay_after_ms: r.delay_after_ms,
-                reset_before: r.reset_before,
-                blocks: r.blocks.map(|bs| {
-                    bs.into_iter()
-                        .map(|b| FastBlock {
-                            seed: std::borrow::Cow::Owned(b.seed),
-                            tokens: b.tokens,
-                            role: b.role,
-                            live: b.live,
-                        })
-                        .collect()
-                }),
-            }
+            // Borrowing from the value, then owning: the value ends with this loop.
+            FastRequest::deserialize(&r)
+                .map_err(|e| at(field_error(&e)))?
+                .into_owned()
         });
     }
     Ok((version, id, start, reqs))
@@ -592,7 +538,6 @@ fn field_error(e: &serde_json::Error) -> String {
 /// The replay workload.
 #[derive(Debug)]
 pub struct Replay {
-    path: PathBuf,
     info: WorkloadInfo,
     trajectories: std::vec::IntoIter<Parsed>,
 }
@@ -620,15 +565,9 @@ impl Replay {
             schema_version: Some(m.schema_version),
         };
         Ok(Self {
-            path: cfg.path,
             info,
             trajectories: m.trajectories.into_iter(),
         })
-    }
-
-    /// The manifest path.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 

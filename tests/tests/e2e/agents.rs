@@ -276,6 +276,13 @@ fn rolling_admission_reuses_slots_and_reports_events() {
         "the 4 replacements took slots freed by earlier agents"
     );
     assert_eq!(r.count("max_active_observed"), 8);
+    // The final admission time is the latest admission in the events, replacements'
+    // preparation included.
+    let latest = lines
+        .iter()
+        .filter_map(|l| l["admitted_at_seconds"].as_f64())
+        .fold(0.0, f64::max);
+    assert_eq!(r.summary("last_admitted_seconds").as_f64(), Some(latest));
 }
 
 #[test]

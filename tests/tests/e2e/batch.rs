@@ -390,12 +390,20 @@ fn in_process_simulator_runs_with_options() {
         "--output-tokens",
         "3",
         "--max-retries",
-        "5",
+        "10",
         "--retry-delay-ms",
         "1",
     ]);
     assert_eq!(r.code, 0);
-    assert_eq!(r.count("successful_requests"), 10);
+    // The query's options reached the simulator: faults happened and were retried.
+    // (Eleven faults in a row for one request, 0.3^11, would be a final failure.)
     assert!(r.count("retries") > 0);
-    assert_eq!(r.count("counted_prompt_tokens"), 10 * (32 + 8));
+    let ok = r.count("successful_requests");
+    assert_eq!(ok + r.count("failed_requests"), 10);
+    assert!(
+        r.summary("failures_by_kind")
+            .as_object()
+            .is_some_and(|m| m.keys().all(|k| k == "http_503"))
+    );
+    assert_eq!(r.count("counted_prompt_tokens"), ok * (32 + 8));
 }
