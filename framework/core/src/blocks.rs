@@ -173,6 +173,11 @@ pub(crate) fn apply(
                 }
                 (t, reasoning)
             }
+            // Texts not yet sent come from `made`. A live block lands here only when it
+            // falls back (fresh conversation, or not the first live block), and `needs`
+            // made those; the first live block of a continuing request always has a
+            // reply, because a failed request ends its conversation unless the next
+            // request resets it.
             (None, live) => {
                 fallbacks += u32::from(live);
                 (
