@@ -34,24 +34,40 @@ ru = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(f"dry run: {time.monotonic() - t:.1f} s, peak RSS {ru.ru_maxrss / 1024:.0f} MB (target: under 1 GB)")
 PY
 
-# Time to first request: launch a real run, watch the simulator's request counter.
-python3 - "$port" "$target/batchbench-agent" "$tok" "$big" <<'PY'
-import json, signal, subprocess, sys, time, urllib.request
-port, exe, tok, manifest = sys.argv[1:]
-def requests():
-    return json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/sim/stats"))["requests"]
-before = requests()
-t = time.monotonic()
-p = subprocess.Popen([exe, "--host", f"http://127.0.0.1:{port}", "--tokenizer-model", tok,
-                      "--agent-plans-jsonl", manifest, "--admission", "open-loop", "-q"],
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-while requests() == before:
-    if p.poll() is not None:
-        sys.exit("the run ended before sending anything")
-    time.sleep(0.005)
-print(f"time to first request (load, validate, prepare the first prompts): {time.monotonic() - t:.2f} s (target: under 2 s)")
-p.send_signal(signal.SIGINT)
-p.wait(timeout=60)
+# Time to first request: launch a real run against a listening socket that blocks
+# (using no CPU) until the first request's bytes arrive; polling a counter would take
+# a share of the two cores the run is timed on. Three runs; the median is printed.
+python3 - "$target/batchbench-agent" "$tok" "$big" <<'PY'
+import select, signal, socket, statistics, subprocess, sys, time
+exe, tok, manifest = sys.argv[1:]
+times = []
+for _ in range(3):
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1024)
+    port = srv.getsockname()[1]
+    t = time.monotonic()
+    p = subprocess.Popen([exe, "--host", f"http://127.0.0.1:{port}", "--tokenizer-model", tok,
+                          "--agent-plans-jsonl", manifest, "--admission", "open-loop", "-q",
+                          "--request-timeout-secs", "5"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    conns, got = [srv], None
+    while got is None:
+        ready, _, _ = select.select(conns, [], [], 30)
+        if not ready:
+            sys.exit("no request within 30 s")
+        for s in ready:
+            if s is srv:
+                conns.append(srv.accept()[0])
+            elif s.recv(1):
+                got = time.monotonic()
+                break
+    times.append(got - t)
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=60)
+    for s in conns:
+        s.close()
+print(f"time to first request (load, validate, prepare the first prompts): median {statistics.median(times):.2f} s of {', '.join(f'{x:.2f}' for x in times)} (target: under 2 s)")
 PY
 
 # Open-loop admission lag: one-request trajectories spaced 1 ms and 0.1 ms apart.

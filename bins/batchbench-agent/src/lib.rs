@@ -499,6 +499,15 @@ fn agents(c: Cli) -> Result<i32, Failure> {
     let seed = c.seed.unwrap_or_else(common::fresh_seed);
     let ctx = BuildContext { seed };
     let open = c.admission == AdmissionArg::OpenLoop;
+    // A local tokenizer loads on the runtime while this thread reads the workload (a
+    // large manifest takes seconds): both stand between launch and the first request.
+    // A hub id waits, so that a bad manifest never starts a download.
+    let rt = common::runtime()?;
+    let local = std::path::Path::new(t.tokenizer_spec()).exists();
+    let tokenizer = (!c.output.dry_run && local).then(|| {
+        let t = t.clone();
+        rt.spawn(async move { t.load_tokenizer().await })
+    });
     let (mut source, workload_cfg, latency) = match &c.agent_plans_jsonl {
         Some(path) => {
             let cfg = json!({
@@ -604,8 +613,15 @@ fn agents(c: Cli) -> Result<i32, Failure> {
         }
     }
     let total = info.planned_requests;
-    common::runtime()?.block_on(async move {
-        let session = common::Session::open(t, sim_cfg, true, pool, c.output.verbose).await?;
+    rt.block_on(async move {
+        let tokenizer = match tokenizer {
+            Some(task) => Some(task.await.map_err(|e| {
+                Failure::failed(anyhow::anyhow!("the tokenizer loader failed: {e}"))
+            })??),
+            None => Some(t.load_tokenizer().await?),
+        };
+        let session =
+            common::Session::open_with(t, sim_cfg, tokenizer, pool, c.output.verbose).await?;
         let opts = EngineOptions {
             model: t.model.clone(),
             seed,

@@ -151,6 +151,18 @@ pub async fn resolve_target(
     })
 }
 
+impl TargetArgs {
+    /// Loads the run's tokenizer (`--tokenizer-model`, else `--model`).
+    pub async fn load_tokenizer(&self) -> Result<Arc<TokenizerHandle>, Failure> {
+        let flag = if self.tokenizer_model.is_some() {
+            "--tokenizer-model"
+        } else {
+            "--model (as tokenizer; pass --tokenizer-model)"
+        };
+        load_tokenizer(self.tokenizer_spec(), flag).await
+    }
+}
+
 /// Loads the run's tokenizer, as bad input when it cannot be read.
 pub async fn load_tokenizer(spec: &str, flag: &str) -> Result<Arc<TokenizerHandle>, Failure> {
     batchbench_core::tokens::load(spec)
@@ -459,15 +471,22 @@ impl Session {
         verbose: bool,
     ) -> Result<Self, Failure> {
         let tokenizer = if needs_tokens || sim_cfg.is_some() {
-            let flag = if t.tokenizer_model.is_some() {
-                "--tokenizer-model"
-            } else {
-                "--model (as tokenizer; pass --tokenizer-model)"
-            };
-            Some(load_tokenizer(t.tokenizer_spec(), flag).await?)
+            Some(t.load_tokenizer().await?)
         } else {
             None
         };
+        Self::open_with(t, sim_cfg, tokenizer, concurrency, verbose).await
+    }
+
+    /// As [`Session::open`], with the tokenizer already loaded (or being loaded by
+    /// `tokenizer`, a task started while the workload was read).
+    pub async fn open_with(
+        t: &TargetArgs,
+        sim_cfg: Option<SimConfig>,
+        tokenizer: Option<Arc<TokenizerHandle>>,
+        concurrency: usize,
+        verbose: bool,
+    ) -> Result<Self, Failure> {
         let target = resolve_target(&t.host, sim_cfg, tokenizer.clone()).await?;
         let transport =
             batchbench_core::transport::Transport::new(batchbench_core::transport::TargetConfig {

@@ -186,7 +186,7 @@ enum Prepared {
     /// A structured prompt, with the block texts synthesised for it.
     Blocks {
         fresh: bool,
-        blocks: Arc<[crate::plan::Block]>,
+        blocks: crate::plan::Blocks,
         made: blocks::Made,
     },
 }
@@ -212,7 +212,7 @@ enum PrepKind {
     },
     Blocks {
         fresh: bool,
-        blocks: Arc<[crate::plan::Block]>,
+        blocks: crate::plan::Blocks,
         needs: Vec<blocks::Need>,
     },
 }
@@ -378,7 +378,7 @@ impl Engine {
         let adm = if open {
             open_loop(
                 &shared,
-                source,
+                &mut *source,
                 initial.into_iter().zip(prepared).collect(),
                 exhausted,
                 max_active,
@@ -460,6 +460,10 @@ impl Engine {
             lag,
         } = adm;
         let elapsed = start.elapsed();
+        // The source may finish its description in the background (a digest).
+        info.workload = tokio::task::spawn_blocking(move || source.final_info())
+            .await
+            .map_err(|e| EngineError::Internal(format!("the workload source failed: {e}")))?;
         let mut guard = shared.collector();
         let c = &mut *guard;
         let mut summary = Summary::from_metrics(&c.metrics, elapsed);
@@ -522,7 +526,7 @@ type Ready = (Trajectory, (Option<PlannedRequest>, Option<Prepared>));
 /// in manifest order.
 async fn open_loop(
     sh: &Arc<Shared>,
-    mut source: Box<dyn WorkloadSource>,
+    source: &mut dyn WorkloadSource,
     ready: Vec<Ready>,
     mut exhausted: bool,
     cap: usize,

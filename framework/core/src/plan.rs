@@ -69,6 +69,60 @@ pub struct Block {
     pub live: bool,
 }
 
+/// The blocks of one request: a prefix of a shared, immutable block sequence.
+///
+/// Conversations grow by appending, so consecutive requests of a trajectory usually
+/// list the same blocks plus a few new ones; they can all point into one sequence
+/// instead of each holding a copy. Dereferences to the request's own blocks.
+#[derive(Clone, PartialEq)]
+pub struct Blocks {
+    all: Arc<[Block]>,
+    len: usize,
+}
+
+impl Blocks {
+    /// The first `len` blocks of `all` (all of them when `len` is larger).
+    pub fn prefix(all: Arc<[Block]>, len: usize) -> Self {
+        let len = len.min(all.len());
+        Self { all, len }
+    }
+}
+
+impl From<Vec<Block>> for Blocks {
+    fn from(v: Vec<Block>) -> Self {
+        let len = v.len();
+        Self {
+            all: Arc::from(v),
+            len,
+        }
+    }
+}
+
+impl std::ops::Deref for Blocks {
+    type Target = [Block];
+    fn deref(&self) -> &[Block] {
+        &self.all[..self.len]
+    }
+}
+
+impl fmt::Debug for Blocks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl Serialize for Blocks {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Blocks {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Vec::<Block>::deserialize(d).map(Self::from)
+    }
+}
+
 /// A prompt prefix shared across requests: the first `tokens` tokens of the text
 /// stream keyed by `key`. Requests with the same key share a byte-identical prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,7 +157,7 @@ pub struct PlannedRequest {
     pub shared_prefix: Option<SharedPrefix>,
     /// Structured prompt; when present it alone defines the prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub blocks: Option<Arc<[Block]>>,
+    pub blocks: Option<Blocks>,
     /// Stream the response (overrides the run default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<bool>,

@@ -73,6 +73,13 @@ pub trait WorkloadSource: Send {
     fn info(&self) -> WorkloadInfo;
     /// The next trajectory, `None` when the workload is exhausted.
     fn next_trajectory(&mut self) -> Option<Result<Trajectory, PluginError>>;
+    /// Describes the workload for the final report. A source that completes part of
+    /// its description in the background (a manifest digest, computed while the run
+    /// goes on so that it does not delay the first request) finishes it here; the
+    /// default is [`WorkloadSource::info`].
+    fn final_info(&mut self) -> WorkloadInfo {
+        self.info()
+    }
 }
 
 /// What a codec needs to build one request body.

@@ -7,12 +7,12 @@
 //! reported with the file, line, trajectory id, request index and field. The plan stays
 //! compact: token counts and interned seeds, never text.
 
-use batchbench_core::plan::{Block, BlockRole, PlannedRequest, Trajectory};
+use batchbench_core::plan::{Block, BlockRole, Blocks, PlannedRequest, Trajectory};
 use batchbench_core::plugin::{PluginError, WorkloadInfo, WorkloadSource};
 use batchbench_core::registry::BuildContext;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::io::BufRead;
+use std::io::Read as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -181,8 +181,6 @@ struct Parsed {
 #[derive(Debug)]
 pub struct Manifest {
     trajectories: Vec<Parsed>,
-    /// SHA-256 of the file, hex.
-    pub sha256: String,
     /// The highest schema version seen.
     pub schema_version: u32,
     /// Requests planned.
@@ -209,35 +207,84 @@ fn millis(v: Option<f64>, field: &str) -> Result<u64, String> {
     }
 }
 
+/// Bytes handed to a parse worker at a time (whole lines; a longer line grows it).
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// Chunks queued per worker: bounds the raw text in memory.
+const QUEUED_CHUNKS: usize = 4;
+
+/// A run of whole lines and the number of the first.
+struct Chunk {
+    index: usize,
+    first_line: usize,
+    bytes: Vec<u8>,
+}
+
+/// Verdicts on the non-empty lines of a chunk, with their line numbers.
+type Verdicts = Vec<(usize, Result<LineResult, String>)>;
+
+/// A worker's verdicts on one chunk, with the chunk's index.
+type ChunkResult = (usize, Verdicts);
+
 /// Loads and validates a manifest. `Err` lists every broken line.
+///
+/// Lines are parsed on every core (the reading thread hands out chunks of whole
+/// lines); the duplicate-id check runs after, in file order. The SHA-256 digest is
+/// not computed here: the source reads it for the final report, after the run.
 pub fn load(cfg: &ReplayConfig) -> Result<Manifest, PluginError> {
-    use sha2::Digest as _;
-    let path = &cfg.path;
-    let shown = path.display().to_string();
-    let file = std::fs::File::open(path)
-        .map_err(|e| PluginError::Plan(format!("{shown}: cannot read the manifest: {e}")))?;
-    // The digest is computed on another thread while this one parses.
-    let digest = {
-        let path = path.clone();
-        std::thread::spawn(move || -> std::io::Result<String> {
-            use std::io::Read;
-            let mut f = std::fs::File::open(path)?;
-            let mut hasher = sha2::Sha256::new();
-            let mut buf = vec![0u8; 1 << 20];
-            loop {
-                let n = f.read(&mut buf)?;
-                if n == 0 {
-                    break;
+    load_in_chunks(cfg, CHUNK_BYTES)
+}
+
+fn load_in_chunks(cfg: &ReplayConfig, chunk_bytes: usize) -> Result<Manifest, PluginError> {
+    let shown = cfg.path.display().to_string();
+    let read_error =
+        |e: std::io::Error| PluginError::Plan(format!("{shown}: cannot read the manifest: {e}"));
+    let mut file = std::fs::File::open(&cfg.path).map_err(read_error)?;
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 8);
+    let mut done: Vec<Option<Verdicts>> = Vec::new();
+    std::thread::scope(|scope| -> Result<(), PluginError> {
+        let (results_tx, results_rx) = std::sync::mpsc::channel::<ChunkResult>();
+        // Parsed chunks' buffers go back to the reader: no fresh pages per chunk.
+        let (spare_tx, spare_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        let mut inboxes = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Chunk>(QUEUED_CHUNKS);
+            let results = results_tx.clone();
+            let spare = spare_tx.clone();
+            inboxes.push(tx);
+            scope.spawn(move || {
+                for chunk in rx {
+                    let verdicts = parse_chunk(&chunk, cfg);
+                    let _ = spare.send(chunk.bytes);
+                    if results.send((chunk.index, verdicts)).is_err() {
+                        break;
+                    }
                 }
-                hasher.update(&buf[..n]);
-            }
-            Ok(hasher
-                .finalize()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect())
-        })
-    };
+            });
+        }
+        drop(results_tx);
+        drop(spare_tx);
+        let buffer = || {
+            let mut b = spare_rx.try_recv().unwrap_or_default();
+            b.clear();
+            b
+        };
+        let sent = read_chunks(&mut file, chunk_bytes, buffer, |chunk| {
+            let worker = chunk.index % workers;
+            // A worker only stops when its inbox closes, so this cannot fail.
+            let _ = inboxes[worker].send(chunk);
+        });
+        drop(inboxes);
+        let chunks = sent.map_err(read_error)?;
+        done.resize_with(chunks, || None);
+        for (index, verdicts) in results_rx {
+            done[index] = Some(verdicts);
+        }
+        Ok(())
+    })?;
+
     let mut errors = Vec::new();
     let mut error_count = 0usize;
     let mut trajectories = Vec::new();
@@ -245,37 +292,31 @@ pub fn load(cfg: &ReplayConfig) -> Result<Manifest, PluginError> {
     let mut schema_version = 0;
     let mut requests = 0u64;
     let mut mismatches = Vec::new();
-    let mut reader = std::io::BufReader::new(file);
-    let mut buf = String::new();
-    let mut line_no = 0usize;
-    loop {
-        buf.clear();
-        let n = reader
-            .read_line(&mut buf)
-            .map_err(|e| PluginError::Plan(format!("{shown}: cannot read the manifest: {e}")))?;
-        if n == 0 {
-            break;
+    let mut fail = |message: String| {
+        error_count += 1;
+        if errors.len() < MAX_ERRORS {
+            errors.push(message);
         }
-        line_no += 1;
-        let text = buf.trim();
-        if text.is_empty() {
-            continue;
-        }
-        match parse_line(text, line_no, &mut ids, cfg) {
-            Ok((p, version, mismatch)) => {
-                schema_version = schema_version.max(version);
-                requests += p.requests.len() as u64;
-                if let Some(m) = mismatch {
-                    mismatches.push(format!("{shown}:{line_no}: {m}"));
+    };
+    for (line_no, verdict) in done.into_iter().flatten().flatten() {
+        match verdict {
+            Ok((p, version, mismatch)) => match ids.entry(p.id.clone()) {
+                std::collections::hash_map::Entry::Occupied(first) => fail(format!(
+                    "{shown}:{line_no}: trajectory {}: field trajectory_id: duplicate (first on line {})",
+                    p.id,
+                    first.get()
+                )),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(line_no);
+                    schema_version = schema_version.max(version);
+                    requests += p.requests.len() as u64;
+                    if let Some(m) = mismatch {
+                        mismatches.push(format!("{shown}:{line_no}: {m}"));
+                    }
+                    trajectories.push(p);
                 }
-                trajectories.push(p);
-            }
-            Err(e) => {
-                error_count += 1;
-                if errors.len() < MAX_ERRORS {
-                    errors.push(format!("{shown}:{line_no}: {e}"));
-                }
-            }
+            },
+            Err(e) => fail(format!("{shown}:{line_no}: {e}")),
         }
     }
     if error_count > errors.len() {
@@ -292,21 +333,111 @@ pub fn load(cfg: &ReplayConfig) -> Result<Manifest, PluginError> {
             "{shown}: the manifest holds no trajectories"
         )));
     }
-    let sha256 = digest
-        .join()
-        .map_err(|_| PluginError::Plan(format!("{shown}: the digest thread failed")))?
-        .map_err(|e| PluginError::Plan(format!("{shown}: cannot read the manifest: {e}")))?;
     if cfg.order_by_start {
         // Stable: equal offsets keep file order.
         trajectories.sort_by_key(|t| t.start_after_ms.unwrap_or(0));
     }
     Ok(Manifest {
         trajectories,
-        sha256,
         schema_version,
         requests,
         mismatches,
     })
+}
+
+/// Reads `file` in chunks of whole lines, numbering each chunk's first line; returns
+/// how many chunks were handed to `send`.
+fn read_chunks(
+    file: &mut std::fs::File,
+    chunk_bytes: usize,
+    buffer: impl Fn() -> Vec<u8>,
+    mut send: impl FnMut(Chunk),
+) -> std::io::Result<usize> {
+    let mut index = 0;
+    let mut first_line = 1;
+    let mut carry: Vec<u8> = Vec::new();
+    loop {
+        let mut bytes = buffer();
+        bytes.append(&mut carry);
+        let kept = bytes.len();
+        let want = chunk_bytes.max(kept).max(1);
+        bytes.reserve(want);
+        let got = (&mut *file).take(want as u64).read_to_end(&mut bytes)?;
+        let eof = got < want;
+        let cut = if eof {
+            bytes.len()
+        } else {
+            match memchr::memrchr(b'\n', &bytes) {
+                Some(p) => p + 1,
+                // One line longer than the chunk: read more of it.
+                None => {
+                    carry = bytes;
+                    continue;
+                }
+            }
+        };
+        carry.extend_from_slice(&bytes[cut..]);
+        bytes.truncate(cut);
+        if !bytes.is_empty() {
+            let lines = memchr::memchr_iter(b'\n', &bytes).count();
+            send(Chunk {
+                index,
+                first_line,
+                bytes,
+            });
+            index += 1;
+            first_line += lines;
+        }
+        if eof {
+            return Ok(index);
+        }
+    }
+}
+
+/// Parses the non-empty lines of a chunk.
+fn parse_chunk(chunk: &Chunk, cfg: &ReplayConfig) -> Verdicts {
+    let mut out = Vec::new();
+    let bytes = &chunk.bytes[..];
+    let ends = memchr::memchr_iter(b'\n', bytes).chain(std::iter::once(bytes.len()));
+    let mut from = 0;
+    for (i, end) in ends.enumerate() {
+        let raw = &bytes[from..end];
+        from = (end + 1).min(bytes.len());
+        let line_no = chunk.first_line + i;
+        let verdict = match std::str::from_utf8(raw) {
+            Ok(text) => {
+                let text = text.trim();
+                if text.is_empty() {
+                    continue;
+                }
+                parse_line(text, cfg)
+            }
+            Err(e) => Err(format!("not UTF-8 text: {e}")),
+        };
+        out.push((line_no, verdict));
+    }
+    out
+}
+
+/// The SHA-256 of a file, hex.
+pub fn digest(path: &std::path::Path) -> std::io::Result<String> {
+    use sha2::Digest as _;
+    use std::io::Read as _;
+    let mut f = std::fs::File::open(path)?;
+    let mut hasher = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }
 
 type LineResult = (Parsed, u32, Option<String>);
@@ -370,12 +501,7 @@ fn parse_precise(text: &str) -> Result<Parts<'static>, String> {
     Ok((version, id, start, reqs))
 }
 
-fn parse_line(
-    text: &str,
-    line: usize,
-    ids: &mut HashMap<Arc<str>, usize>,
-    cfg: &ReplayConfig,
-) -> Result<LineResult, String> {
+fn parse_line(text: &str, cfg: &ReplayConfig) -> Result<LineResult, String> {
     let (version, id, start, raw) = match serde_json::from_str::<FastLine<'_>>(text) {
         Ok(l) if l.plausible() => l.into_parts(),
         _ => parse_precise(text)?,
@@ -390,19 +516,19 @@ fn parse_line(
         }
     };
     let id: Arc<str> = Arc::from(id);
-    if let Some(first) = ids.get(&id) {
-        return Err(format!(
-            "trajectory {id}: field trajectory_id: duplicate (first on line {first})"
-        ));
-    }
     if raw.is_empty() {
         return Err(format!(
             "trajectory {id}: field requests: must not be empty"
         ));
     }
     let mut out: Vec<PlannedRequest> = Vec::with_capacity(raw.len());
-    let mut seen: HashMap<Arc<str>, (u32, BlockRole)> = HashMap::new();
+    let mut seen: HashMap<Arc<str>, (u32, BlockRole), ahash::RandomState> = HashMap::default();
     let mut mismatch = None;
+    // Requests whose blocks extend the previous request's share one sequence: `seg`
+    // is the sequence being built, `users` the requests (and lengths) pointing into it.
+    let mut seg: Vec<Block> = Vec::new();
+    let mut users: Vec<(usize, usize)> = Vec::new();
+    let mut prev_has_blocks = false;
     for (i, r) in raw.into_iter().enumerate() {
         let at = |m: String| format!("trajectory {id}, request {i}: {m}");
         if version == 1 && r.reset_before && i == 0 {
@@ -415,59 +541,10 @@ fn parse_line(
             Some(x) if (0..=i64::from(u32::MAX)).contains(&x) => Some(x as u32),
             Some(x) => return Err(at(format!("field overhead_tokens: must be >= 0, got {x}"))),
         };
-        let blocks = match r.blocks {
-            None => None,
-            Some(bs) if bs.is_empty() => {
-                return Err(at(
-                    "field blocks: must not be empty (omit it instead)".into()
-                ));
-            }
-            Some(bs) => {
-                let mut v = Vec::with_capacity(bs.len());
-                for (j, b) in bs.into_iter().enumerate() {
-                    let at = |m: String| format!("trajectory {id}, request {i}, block {j}: {m}");
-                    if b.seed.is_empty() {
-                        return Err(at("field seed: must not be empty".into()));
-                    }
-                    let tokens = positive(Some(b.tokens), "tokens").map_err(at)?;
-                    if b.live && b.role != BlockRole::Assistant {
-                        return Err(at(format!(
-                            "field live: only assistant blocks can be live, not {}",
-                            b.role
-                        )));
-                    }
-                    // Interned per trajectory: its blocks repeat turn after turn.
-                    let seed = match seen.get_key_value(b.seed.as_ref()) {
-                        Some((s, &(t, role))) => {
-                            if t != tokens || role != b.role {
-                                return Err(at(format!(
-                                    "field seed: seed {s} was {t} tokens as {role} earlier in this trajectory, now {tokens} as {}; a seed keeps one token count and one role",
-                                    b.role
-                                )));
-                            }
-                            s.clone()
-                        }
-                        None => {
-                            let s: Arc<str> = Arc::from(b.seed.as_ref());
-                            seen.insert(s.clone(), (tokens, b.role));
-                            s
-                        }
-                    };
-                    v.push(Block {
-                        seed,
-                        tokens,
-                        role: b.role,
-                        live: b.live,
-                    });
-                }
-                Some(Arc::from(v))
-            }
-        };
         let req = PlannedRequest {
             prompt_tokens: Some(positive(r.prompt_tokens, "prompt_tokens").map_err(at)?),
             output_tokens: Some(positive(r.output_tokens, "output_tokens").map_err(at)?),
             overhead_tokens: overhead,
-            blocks,
             stream: r.stream,
             max_tokens: match r.max_tokens {
                 None => None,
@@ -477,43 +554,117 @@ fn parse_line(
             reset_before: r.reset_before,
             ..PlannedRequest::default()
         };
-        // Version-1 style growth (no blocks) must not be negative without a reset.
-        if let (Some(prev), false, None) = (out.last(), req.reset_before, &req.blocks) {
-            let prev: &PlannedRequest = prev;
-            if prev.blocks.is_none() {
-                let (p0, p1) = (
-                    i64::from(prev.prompt_tokens.unwrap_or(0)),
-                    i64::from(req.prompt_tokens.unwrap_or(0)),
-                );
-                let growth = p1
-                    - p0
-                    - i64::from(prev.output_tokens.unwrap_or(0))
-                    - i64::from(cfg.turn_overhead_tokens);
-                if growth < 0 {
+        let has_blocks = r.blocks.is_some();
+        let mut content = 0u64;
+        if let Some(bs) = r.blocks {
+            if bs.is_empty() {
+                return Err(at(
+                    "field blocks: must not be empty (omit it instead)".into()
+                ));
+            }
+            // Blocks equal to `seg` so far are shared; a difference starts `own`.
+            let mut own: Option<Vec<Block>> = None;
+            let count = bs.len();
+            for (j, b) in bs.into_iter().enumerate() {
+                let at = |m: String| format!("trajectory {id}, request {i}, block {j}: {m}");
+                if b.seed.is_empty() {
+                    return Err(at("field seed: must not be empty".into()));
+                }
+                let tokens = positive(Some(b.tokens), "tokens").map_err(at)?;
+                // The common case: the same block as the previous request's at this
+                // position, already validated and interned.
+                if own.is_none()
+                    && seg.get(j).is_some_and(|s| {
+                        *s.seed == *b.seed
+                            && s.tokens == tokens
+                            && s.role == b.role
+                            && s.live == b.live
+                    })
+                {
+                    content += u64::from(tokens);
+                    continue;
+                }
+                if b.live && b.role != BlockRole::Assistant {
                     return Err(at(format!(
-                        "field prompt_tokens: environment growth {p1} - {p0} - {} - {} = {growth} is negative; mark this request \"reset_before\": true",
-                        prev.output_tokens.unwrap_or(0),
-                        cfg.turn_overhead_tokens
+                        "field live: only assistant blocks can be live, not {}",
+                        b.role
                     )));
                 }
-            }
-        }
-        if mismatch.is_none() {
-            if let Some(bs) = &req.blocks {
-                let content: u64 = bs.iter().map(|b| u64::from(b.tokens)).sum();
-                let overhead =
-                    u64::from(req.overhead_tokens.unwrap_or(cfg.initial_overhead_tokens));
-                let prompt = u64::from(req.prompt_tokens.unwrap_or(0));
-                if content + overhead != prompt {
-                    mismatch = Some(format!(
-                        "trajectory {id}, request {i}: prompt_tokens {prompt} != sum(blocks.tokens) {content} + overhead {overhead}; the blocks are replayed as written"
-                    ));
+                content += u64::from(tokens);
+                // Interned per trajectory: its blocks repeat turn after turn.
+                let seed = match seen.get_key_value(b.seed.as_ref()) {
+                    Some((s, &(t, role))) => {
+                        if t != tokens || role != b.role {
+                            return Err(at(format!(
+                                "field seed: seed {s} was {t} tokens as {role} earlier in this trajectory, now {tokens} as {}; a seed keeps one token count and one role",
+                                b.role
+                            )));
+                        }
+                        s.clone()
+                    }
+                    None => {
+                        let s: Arc<str> = Arc::from(b.seed.as_ref());
+                        seen.insert(s.clone(), (tokens, b.role));
+                        s
+                    }
+                };
+                let block = Block {
+                    seed,
+                    tokens,
+                    role: b.role,
+                    live: b.live,
+                };
+                match &mut own {
+                    Some(v) => v.push(block),
+                    None if j == seg.len() => seg.push(block),
+                    None if same_block(&seg[j], &block) => {}
+                    None => {
+                        let mut v = Vec::with_capacity(count);
+                        v.extend_from_slice(&seg[..j]);
+                        v.push(block);
+                        own = Some(v);
+                    }
                 }
             }
+            if let Some(v) = own {
+                share(&mut out, std::mem::replace(&mut seg, v), &mut users);
+            }
+            users.push((i, count));
         }
+        // Version-1 style growth (no blocks) must not be negative without a reset.
+        if let (Some(prev), false, false, false) =
+            (out.last(), req.reset_before, has_blocks, prev_has_blocks)
+        {
+            let prev: &PlannedRequest = prev;
+            let (p0, p1) = (
+                i64::from(prev.prompt_tokens.unwrap_or(0)),
+                i64::from(req.prompt_tokens.unwrap_or(0)),
+            );
+            let growth = p1
+                - p0
+                - i64::from(prev.output_tokens.unwrap_or(0))
+                - i64::from(cfg.turn_overhead_tokens);
+            if growth < 0 {
+                return Err(at(format!(
+                    "field prompt_tokens: environment growth {p1} - {p0} - {} - {} = {growth} is negative; mark this request \"reset_before\": true",
+                    prev.output_tokens.unwrap_or(0),
+                    cfg.turn_overhead_tokens
+                )));
+            }
+        }
+        if mismatch.is_none() && has_blocks {
+            let overhead = u64::from(req.overhead_tokens.unwrap_or(cfg.initial_overhead_tokens));
+            let prompt = u64::from(req.prompt_tokens.unwrap_or(0));
+            if content + overhead != prompt {
+                mismatch = Some(format!(
+                    "trajectory {id}, request {i}: prompt_tokens {prompt} != sum(blocks.tokens) {content} + overhead {overhead}; the blocks are replayed as written"
+                ));
+            }
+        }
+        prev_has_blocks = has_blocks;
         out.push(req);
     }
-    ids.insert(id.clone(), line);
+    share(&mut out, seg, &mut users);
     Ok((
         Parsed {
             id,
@@ -523,6 +674,22 @@ fn parse_line(
         version,
         mismatch,
     ))
+}
+
+/// Equal blocks of one trajectory (seeds are interned per trajectory).
+fn same_block(a: &Block, b: &Block) -> bool {
+    Arc::ptr_eq(&a.seed, &b.seed) && a.tokens == b.tokens && a.role == b.role && a.live == b.live
+}
+
+/// Freezes `seg` and points each of `users` (request index, block count) into it.
+fn share(out: &mut [PlannedRequest], seg: Vec<Block>, users: &mut Vec<(usize, usize)>) {
+    if users.is_empty() {
+        return;
+    }
+    let all: Arc<[Block]> = Arc::from(seg);
+    for (i, len) in users.drain(..) {
+        out[i].blocks = Some(Blocks::prefix(all.clone(), len));
+    }
 }
 
 /// serde's message, which names the field (`unknown field `x``, `missing field `y``,
@@ -540,6 +707,8 @@ fn field_error(e: &serde_json::Error) -> String {
 pub struct Replay {
     info: WorkloadInfo,
     trajectories: std::vec::IntoIter<Parsed>,
+    /// The manifest, digested for the final report (see [`load`]).
+    path: PathBuf,
 }
 
 impl Replay {
@@ -561,12 +730,13 @@ impl Replay {
             planned_trajectories: Some(m.trajectories.len() as u64),
             planned_requests: Some(m.requests),
             manifest_path: Some(cfg.path.display().to_string()),
-            manifest_sha256: Some(m.sha256.clone()),
+            manifest_sha256: None,
             schema_version: Some(m.schema_version),
         };
         Ok(Self {
             info,
             trajectories: m.trajectories.into_iter(),
+            path: cfg.path,
         })
     }
 }
@@ -582,6 +752,22 @@ impl WorkloadSource for Replay {
         t.start_after_ms = p.start_after_ms;
         Some(Ok(t))
     }
+
+    /// Adds the manifest's SHA-256, read after the clock stopped: hashing a large
+    /// manifest takes seconds of CPU that must delay neither the first request nor
+    /// the client during the run.
+    fn final_info(&mut self) -> WorkloadInfo {
+        if self.info.manifest_sha256.is_none() {
+            match digest(&self.path) {
+                Ok(hex) => self.info.manifest_sha256 = Some(hex),
+                Err(e) => eprintln!(
+                    "warning: {}: cannot compute the manifest digest: {e}",
+                    self.path.display()
+                ),
+            }
+        }
+        self.info.clone()
+    }
 }
 
 batchbench_core::register_workload! {
@@ -590,4 +776,150 @@ batchbench_core::register_workload! {
     example: r#"{"path": "examples/trajectory-replay/plans-v2.jsonl", "order_by_start": true}"#,
     config: ReplayConfig,
     build: Replay::new,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    fn manifest(lines: &[String]) -> tempfile::NamedTempFile {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        for l in lines {
+            writeln!(f, "{l}").unwrap();
+        }
+        f
+    }
+
+    fn config(path: &std::path::Path) -> ReplayConfig {
+        ReplayConfig {
+            path: path.to_owned(),
+            order_by_start: false,
+            initial_overhead_tokens: 0,
+            turn_overhead_tokens: 0,
+        }
+    }
+
+    fn block(seed: &str, tokens: u32, role: &str) -> String {
+        format!(r#"{{"seed":"{seed}","tokens":{tokens},"role":"{role}"}}"#)
+    }
+
+    /// A v2 line whose requests list the given blocks.
+    fn line(id: &str, requests: &[Vec<String>]) -> String {
+        let reqs: Vec<String> = requests
+            .iter()
+            .map(|bs| {
+                format!(
+                    r#"{{"prompt_tokens":100,"output_tokens":5,"blocks":[{}]}}"#,
+                    bs.join(",")
+                )
+            })
+            .collect();
+        format!(
+            r#"{{"schema_version":2,"trajectory_id":"{id}","requests":[{}]}}"#,
+            reqs.join(",")
+        )
+    }
+
+    fn seeds(r: &PlannedRequest) -> Vec<String> {
+        r.blocks
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|b| format!("{}:{}:{}", b.seed, b.tokens, b.role))
+            .collect()
+    }
+
+    #[test]
+    fn chunking_keeps_lines_numbers_and_order() {
+        // Blank lines and lines longer than a chunk, read with chunks of 1 to 4096 bytes.
+        let mut lines = Vec::new();
+        for i in 0..40 {
+            let n = 1 + i % 7;
+            let reqs: Vec<Vec<String>> = (0..n)
+                .map(|k| {
+                    (0..=k)
+                        .map(|j| block(&format!("s{i}-{j}"), 3, "user"))
+                        .collect()
+                })
+                .collect();
+            lines.push(line(&format!("t{i}"), &reqs));
+            if i % 5 == 0 {
+                lines.push(String::new());
+            }
+        }
+        // A duplicate id on the last line: its number proves the line count.
+        lines.push(line("t3", &[vec![block("x", 1, "user")]]));
+        let f = manifest(&lines);
+        let cfg = config(f.path());
+        let expected_line = lines.len();
+        for chunk in [1, 7, 100, 4096] {
+            let err = load_in_chunks(&cfg, chunk).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!(":{expected_line}: trajectory t3: field trajectory_id: duplicate (first on line 5)")),
+                "chunk {chunk}: {err}"
+            );
+        }
+        let ok = manifest(&lines[..lines.len() - 1]);
+        let reference = load_in_chunks(&config(ok.path()), 1 << 20).unwrap();
+        for chunk in [1, 7, 100, 4096] {
+            let m = load_in_chunks(&config(ok.path()), chunk).unwrap();
+            assert_eq!(m.requests, reference.requests);
+            let ids: Vec<&str> = m.trajectories.iter().map(|t| &*t.id).collect();
+            let want: Vec<String> = (0..40).map(|i| format!("t{i}")).collect();
+            assert_eq!(ids, want, "chunk {chunk}");
+            for (a, b) in m.trajectories.iter().zip(&reference.trajectories) {
+                assert_eq!(a.requests, b.requests);
+            }
+        }
+    }
+
+    #[test]
+    fn shared_block_sequences_keep_each_request_exact() {
+        let a = block("a", 4, "system");
+        let b = block("b", 5, "user");
+        let c = block("c", 6, "assistant");
+        let d = block("d", 7, "user");
+        // Grow, shrink to a prefix, grow again, diverge in the middle, start over.
+        let reqs = vec![
+            vec![a.clone()],
+            vec![a.clone(), b.clone()],
+            vec![a.clone(), b.clone(), c.clone()],
+            vec![a.clone()],
+            vec![a.clone(), b.clone(), c.clone(), d.clone()],
+            vec![a.clone(), d.clone(), b.clone()],
+            vec![c.clone()],
+            vec![c.clone(), a.clone()],
+        ];
+        let f = manifest(&[line("t", &reqs)]);
+        let m = load(&config(f.path())).unwrap();
+        let got: Vec<Vec<String>> = m.trajectories[0].requests.iter().map(seeds).collect();
+        let name = |s: &str| -> String {
+            let v: serde_json::Value = serde_json::from_str(s).unwrap();
+            format!(
+                "{}:{}:{}",
+                v["seed"].as_str().unwrap(),
+                v["tokens"],
+                v["role"].as_str().unwrap()
+            )
+        };
+        let want: Vec<Vec<String>> = reqs
+            .iter()
+            .map(|bs| bs.iter().map(|b| name(b)).collect())
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_changed_seed_is_reported_even_when_shared() {
+        let reqs = vec![vec![block("a", 4, "system")], vec![block("a", 5, "system")]];
+        let f = manifest(&[line("t", &reqs)]);
+        let err = load(&config(f.path())).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "trajectory t, request 1, block 0: field seed: seed a was 4 tokens as system"
+            ),
+            "{err}"
+        );
+    }
 }
