@@ -268,7 +268,8 @@ pub struct TargetArgs {
         help_heading = "Target"
     )]
     pub model: String,
-    /// Tokenizer: a Hugging Face model id, a tokenizer.json, or a directory holding one.
+    /// Tokenizer: a Hugging Face model id, a tokenizer.json, a directory holding one, or
+    /// a .gguf model file (its embedded byte-level BPE tokenizer).
     #[arg(long, help_heading = "Target")]
     pub tokenizer_model: Option<String>,
     /// Bearer token; else read from the variable named by --api-key-env.
@@ -355,6 +356,10 @@ pub struct OutputArgs {
     /// Write the complete summary (and the run's configuration) as JSON to this file.
     #[arg(long, value_name = "PATH", help_heading = "Output")]
     pub summary_json: Option<std::path::PathBuf>,
+    /// Write one JSON line per request (outcome, latency, TTFT, planned vs
+    /// server-counted prompt tokens, cached tokens) to this file.
+    #[arg(long, value_name = "PATH", help_heading = "Output")]
+    pub requests_jsonl: Option<std::path::PathBuf>,
     /// No progress bar.
     #[arg(short, long, help_heading = "Output")]
     pub quiet: bool,
@@ -373,6 +378,12 @@ impl OutputArgs {
         if let Some(path) = &self.summary_json {
             v.push(
                 reporter("json_summary", &serde_json::json!({ "path": path }), ctx)
+                    .map_err(plugin_failure)?,
+            );
+        }
+        if let Some(path) = &self.requests_jsonl {
+            v.push(
+                reporter("requests_jsonl", &serde_json::json!({ "path": path }), ctx)
                     .map_err(plugin_failure)?,
             );
         }

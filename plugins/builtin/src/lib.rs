@@ -13,6 +13,7 @@
 //! | reporter | `console_summary` | the human-readable summary on stdout |
 //! | reporter | `csv` | one CSV row per run, appended |
 //! | reporter | `json_summary` | the whole summary as one JSON document |
+//! | reporter | `requests_jsonl` | one JSON line per request |
 //!
 //! A binary that uses these must name the crate (`use batchbench_plugins as _;`),
 //! or the linker drops the registrations.
@@ -24,6 +25,7 @@ pub mod events;
 pub mod json_summary;
 pub mod openai;
 pub mod replay;
+pub mod requests_jsonl;
 pub mod routers;
 pub mod summary;
 pub mod timefmt;
@@ -40,4 +42,5 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("reporter", "console_summary"),
     ("reporter", "csv"),
     ("reporter", "json_summary"),
+    ("reporter", "requests_jsonl"),
 ];

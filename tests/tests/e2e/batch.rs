@@ -407,3 +407,78 @@ fn in_process_simulator_runs_with_options() {
     );
     assert_eq!(r.count("counted_prompt_tokens"), ok * (32 + 8));
 }
+
+#[test]
+fn requests_jsonl_has_one_line_per_request_with_outcome_and_counts() {
+    let tok = qwen();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("requests.jsonl");
+    let p = path.display().to_string();
+    let r = run_batchbench(&[
+        "--host",
+        "sim://?fault-rate=0.4&seed=5",
+        "--tokenizer-model",
+        &tok,
+        "--users",
+        "3",
+        "--requests-per-user",
+        "4",
+        "--input-tokens",
+        "40",
+        "--output-tokens",
+        "5",
+        "--max-retries",
+        "0",
+        "--seed",
+        "2",
+        "--requests-jsonl",
+        &p,
+    ]);
+    assert_eq!(r.code, 0);
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len() as u64, r.count("total_requests"));
+    let ok: Vec<&serde_json::Value> = lines.iter().filter(|l| l["ok"] == true).collect();
+    let failed = lines.len() - ok.len();
+    assert_eq!(ok.len() as u64, r.count("successful_requests"));
+    assert!(
+        failed > 0 && !ok.is_empty(),
+        "fault rate 0.4 over 12 requests"
+    );
+    let overhead = u64::from(
+        SimConfig::default().template_overhead_tokens
+            + SimConfig::default().message_overhead_tokens,
+    );
+    for l in &ok {
+        assert_eq!(l["planned_prompt_tokens"], 40, "{l}");
+        assert_eq!(l["prompt_tokens"], 40 + overhead, "{l}");
+        assert_eq!(l["prompt_drift_tokens"], overhead, "{l}");
+        assert_eq!(l["completion_tokens"], 5, "{l}");
+        assert!(l["latency_ms"].as_f64().unwrap() > 0.0);
+    }
+    for l in lines.iter().filter(|l| l["ok"] == false) {
+        assert_eq!(l["failure_kind"], "http_503", "{l}");
+        assert!(l["prompt_tokens"].is_null());
+    }
+    let sum: u64 = ok
+        .iter()
+        .map(|l| l["prompt_tokens"].as_u64().unwrap())
+        .sum();
+    assert_eq!(sum, r.count("total_prompt_tokens"));
+    // Every (agent, request) appears once.
+    let mut keys: Vec<(u64, u64)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["agent_id"].as_u64().unwrap(),
+                l["request_index"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    assert_eq!(keys.len(), 12);
+}

@@ -1,0 +1,135 @@
+//! `requests_jsonl`: one JSON line per request (all attempts), for notebooks and
+//! plots: outcome, latency, TTFT, planned against server-counted prompt tokens,
+//! server-reported and estimated cached tokens.
+
+use batchbench_core::engine::RunInfo;
+use batchbench_core::metrics::Summary;
+use batchbench_core::plugin::{PluginError, Reporter, RequestRecord};
+use batchbench_core::registry::BuildContext;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Config of [`RequestsJsonl`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestsJsonlConfig {
+    /// Output file (replaced).
+    pub path: PathBuf,
+}
+
+/// One line of the file.
+#[derive(Debug, Serialize)]
+struct Line<'a> {
+    agent_id: u64,
+    trajectory_id: &'a str,
+    request_index: u64,
+    ok: bool,
+    failure_kind: Option<String>,
+    failure: Option<&'a str>,
+    retries: u32,
+    latency_ms: f64,
+    ttft_ms: Option<f64>,
+    planned_prompt_tokens: Option<u32>,
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    /// `prompt_tokens - planned_prompt_tokens`: the chat template's overhead plus
+    /// any drift.
+    prompt_drift_tokens: Option<i64>,
+    server_cached_tokens: Option<u64>,
+    estimated_cached_tokens: u64,
+    live_block_fallbacks: u32,
+}
+
+/// Writes one JSON line per request as it completes.
+#[derive(Debug)]
+pub struct RequestsJsonl {
+    cfg: RequestsJsonlConfig,
+    file: Option<std::io::BufWriter<std::fs::File>>,
+    error: Option<String>,
+}
+
+impl RequestsJsonl {
+    /// A reporter with this config.
+    pub fn new(cfg: RequestsJsonlConfig, _ctx: &BuildContext) -> Result<Self, PluginError> {
+        Ok(Self {
+            cfg,
+            file: None,
+            error: None,
+        })
+    }
+
+    fn fail(&self, m: impl std::fmt::Display) -> PluginError {
+        PluginError::Failed {
+            plugin: "requests_jsonl".into(),
+            message: format!("{}: {m}", self.cfg.path.display()),
+        }
+    }
+}
+
+fn ms(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+impl Reporter for RequestsJsonl {
+    fn on_start(&mut self, _run: &RunInfo) -> Result<(), PluginError> {
+        let f = std::fs::File::create(&self.cfg.path).map_err(|e| self.fail(e))?;
+        self.file = Some(std::io::BufWriter::with_capacity(1 << 16, f));
+        Ok(())
+    }
+
+    fn on_request(&mut self, rec: &RequestRecord<'_>) {
+        let Some(f) = self.file.as_mut() else { return };
+        let usage = rec.usage.as_ref();
+        let line = Line {
+            agent_id: rec.agent_id,
+            trajectory_id: rec.trajectory_id,
+            request_index: rec.request_index,
+            ok: rec.failure.is_none(),
+            failure_kind: rec.failure.map(|(k, _)| k.to_string()),
+            failure: rec.failure.map(|(_, m)| m),
+            retries: rec.retries,
+            latency_ms: ms(rec.latency),
+            ttft_ms: rec.ttft.map(ms),
+            planned_prompt_tokens: rec.planned_prompt_tokens,
+            prompt_tokens: usage.map(|u| u.prompt_tokens),
+            completion_tokens: usage.map(|u| u.completion_tokens),
+            prompt_drift_tokens: match (usage, rec.planned_prompt_tokens) {
+                (Some(u), Some(p)) => {
+                    Some(i64::try_from(u.prompt_tokens).unwrap_or(i64::MAX) - i64::from(p))
+                }
+                _ => None,
+            },
+            server_cached_tokens: usage.and_then(|u| u.cached_tokens),
+            estimated_cached_tokens: rec.estimated_cached_tokens,
+            live_block_fallbacks: rec.live_block_fallbacks,
+        };
+        // Serialised whole, then written: the buffer only ever holds whole lines
+        // when on_finish flushes it (also after Ctrl+C).
+        let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
+        bytes.push(b'\n');
+        if let Err(e) = f.write_all(&bytes) {
+            self.error.get_or_insert(e.to_string());
+        }
+    }
+
+    fn on_finish(&mut self, _run: &RunInfo, _summary: &Summary) -> Result<(), PluginError> {
+        if let Some(f) = self.file.as_mut() {
+            if let Err(e) = f.flush() {
+                self.error.get_or_insert(e.to_string());
+            }
+        }
+        match self.error.take() {
+            Some(e) => Err(self.fail(e)),
+            None => Ok(()),
+        }
+    }
+}
+
+batchbench_core::register_reporter! {
+    name: "requests_jsonl",
+    description: "one JSON line per request: outcome, latency, TTFT, planned vs server-counted prompt tokens, cached tokens",
+    example: r#"{"path": "requests.jsonl"}"#,
+    config: RequestsJsonlConfig,
+    build: RequestsJsonl::new,
+}
