@@ -5,6 +5,7 @@ pub mod blocks;
 pub mod conversation;
 pub mod dist;
 pub mod engine;
+pub mod gguf;
 pub mod metrics;
 pub mod plan;
 pub mod plugin;

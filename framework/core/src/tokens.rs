@@ -99,8 +99,14 @@ impl TokenizerHandle {
             spec: spec.to_owned(),
             reason,
         };
-        let inner = tokenizers::Tokenizer::from_file(path)
-            .map_err(|e| load_err(format!("{}: {e}", path.display())))?;
+        // A GGUF model file carries its tokenizer in its metadata.
+        let inner = if crate::gguf::is_gguf(path) {
+            crate::gguf::load_tokenizer(path)
+                .map_err(|e| load_err(format!("{}: {e}", path.display())))?
+        } else {
+            tokenizers::Tokenizer::from_file(path)
+                .map_err(|e| load_err(format!("{}: {e}", path.display())))?
+        };
         let (words, pieces): (Vec<Box<str>>, Vec<Box<str>>) =
             word_table(&inner).into_iter().unzip();
         if words.len() < MIN_WORDS {
@@ -341,7 +347,12 @@ pub fn resolve_local(spec: &str) -> Result<PathBuf, TokenError> {
             )))
         };
     }
-    if spec.ends_with(".json") || spec.starts_with('.') || spec.starts_with('/') || p.exists() {
+    if spec.ends_with(".json")
+        || spec.ends_with(".gguf")
+        || spec.starts_with('.')
+        || spec.starts_with('/')
+        || p.exists()
+    {
         return Err(err("no such file or directory".to_owned()));
     }
     if let Some(f) = hub_cached(spec) {

@@ -131,3 +131,111 @@ fn the_pre_tokenizer_check_agrees_with_full_encoding() {
         }
     }
 }
+
+/// Writes a GGUF file (metadata only) holding the vocabulary and merges of a
+/// tokenizer.json, the way llama.cpp's converter does, with `pre` as its
+/// pre-tokenizer name. Test fixture code: a malformed input is a test bug.
+#[allow(clippy::unwrap_used)]
+fn gguf_from_tokenizer_json(json_path: &std::path::Path, pre: &str, out: &std::path::Path) {
+    use batchbench_core::gguf::{MetaValue, write_metadata};
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json_path).unwrap()).unwrap();
+    let mut pieces: Vec<(u64, String, i64)> = doc["model"]["vocab"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (v.as_u64().unwrap(), k.clone(), 1))
+        .collect();
+    for t in doc["added_tokens"].as_array().unwrap() {
+        let ty = if t["special"] == true { 3 } else { 4 };
+        let id = t["id"].as_u64().unwrap();
+        pieces.retain(|p| p.0 != id);
+        pieces.push((id, t["content"].as_str().unwrap().to_owned(), ty));
+    }
+    pieces.sort();
+    let n = pieces.last().unwrap().0 + 1;
+    let mut tokens = Vec::with_capacity(n as usize);
+    let mut types = Vec::with_capacity(n as usize);
+    let mut next = pieces.into_iter().peekable();
+    for id in 0..n {
+        match next.next_if(|p| p.0 == id) {
+            Some((_, s, ty)) => {
+                tokens.push(MetaValue::Str(s));
+                types.push(MetaValue::Int(ty));
+            }
+            None => {
+                tokens.push(MetaValue::Str(format!("[PAD{id}]")));
+                types.push(MetaValue::Int(5));
+            }
+        }
+    }
+    let merges: Vec<MetaValue> = doc["model"]["merges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| match m {
+            serde_json::Value::String(s) => MetaValue::Str(s.clone()),
+            pair => MetaValue::Str(format!(
+                "{} {}",
+                pair[0].as_str().unwrap(),
+                pair[1].as_str().unwrap()
+            )),
+        })
+        .collect();
+    let mut f = std::io::BufWriter::new(std::fs::File::create(out).unwrap());
+    write_metadata(
+        &mut f,
+        &[
+            ("general.architecture", MetaValue::Str("test".into())),
+            ("tokenizer.ggml.model", MetaValue::Str("gpt2".into())),
+            ("tokenizer.ggml.pre", MetaValue::Str(pre.into())),
+            ("tokenizer.ggml.tokens", MetaValue::Array(tokens)),
+            ("tokenizer.ggml.token_type", MetaValue::Array(types)),
+            ("tokenizer.ggml.merges", MetaValue::Array(merges)),
+        ],
+    )
+    .unwrap();
+    std::io::Write::flush(&mut f).unwrap();
+}
+
+#[test]
+fn a_gguf_tokenizer_encodes_like_the_models_tokenizer_json() {
+    // The pre-tokenizer patterns of llama.cpp's table (qwen2, llama-bpe) against the
+    // tokenizer.json files the models ship: identical ids on text built to stress the
+    // split rules (digits, contractions, whitespace runs, newlines, non-Latin scripts).
+    let corpus = [
+        "Hello, world! It's 2026: 12345 apples, 3.14159 pies, 1000000 tokens.",
+        "  leading and   inner   spaces, trailing spaces   ",
+        "line one\nline two\n\n\ttabbed\r\nwindows\n\n\n",
+        "I'M SURE THEY'LL SAY WE'VE DONE WHAT YOU'D DO, DON'T YOU?",
+        "naïve café déjà vu — “quotes” ‘single’ … ±§",
+        "日本語のテキストと中文文本 and emoji 🚀🔥 Ünïcödé",
+        "fn main() { println!(\"{}\", x + 1); } // code with    indentation",
+        "<|im_start|>user\nhello<|im_end|> <|begin_of_text|>",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (name, pre) in [("qwen", "qwen2"), ("llama3.2", "llama-bpe")] {
+        let json = batchbench_tests::tokenizer_path(name);
+        let gguf = dir.path().join(format!("{name}.gguf"));
+        gguf_from_tokenizer_json(&json, pre, &gguf);
+        let ours = batchbench_core::tokens::TokenizerHandle::from_file(name, &gguf)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let reference = tokenizer(name);
+        let mut texts: Vec<String> = corpus.iter().map(|t| (*t).to_owned()).collect();
+        texts.push(
+            reference
+                .exact_text(9, 500, &|| "corpus".into())
+                .unwrap_or_default(),
+        );
+        for t in &texts {
+            assert_eq!(
+                ours.ids(t).unwrap(),
+                reference.ids(t).unwrap(),
+                "{name} ({pre}): {t:?}"
+            );
+        }
+        // The synthesiser works on it exactly as on the tokenizer.json.
+        let text = ours.exact_text(5, 300, &|| "gguf".into()).unwrap();
+        assert_eq!(reference.count(&text).unwrap(), 300);
+    }
+}
