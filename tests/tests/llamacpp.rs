@@ -1,0 +1,359 @@
+//! Against a real llama.cpp server (SmolLM2-135M, 4 slots of 2048 tokens), started by
+//! `bash .ci/llamacpp.sh start`, which prints the two variables these tests read:
+//! `BATCHBENCH_LLAMACPP_URL` and `BATCHBENCH_LLAMACPP_MODEL` (the `.gguf` file).
+//!
+//! The tests are ignored by a plain `cargo test` (they need the server); `.ci/run`
+//! starts the server and runs them with `--ignored`, where a missing server fails.
+//! Each run is a few short requests: on two shared cores the server does about one
+//! per second.
+
+use batchbench_core::tokens::TokenizerHandle;
+use batchbench_tests::{RunResult, run_agent, run_batchbench};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+const NEEDS: &str = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh start)\"";
+
+struct Server {
+    url: String,
+    model: PathBuf,
+    tokenizer: Arc<TokenizerHandle>,
+    /// Prompt tokens the chat template adds around one user message.
+    overhead: u64,
+}
+
+fn server() -> &'static Server {
+    static SERVER: OnceLock<Server> = OnceLock::new();
+    SERVER.get_or_init(|| {
+        let var = |k: &str| {
+            std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set: this test {NEEDS}"))
+        };
+        let url = var("BATCHBENCH_LLAMACPP_URL");
+        let model = PathBuf::from(var("BATCHBENCH_LLAMACPP_MODEL"));
+        let tokenizer = Arc::new(
+            TokenizerHandle::from_file(&model.display().to_string(), &model)
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
+        // The template's fixed overhead, measured once through the server: a user
+        // message of known length, and the prompt tokens the server counts for it.
+        let text = "hello world";
+        let content = tokenize(&url, text).len() as u64;
+        let reply = post(
+            &url,
+            "/v1/chat/completions",
+            &json!({"messages": [{"role": "user", "content": text}], "max_tokens": 1}),
+        );
+        let counted = reply["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
+        assert!(counted > content, "usage: {reply}");
+        let overhead = counted - content;
+        eprintln!("chat template overhead around one user message: {overhead} tokens");
+        Server {
+            url,
+            model,
+            tokenizer,
+            overhead,
+        }
+    })
+}
+
+fn post(url: &str, path: &str, body: &Value) -> Value {
+    batchbench_core::transport::install_crypto_provider();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let r = reqwest::Client::new()
+            .post(format!("{url}{path}"))
+            .json(body)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        let status = r.status();
+        let v: Value = r.json().await.unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(status.is_success(), "{path}: HTTP {status}: {v}");
+        v
+    })
+}
+
+/// The server's own token ids for `text` (no special tokens added).
+fn tokenize(url: &str, text: &str) -> Vec<u64> {
+    let v = post(
+        url,
+        "/tokenize",
+        &json!({"content": text, "add_special": false}),
+    );
+    v["tokens"]
+        .as_array()
+        .unwrap_or_else(|| panic!("/tokenize: {v}"))
+        .iter()
+        .map(|t| t.as_u64().expect("token ids are integers"))
+        .collect()
+}
+
+fn model_arg(s: &Server) -> String {
+    s.model.display().to_string()
+}
+
+/// One JSON line per request, from `--requests-jsonl`.
+fn request_lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
+fn run_with_requests(agent: bool, args: &[&str]) -> (RunResult, Vec<Value>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("requests.jsonl");
+    let p = path.display().to_string();
+    let mut argv: Vec<&str> = args.to_vec();
+    argv.extend(["--requests-jsonl", &p]);
+    let out = if agent {
+        run_agent(&argv)
+    } else {
+        run_batchbench(&argv)
+    };
+    let lines = request_lines(&path);
+    (out, lines, dir)
+}
+
+#[test]
+#[ignore = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh start)\""]
+fn the_gguf_tokenizer_matches_the_servers_tokenize() {
+    let s = server();
+    let mut texts: Vec<String> = [
+        "Hello, world! It's 2026: 12345 apples, 3.14159 pies.",
+        "  leading spaces, trailing spaces  ",
+        "line one\nline two\n\n\ttabbed\r\nwindows",
+        "naïve café déjà vu — “quotes” ‘single’ …",
+        "日本語のテキストと中文文本 and emoji 🚀🔥",
+        "fn main() { println!(\"{}\", x + 1); } // code",
+        "I'm sure they'll say we've done what you'd do, don't you?",
+        "<|im_start|> is special only when parsed as such",
+    ]
+    .iter()
+    .map(|t| (*t).to_owned())
+    .collect();
+    // And the synthetic text batchbench sends.
+    for (key, n) in [(1u64, 17usize), (2, 100), (3, 333)] {
+        texts.push(
+            s.tokenizer
+                .exact_text(key, n, &|| "test".into())
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
+    }
+    for t in &texts {
+        let ours: Vec<u64> = s
+            .tokenizer
+            .ids(t)
+            .unwrap()
+            .into_iter()
+            .map(u64::from)
+            .collect();
+        assert_eq!(ours, tokenize(&s.url, t), "text: {t:?}");
+    }
+}
+
+#[test]
+#[ignore = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh start)\""]
+fn prompts_are_exact_and_outputs_exact_with_ignore_eos() {
+    let s = server();
+    let (out, lines, _dir) = run_with_requests(
+        false,
+        &[
+            "--host",
+            &s.url,
+            "--model",
+            "smollm2",
+            "--tokenizer-model",
+            &model_arg(s),
+            "--input-tokens",
+            "100",
+            "--output-tokens",
+            "8",
+            "--ignore-eos",
+            "--users",
+            "2",
+            "--requests-per-user",
+            "2",
+            "--seed",
+            "7",
+        ],
+    );
+    assert_eq!(out.code, 0);
+    assert_eq!(lines.len(), 4);
+    for l in &lines {
+        assert_eq!(l["ok"], true, "{l}");
+        assert_eq!(l["prompt_tokens"], 100 + s.overhead, "{l}");
+        assert_eq!(l["prompt_drift_tokens"], s.overhead, "{l}");
+        assert_eq!(l["completion_tokens"], 8, "{l}");
+    }
+    // The report states planned against server-counted prompt tokens.
+    assert_eq!(out.count("planned_prompt_tokens"), 400);
+    assert_eq!(out.count("counted_prompt_tokens"), 400 + 4 * s.overhead);
+}
+
+#[test]
+#[ignore = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh start)\""]
+fn agent_turns_hit_the_servers_prefix_cache() {
+    let s = server();
+    let (out, lines, _dir) = run_with_requests(
+        true,
+        &[
+            "--host",
+            &s.url,
+            "--model",
+            "smollm2",
+            "--tokenizer-model",
+            &model_arg(s),
+            "--agents",
+            "2",
+            "--tool-invocations",
+            "3",
+            "--input-tokens",
+            "200",
+            "--output-tokens",
+            "16",
+            "--environment-tokens",
+            "50",
+            "--tool-call-latency-ms",
+            "0",
+            "--ignore-eos",
+            "--seed",
+            "3",
+        ],
+    );
+    assert_eq!(out.code, 0);
+    assert_eq!(lines.len(), 6);
+    eprintln!("agent turn  server prompt  server cached  our estimate");
+    for agent in 0..2u64 {
+        let mut turns: Vec<&Value> = lines.iter().filter(|l| l["agent_id"] == agent).collect();
+        turns.sort_by_key(|l| l["request_index"].as_u64());
+        let mut last_cached = 0;
+        for (i, l) in turns.iter().enumerate() {
+            let cached = l["server_cached_tokens"].as_u64().unwrap_or(0);
+            let prompt = l["prompt_tokens"].as_u64().unwrap_or(0);
+            let estimate = l["estimated_cached_tokens"].as_u64().unwrap_or(0);
+            eprintln!("{agent:>5} {i:>4}  {prompt:>13}  {cached:>13}  {estimate:>12}");
+            assert_eq!(l["completion_tokens"], 16, "{l}");
+            if i > 0 {
+                // Each turn resends the conversation: the server reuses at least what
+                // we estimate (the previous prompt), and more every turn.
+                assert!(cached > last_cached, "turn {i}: {l}");
+                assert!(cached >= estimate, "turn {i}: {l}");
+                assert!(cached < prompt, "turn {i}: {l}");
+            }
+            last_cached = cached;
+        }
+    }
+    assert!(out.count("server_cached_tokens") >= out.count("estimated_cached_input_tokens"));
+}
+
+#[test]
+#[ignore = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh start)\""]
+fn streamed_runs_report_ttft_and_inter_token_latency() {
+    let s = server();
+    let (out, lines, _dir) = run_with_requests(
+        false,
+        &[
+            "--host",
+            &s.url,
+            "--model",
+            "smollm2",
+            "--tokenizer-model",
+            &model_arg(s),
+            "--input-tokens",
+            "64",
+            "--output-tokens",
+            "16",
+            "--ignore-eos",
+            "--stream",
+            "--users",
+            "2",
+            "--requests-per-user",
+            "1",
+        ],
+    );
+    assert_eq!(out.code, 0);
+    for l in &lines {
+        let ttft = l["ttft_ms"].as_f64().unwrap_or_else(|| panic!("{l}"));
+        let latency = l["latency_ms"].as_f64().unwrap();
+        assert!(ttft > 0.0 && ttft < latency, "{l}");
+        // Usage arrives in the stream (include_usage).
+        assert_eq!(l["completion_tokens"], 16, "{l}");
+        assert_eq!(l["prompt_tokens"], 64 + s.overhead, "{l}");
+    }
+    assert_eq!(out.summary("ttft")["count"], 2);
+    // 16 tokens per request: 15 gaps each.
+    assert!(out.summary("itl")["count"].as_u64().unwrap_or(0) >= 2 * 10);
+}
+
+#[test]
+#[ignore = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh start)\""]
+fn a_v2_replay_with_tools_and_tool_calls_is_accepted() {
+    let s = server();
+    let manifest = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/trajectory-replay/plans-v2.jsonl"
+    );
+    let (out, lines, _dir) = run_with_requests(
+        true,
+        &[
+            "--host",
+            &s.url,
+            "--model",
+            "smollm2",
+            "--tokenizer-model",
+            &model_arg(s),
+            "--agent-plans-jsonl",
+            manifest,
+            "--time-scale",
+            "100",
+        ],
+    );
+    assert_eq!(out.code, 0);
+    assert_eq!(out.count("failed_requests"), 0);
+    assert_eq!(lines.len() as u64, out.count("total_requests"));
+    for l in &lines {
+        assert_eq!(l["ok"], true, "{l}");
+        // Tool definitions (140 tokens here) reach the prompt: a template that
+        // dropped them would count far fewer tokens than planned.
+        let drift = l["prompt_drift_tokens"].as_i64().unwrap();
+        assert!(
+            drift >= 0,
+            "the server counted fewer tokens than planned: {l}"
+        );
+    }
+    // The two trajectories share their tool and system blocks: the second to
+    // arrive finds them in the server's cache.
+    assert!(out.count("server_cached_tokens") > 0);
+}
+
+#[test]
+#[ignore = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh start)\""]
+fn a_prompt_over_the_context_is_an_http_400_failure_counted_by_kind() {
+    let s = server();
+    let out = run_batchbench(&[
+        "--host",
+        &s.url,
+        "--model",
+        "smollm2",
+        "--tokenizer-model",
+        &model_arg(s),
+        "--input-tokens",
+        "3000",
+        "--output-tokens",
+        "4",
+        "--users",
+        "1",
+        "--requests-per-user",
+        "1",
+        "--max-retries",
+        "0",
+    ]);
+    assert_eq!(out.count("failed_requests"), 1);
+    assert_eq!(out.summary("failures_by_kind")["http_400"], 1);
+}
