@@ -16,6 +16,7 @@ use serde_json::json;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 use batchbench_plugins as _;
 
@@ -467,11 +468,42 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    run_with(args, None)
+}
+
+/// Every long flag and whether it takes a value: for hosts that build argument
+/// lists (the Python package checks option names against it).
+pub fn flags() -> Vec<(String, bool)> {
+    use clap::CommandFactory;
+    Cli::command()
+        .get_arguments()
+        .filter_map(|a| {
+            a.get_long()
+                .map(|l| (l.to_owned(), a.get_action().takes_values()))
+        })
+        .collect()
+}
+
+/// [`run`] for a host that cancels the run through `cancel` (instead of Ctrl+C,
+/// whose handler is then not installed): the Python package.
+pub fn run_embedded<I, T>(args: I, cancel: CancellationToken) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    run_with(args, Some(cancel))
+}
+
+fn run_with<I, T>(args: I, cancel: Option<CancellationToken>) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => return common::clap_exit("batchbench-agent", &e),
     };
-    match agents(cli) {
+    match agents(cli, cancel) {
         Ok(code) => code,
         Err(f) => {
             eprintln!("batchbench-agent: {:#}", f.error);
@@ -493,7 +525,7 @@ fn latency_columns(d: LengthDist) -> serde_json::Value {
     }
 }
 
-fn agents(c: Cli) -> Result<i32, Failure> {
+fn agents(c: Cli, cancel: Option<CancellationToken>) -> Result<i32, Failure> {
     check_mode(&c)?;
     let t = &c.target;
     let seed = c.seed.unwrap_or_else(common::fresh_seed);
@@ -621,7 +653,8 @@ fn agents(c: Cli) -> Result<i32, Failure> {
             None => Some(t.load_tokenizer().await?),
         };
         let session =
-            common::Session::open_with(t, sim_cfg, tokenizer, pool, c.output.verbose).await?;
+            common::Session::open_with(t, sim_cfg, tokenizer, pool, c.output.verbose, cancel)
+                .await?;
         let opts = EngineOptions {
             model: t.model.clone(),
             seed,

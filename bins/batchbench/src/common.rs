@@ -480,13 +480,14 @@ impl Session {
         needs_tokens: bool,
         concurrency: usize,
         verbose: bool,
+        cancel: Option<CancellationToken>,
     ) -> Result<Self, Failure> {
         let tokenizer = if needs_tokens || sim_cfg.is_some() {
             Some(t.load_tokenizer().await?)
         } else {
             None
         };
-        Self::open_with(t, sim_cfg, tokenizer, concurrency, verbose).await
+        Self::open_with(t, sim_cfg, tokenizer, concurrency, verbose, cancel).await
     }
 
     /// As [`Session::open`], with the tokenizer already loaded (or being loaded by
@@ -497,6 +498,7 @@ impl Session {
         tokenizer: Option<Arc<TokenizerHandle>>,
         concurrency: usize,
         verbose: bool,
+        cancel: Option<CancellationToken>,
     ) -> Result<Self, Failure> {
         let target = resolve_target(&t.host, sim_cfg, tokenizer.clone()).await?;
         let transport =
@@ -515,8 +517,16 @@ impl Session {
                 verbose,
             })
             .map_err(|e| Failure::bad_input(anyhow::anyhow!("--host/--endpoint: {e}")))?;
-        let cancel = CancellationToken::new();
-        cancel_on_ctrl_c(cancel.clone());
+        // A host (the Python package) cancels through its own token; the CLI
+        // cancels on Ctrl+C.
+        let cancel = match cancel {
+            Some(c) => c,
+            None => {
+                let c = CancellationToken::new();
+                cancel_on_ctrl_c(c.clone());
+                c
+            }
+        };
         Ok(Self {
             tokenizer,
             transport,

@@ -15,6 +15,7 @@ use common::{Failure, OutputArgs, TargetArgs, finite, length, non_negative, posi
 use serde_json::json;
 use std::ffi::OsString;
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 // The built-in plugins register themselves; naming the crate keeps them linked.
 use batchbench_plugins as _;
@@ -125,13 +126,44 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    run_with(args, None)
+}
+
+/// Every long flag and whether it takes a value: for hosts that build argument
+/// lists (the Python package checks option names against it).
+pub fn flags() -> Vec<(String, bool)> {
+    use clap::CommandFactory;
+    Cli::command()
+        .get_arguments()
+        .filter_map(|a| {
+            a.get_long()
+                .map(|l| (l.to_owned(), a.get_action().takes_values()))
+        })
+        .collect()
+}
+
+/// [`run`] for a host that cancels the run through `cancel` (instead of Ctrl+C,
+/// whose handler is then not installed): the Python package.
+pub fn run_embedded<I, T>(args: I, cancel: CancellationToken) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    run_with(args, Some(cancel))
+}
+
+fn run_with<I, T>(args: I, cancel: Option<CancellationToken>) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => return common::clap_exit("batchbench", &e),
     };
     match cli.command {
         Some(Command::Plugins { json }) => plugins(json),
-        None => match bench(cli.bench) {
+        None => match bench(cli.bench, cancel) {
             Ok(code) => code,
             Err(f) => {
                 eprintln!("batchbench: {:#}", f.error);
@@ -216,7 +248,7 @@ fn lognorm_parts(
     }
 }
 
-fn bench(a: BenchArgs) -> Result<i32, Failure> {
+fn bench(a: BenchArgs, cancel: Option<CancellationToken>) -> Result<i32, Failure> {
     let plan = validate(&a)?;
     let t = &a.target;
     let seed = a.seed.unwrap_or_else(common::fresh_seed);
@@ -267,9 +299,15 @@ fn bench(a: BenchArgs) -> Result<i32, Failure> {
     let needs_tokens = plan.input.is_some();
     let total = a.users.saturating_mul(a.requests_per_user);
     common::runtime()?.block_on(async move {
-        let session =
-            common::Session::open(t, sim_cfg, needs_tokens, a.users as usize, a.output.verbose)
-                .await?;
+        let session = common::Session::open(
+            t,
+            sim_cfg,
+            needs_tokens,
+            a.users as usize,
+            a.output.verbose,
+            cancel,
+        )
+        .await?;
         let opts = EngineOptions {
             model: t.model.clone(),
             seed,

@@ -189,6 +189,8 @@ enum Prepared {
         blocks: crate::plan::Blocks,
         made: blocks::Made,
     },
+    /// A verbatim body.
+    Raw(crate::plan::RawBody),
 }
 
 /// What a preparation job needs, copied out of the plan so it can run anywhere.
@@ -203,6 +205,7 @@ struct PrepJob {
 #[derive(Debug, Clone)]
 enum PrepKind {
     Fixed,
+    Raw(crate::plan::RawBody),
     Fresh {
         tokens: u32,
         prefix: Option<(u64, u32)>,
@@ -687,6 +690,14 @@ fn fresh_job(
     index: u64,
     req: &PlannedRequest,
 ) -> Result<PrepJob, EngineError> {
+    if let Some(body) = &req.body {
+        return Ok(PrepJob {
+            trajectory_id: id.clone(),
+            agent_id,
+            request_index: index,
+            kind: PrepKind::Raw(body.clone()),
+        });
+    }
     if let Some(bs) = &req.blocks {
         return Ok(PrepJob {
             trajectory_id: id.clone(),
@@ -723,6 +734,9 @@ fn next_job(
     next: &PlannedRequest,
     state: &BlockState,
 ) -> Result<PrepJob, EngineError> {
+    if next.body.is_some() {
+        return fresh_job(opts, id, agent_id, index, next);
+    }
     if let (Some(bs), false) = (&next.blocks, next.reset_before) {
         return Ok(PrepJob {
             trajectory_id: id.clone(),
@@ -769,8 +783,10 @@ fn next_job(
 
 async fn prepare(sh: &Arc<Synth>, job: PrepJob) -> Result<Prepared, EngineError> {
     let seed = sh.seed;
-    if matches!(job.kind, PrepKind::Fixed) {
-        return Ok(Prepared::Fresh(Arc::from(DEFAULT_PROMPT)));
+    match &job.kind {
+        PrepKind::Fixed => return Ok(Prepared::Fresh(Arc::from(DEFAULT_PROMPT))),
+        PrepKind::Raw(body) => return Ok(Prepared::Raw(body.clone())),
+        _ => {}
     }
     let Some(tok) = sh.tokenizer.clone() else {
         return Err(EngineError::Plan(format!(
@@ -803,6 +819,7 @@ fn synthesise(
     };
     match job.kind {
         PrepKind::Fixed => Ok(Prepared::Fresh(Arc::from(DEFAULT_PROMPT))),
+        PrepKind::Raw(ref body) => Ok(Prepared::Raw(body.clone())),
         PrepKind::Fresh { tokens, prefix } => {
             let key = rng::derive(seed, &[PURPOSE_PROMPT, job.agent_id, job.request_index]);
             let text = tok.exact_text_with_prefix(
@@ -868,6 +885,7 @@ fn apply(
             conv.clear();
             conv.messages.push(Message::new(Role::User, text));
         }
+        Prepared::Raw(_) => conv.clear(),
         Prepared::Append(env) => {
             // The model's reply is opaque state: keep content and reasoning, drop any
             // tool calls it made, and attach one valid synthetic call of ours.
@@ -1024,8 +1042,12 @@ async fn drive(
         }
         let fresh = matches!(
             prepared,
-            Prepared::Fresh(_) | Prepared::Blocks { fresh: true, .. }
+            Prepared::Fresh(_) | Prepared::Raw(_) | Prepared::Blocks { fresh: true, .. }
         );
+        let raw = match &prepared {
+            Prepared::Raw(b) => Some(b.clone()),
+            _ => None,
+        };
         if fresh {
             prev_prompt = None;
         }
@@ -1059,6 +1081,7 @@ async fn drive(
                     output: cur.output_bounds(),
                     stream,
                     extra_fields: &extras.body_fields,
+                    raw_body: raw.as_ref().map(|b| &*b.0),
                 },
                 &mut body,
             )

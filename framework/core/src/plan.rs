@@ -123,6 +123,30 @@ impl<'de> Deserialize<'de> for Blocks {
     }
 }
 
+/// A verbatim request body (a JSON object), sent as given: the user wrote the
+/// messages and sampling fields. The codec only adds what the run controls
+/// (streaming, output constraints, router fields, a default model).
+#[derive(Clone, PartialEq)]
+pub struct RawBody(pub Arc<serde_json::Map<String, serde_json::Value>>);
+
+impl fmt::Debug for RawBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RawBody({} fields)", self.0.len())
+    }
+}
+
+impl Serialize for RawBody {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawBody {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde_json::Map::deserialize(d).map(|m| Self(Arc::new(m)))
+    }
+}
+
 /// A prompt prefix shared across requests: the first `tokens` tokens of the text
 /// stream keyed by `key`. Requests with the same key share a byte-identical prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -158,6 +182,10 @@ pub struct PlannedRequest {
     /// Structured prompt; when present it alone defines the prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocks: Option<Blocks>,
+    /// A verbatim body; when present it alone defines the request (each such
+    /// request stands alone: no conversation carries over).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<RawBody>,
     /// Stream the response (overrides the run default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<bool>,

@@ -95,6 +95,9 @@ pub struct EncodeRequest<'a> {
     pub stream: bool,
     /// Body fields added by routers.
     pub extra_fields: &'a [(String, serde_json::Value)],
+    /// A verbatim body to send instead of one built from the conversation (which
+    /// is then empty); the fields above still apply on top of it.
+    pub raw_body: Option<&'a serde_json::Map<String, serde_json::Value>>,
 }
 
 /// Token usage reported by the server.

@@ -6,6 +6,7 @@
 //! | workload | `finite_batch` | users x requests-per-user independent requests |
 //! | workload | `synthetic_agents` | stateful agent loops with sampled shapes |
 //! | workload | `replay_jsonl` | trajectory replay from a v1/v2 JSONL manifest |
+//! | workload | `request_bodies` | caller-written request bodies, verbatim |
 //! | codec | `openai_chat` | OpenAI chat completions, JSON and SSE, `--sglang` fields |
 //! | router | `user_tag` | `user` field + `X-SMG-Routing-Key`, stable per agent |
 //! | router | `dp_rank` | `X-SMG-Target-Worker: slot % ranks` |
@@ -20,6 +21,7 @@
 
 pub mod agents;
 pub mod batch;
+pub mod bodies;
 pub mod csv_report;
 pub mod events;
 pub mod json_summary;
@@ -34,6 +36,7 @@ pub mod timefmt;
 pub const BUILTINS: &[(&str, &str)] = &[
     ("workload", "finite_batch"),
     ("workload", "replay_jsonl"),
+    ("workload", "request_bodies"),
     ("workload", "synthetic_agents"),
     ("codec", "openai_chat"),
     ("router", "dp_rank"),

@@ -113,8 +113,53 @@ pub fn write_messages(out: &mut BodyWriter, conv: &Conversation) -> Result<(), C
     Ok(())
 }
 
+impl OpenAiChat {
+    /// A verbatim body, with what the run controls set on top: streaming (with
+    /// usage in the stream), output constraints, `ignore_eos`, router fields, and the
+    /// run's model when the body names none.
+    fn encode_raw(
+        &self,
+        req: &EncodeRequest<'_>,
+        raw: &serde_json::Map<String, serde_json::Value>,
+        out: &mut BodyWriter,
+    ) -> Result<(), CodecError> {
+        use serde_json::Value;
+        let mut body = raw.clone();
+        body.entry("model")
+            .or_insert_with(|| Value::from(req.model));
+        if let Some((min, max)) = req.output {
+            let (min_f, max_f) = if self.cfg.sglang {
+                ("min_new_tokens", "max_new_tokens")
+            } else {
+                ("min_tokens", "max_tokens")
+            };
+            body.insert(max_f.into(), Value::from(max));
+            if min > 0 {
+                body.insert(min_f.into(), Value::from(min));
+            }
+        }
+        if self.cfg.ignore_eos {
+            body.insert("ignore_eos".into(), Value::Bool(true));
+        }
+        if req.stream {
+            body.insert("stream".into(), Value::Bool(true));
+            body.insert(
+                "stream_options".into(),
+                serde_json::json!({ "include_usage": true }),
+            );
+        }
+        for (k, v) in req.extra_fields {
+            body.insert(k.clone(), v.clone());
+        }
+        serde_json::to_writer(&mut *out, &body).map_err(|e| CodecError(e.to_string()))
+    }
+}
+
 impl RequestCodec for OpenAiChat {
     fn encode(&self, req: &EncodeRequest<'_>, out: &mut BodyWriter) -> Result<(), CodecError> {
+        if let Some(raw) = req.raw_body {
+            return self.encode_raw(req, raw, out);
+        }
         w(out, "{\"model\":");
         json_str(out, req.model)?;
         w(out, ",\"messages\":");
@@ -376,6 +421,7 @@ mod tests {
                 output: Some((64, 64)),
                 stream: true,
                 extra_fields: &extra,
+                raw_body: None,
             };
             codec(sglang)
                 .encode(&req, &mut out)

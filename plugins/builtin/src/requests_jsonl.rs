@@ -71,6 +71,39 @@ fn ms(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+fn line<'a>(rec: &'a RequestRecord<'a>) -> Line<'a> {
+    let usage = rec.usage.as_ref();
+    Line {
+        agent_id: rec.agent_id,
+        trajectory_id: rec.trajectory_id,
+        request_index: rec.request_index,
+        ok: rec.failure.is_none(),
+        failure_kind: rec.failure.map(|(k, _)| k.to_string()),
+        failure: rec.failure.map(|(_, m)| m),
+        retries: rec.retries,
+        latency_ms: ms(rec.latency),
+        ttft_ms: rec.ttft.map(ms),
+        planned_prompt_tokens: rec.planned_prompt_tokens,
+        prompt_tokens: usage.map(|u| u.prompt_tokens),
+        completion_tokens: usage.map(|u| u.completion_tokens),
+        prompt_drift_tokens: match (usage, rec.planned_prompt_tokens) {
+            (Some(u), Some(p)) => {
+                Some(i64::try_from(u.prompt_tokens).unwrap_or(i64::MAX) - i64::from(p))
+            }
+            _ => None,
+        },
+        server_cached_tokens: usage.and_then(|u| u.cached_tokens),
+        estimated_cached_tokens: rec.estimated_cached_tokens,
+        live_block_fallbacks: rec.live_block_fallbacks,
+    }
+}
+
+/// One request as a JSON object: the fields of a `requests_jsonl` line (the Python
+/// package returns these as its per-request records).
+pub fn record_json(rec: &RequestRecord<'_>) -> serde_json::Value {
+    serde_json::to_value(line(rec)).unwrap_or_default()
+}
+
 impl Reporter for RequestsJsonl {
     fn on_start(&mut self, _run: &RunInfo) -> Result<(), PluginError> {
         let f = std::fs::File::create(&self.cfg.path).map_err(|e| self.fail(e))?;
@@ -80,30 +113,7 @@ impl Reporter for RequestsJsonl {
 
     fn on_request(&mut self, rec: &RequestRecord<'_>) {
         let Some(f) = self.file.as_mut() else { return };
-        let usage = rec.usage.as_ref();
-        let line = Line {
-            agent_id: rec.agent_id,
-            trajectory_id: rec.trajectory_id,
-            request_index: rec.request_index,
-            ok: rec.failure.is_none(),
-            failure_kind: rec.failure.map(|(k, _)| k.to_string()),
-            failure: rec.failure.map(|(_, m)| m),
-            retries: rec.retries,
-            latency_ms: ms(rec.latency),
-            ttft_ms: rec.ttft.map(ms),
-            planned_prompt_tokens: rec.planned_prompt_tokens,
-            prompt_tokens: usage.map(|u| u.prompt_tokens),
-            completion_tokens: usage.map(|u| u.completion_tokens),
-            prompt_drift_tokens: match (usage, rec.planned_prompt_tokens) {
-                (Some(u), Some(p)) => {
-                    Some(i64::try_from(u.prompt_tokens).unwrap_or(i64::MAX) - i64::from(p))
-                }
-                _ => None,
-            },
-            server_cached_tokens: usage.and_then(|u| u.cached_tokens),
-            estimated_cached_tokens: rec.estimated_cached_tokens,
-            live_block_fallbacks: rec.live_block_fallbacks,
-        };
+        let line = line(rec);
         // Serialised whole, then written: the buffer only ever holds whole lines
         // when on_finish flushes it (also after Ctrl+C).
         let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
