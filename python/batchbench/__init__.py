@@ -1,0 +1,452 @@
+"""batchbench: benchmark LLM-serving systems under production-shaped load.
+
+The engine is Rust (``batchbench._core``); this module validates what Python callers
+pass, names any bad key in a ``ValueError``, releases the GIL while a run goes on,
+and turns ``KeyboardInterrupt`` into a cancelled run with a partial report.
+
+Entry points:
+
+- :func:`run_benchmark` with :func:`finite_mode` / :func:`long_running_mode` and
+  :func:`request_entry`: users sending request bodies you wrote.
+- :func:`generate_requests`: request entries whose prompts are exactly N tokens.
+- :func:`run_agent`: synthetic agent loops or trajectory replay, with the options
+  of the ``batchbench-agent`` command line.
+- :class:`Simulator`: the built-in OpenAI-compatible simulator, for tests.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import tempfile
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from . import _core
+
+__version__: str = _core.__version__
+
+__all__ = [
+    "BatchbenchError",
+    "ConfigurationError",
+    "TokenizerError",
+    "PluginError",
+    "RunError",
+    "Simulator",
+    "finite_mode",
+    "long_running_mode",
+    "request_entry",
+    "run_benchmark",
+    "generate_requests",
+    "run_agent",
+    "plugins",
+    "count_tokens",
+    "__version__",
+]
+
+
+class BatchbenchError(Exception):
+    """Base of every error batchbench raises."""
+
+
+class ConfigurationError(BatchbenchError, ValueError):
+    """A configuration key is unknown, missing, of the wrong type or out of range."""
+
+
+class TokenizerError(BatchbenchError):
+    """A tokenizer could not be found, read or used."""
+
+
+class PluginError(BatchbenchError):
+    """A plugin failed to build or run."""
+
+
+class RunError(BatchbenchError):
+    """A run could not complete."""
+
+
+_ERRORS = {
+    "config": ConfigurationError,
+    "tokenizer": TokenizerError,
+    "plugin": PluginError,
+    "run": RunError,
+}
+
+
+def _raise(kind: str, message: str) -> None:
+    raise _ERRORS.get(kind, BatchbenchError)(message)
+
+
+def _type_name(types: Tuple[type, ...]) -> str:
+    return " or ".join(t.__name__ for t in types)
+
+
+def _check_type(where: str, key: str, value: Any, types: Tuple[type, ...]) -> None:
+    # bool is an int to Python, never to us.
+    if isinstance(value, bool) and bool not in types:
+        ok = False
+    else:
+        ok = isinstance(value, types)
+    if not ok:
+        raise ConfigurationError(
+            f"{where} key {key!r} must be {_type_name(types)}, got {type(value).__name__}"
+        )
+
+
+def _check_keys(where: str, given: Mapping[str, Any], spec: Mapping[str, Tuple[type, ...]]) -> None:
+    if not isinstance(given, Mapping):
+        raise ConfigurationError(f"{where} must be a dict, got {type(given).__name__}")
+    for key, value in given.items():
+        if key not in spec:
+            known = ", ".join(sorted(spec))
+            raise ConfigurationError(f"unknown {where} key {key!r}; known keys: {known}")
+        if value is not None:
+            _check_type(where, key, value, spec[key])
+
+
+def _positive_int(where: str, key: str, value: Any) -> int:
+    _check_type(where, key, value, (int,))
+    if value < 1:
+        raise ConfigurationError(f"{where} key {key!r} must be >= 1, got {value}")
+    return int(value)
+
+
+def _non_negative_int(where: str, key: str, value: Any) -> int:
+    _check_type(where, key, value, (int,))
+    if value < 0:
+        raise ConfigurationError(f"{where} key {key!r} must be >= 0, got {value}")
+    return int(value)
+
+
+def _positive_number(where: str, key: str, value: Any) -> float:
+    _check_type(where, key, value, (int, float))
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigurationError(f"{where} key {key!r} must be a positive number, got {value}")
+    return float(value)
+
+
+def finite_mode(requests_per_user: int) -> Dict[str, Any]:
+    """Every user sends ``requests_per_user`` requests, one after another."""
+    n = _positive_int("finite_mode", "requests_per_user", requests_per_user)
+    return {"kind": "finite", "requests_per_user": n}
+
+
+def long_running_mode(duration_secs: float) -> Dict[str, Any]:
+    """Every user keeps sending, recycling its requests, for ``duration_secs``
+    seconds; requests in flight at the end complete."""
+    d = _positive_number("long_running_mode", "duration_secs", duration_secs)
+    return {"kind": "long_running", "duration_secs": d}
+
+
+def request_entry(body: Mapping[str, Any], line_idx: int = 0, input_tokens: int = 0) -> Dict[str, Any]:
+    """One request: its JSON ``body`` (sent as given), its line in your dataset, and
+    its prompt token count when known (reported beside the server's count)."""
+    if not isinstance(body, Mapping):
+        raise ConfigurationError(f"request_entry body must be a dict, got {type(body).__name__}")
+    if "messages" not in body and "prompt" not in body:
+        raise ConfigurationError("request_entry body needs 'messages' (or 'prompt')")
+    try:
+        json.dumps(body)
+    except (TypeError, ValueError) as e:
+        raise ConfigurationError(f"request_entry body is not JSON-serialisable: {e}") from None
+    return {
+        "body": dict(body),
+        "line_idx": _non_negative_int("request_entry", "line_idx", line_idx),
+        "input_tokens": _non_negative_int("request_entry", "input_tokens", input_tokens),
+    }
+
+
+_BENCHMARK_KEYS: Dict[str, Tuple[type, ...]] = {
+    "endpoint": (str,),
+    "api_key": (str,),
+    "user_count": (int,),
+    "mode": (dict,),
+    "request_body": (dict,),
+    "requests": (list, tuple),
+    "request_timeout_secs": (int, float),
+    "max_retries": (int,),
+    "retry_delay_ms": (int,),
+    "headers": (dict,),
+    "verbose": (bool,),
+    "sglang": (bool,),
+    "seed": (int,),
+    "dry_run": (bool,),
+    "output_lognorm": (dict,),
+}
+
+
+def _entry(where: str, value: Any) -> Dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(f"{where} must be a request_entry(...), got {type(value).__name__}")
+    if set(value) - {"body", "line_idx", "input_tokens"} or "body" not in value:
+        raise ConfigurationError(
+            f"{where} must be a request_entry(...) (keys body, line_idx, input_tokens)"
+        )
+    return request_entry(value["body"], value.get("line_idx", 0), value.get("input_tokens", 0))
+
+
+def _validate_benchmark(config: Mapping[str, Any]) -> Dict[str, Any]:
+    _check_keys("config", config, _BENCHMARK_KEYS)
+    for key in ("endpoint", "user_count", "mode"):
+        if config.get(key) is None:
+            hint = {
+                "mode": " (batchbench.finite_mode(...) or batchbench.long_running_mode(...))",
+                "endpoint": " (the full URL, for example http://localhost:8000/v1/chat/completions)",
+                "user_count": "",
+            }[key]
+            raise ConfigurationError(f"config key {key!r} is required{hint}")
+    out = {k: v for k, v in config.items() if v is not None}
+    out["user_count"] = _positive_int("config", "user_count", config["user_count"])
+    mode = config["mode"]
+    if mode.get("kind") == "finite":
+        out["mode"] = finite_mode(mode.get("requests_per_user"))
+    elif mode.get("kind") == "long_running":
+        out["mode"] = long_running_mode(mode.get("duration_secs"))
+    else:
+        raise ConfigurationError(
+            "config key 'mode' must come from batchbench.finite_mode(...) or batchbench.long_running_mode(...)"
+        )
+    if "request_body" in out:
+        out["request_body"] = _entry("config key 'request_body'", out["request_body"])
+    if "requests" in out:
+        out["requests"] = [_entry(f"config key 'requests'[{i}]", e) for i, e in enumerate(out["requests"])]
+    if not out.get("requests") and "request_body" not in out:
+        raise ConfigurationError("config needs 'requests' (a list of request_entry) or 'request_body'")
+    if "request_timeout_secs" in out:
+        out["request_timeout_secs"] = _positive_number("config", "request_timeout_secs", out["request_timeout_secs"])
+    for key in ("max_retries", "retry_delay_ms", "seed"):
+        if key in out:
+            out[key] = _non_negative_int("config", key, out[key])
+    if "headers" in out:
+        for k, v in out["headers"].items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise ConfigurationError("config key 'headers' must map str to str")
+    if "output_lognorm" in out:
+        _check_keys(
+            "output_lognorm",
+            out["output_lognorm"],
+            {"mu": (int, float), "median": (int, float), "sigma": (int, float), "max": (int, float)},
+        )
+        if "sigma" not in out["output_lognorm"]:
+            raise ConfigurationError("output_lognorm key 'sigma' is required")
+    return out
+
+
+def _wait(run: Any, on_interrupt: Optional[str] = None) -> Any:
+    """Waits for a run with the GIL released; the first Ctrl+C cancels it and waits
+    for the partial result, a second one stops waiting."""
+    interrupted = False
+    while True:
+        try:
+            out = run.wait(0.1)
+        except KeyboardInterrupt:
+            if interrupted:
+                raise
+            interrupted = True
+            if on_interrupt:
+                print(on_interrupt, file=sys.stderr, flush=True)
+            run.cancel()
+            continue
+        if out is not None:
+            return out
+
+
+def _result(out: Any) -> Any:
+    if isinstance(out, tuple) and out and out[0] == "error":
+        _raise(out[1], out[2])
+    if isinstance(out, tuple) and out and out[0] == "report":
+        return json.loads(out[1])
+    return out
+
+
+def run_benchmark(config: Mapping[str, Any]) -> Dict[str, Any]:
+    """Runs ``user_count`` concurrent users against ``endpoint`` and returns the
+    report: totals, throughputs, latency percentiles (``latency_p50_ms`` ...), the
+    ``failures`` list and per-request ``records`` (a list of dicts, ready for
+    ``pandas.DataFrame``). Request ``m`` of user ``n`` uses
+    ``requests[m * user_count + n]`` (recycled when the list is shorter).
+
+    With ``dry_run`` nothing is sent and ``report["run"]["plan"]`` lists the plan.
+    Ctrl+C (``KeyboardInterrupt``) cancels the run and returns the partial report,
+    with ``report["interrupted"]`` set.
+    """
+    cfg = _validate_benchmark(config)
+    run = _core.start_benchmark(json.dumps(cfg))
+    return _result(_wait(run))
+
+
+_GENERATE_KEYS: Dict[str, Tuple[type, ...]] = {
+    "count": (int,),
+    "prefix_overlap": (int, float),
+    "target_tokens": (int,),
+    "tokenizer_model": (str,),
+    "dist_mode": (str,),
+    "dist_mu": (int, float),
+    "dist_median": (int, float),
+    "dist_sigma": (int, float),
+    "dist_max": (int, float),
+    "seed": (int,),
+}
+
+
+def generate_requests(options: Mapping[str, Any], model: Optional[str] = None) -> List[Dict[str, Any]]:
+    """Request entries (for ``run_benchmark``'s ``requests``) whose prompts re-encode
+    to exactly their token targets with ``tokenizer_model``: ``count`` prompts of
+    ``target_tokens`` (``dist_mode="fixed"``) or log-normal lengths
+    (``dist_mode="log_normal"`` with ``dist_median`` or ``dist_mu``, ``dist_sigma``,
+    optional ``dist_max``); the first ``prefix_overlap`` of the target is shared by
+    every prompt. ``model`` fills each body's model (default: the tokenizer)."""
+    _check_keys("options", options, _GENERATE_KEYS)
+    for key in ("count", "target_tokens", "tokenizer_model"):
+        if options.get(key) is None:
+            raise ConfigurationError(f"options key {key!r} is required")
+    opts = {k: v for k, v in options.items() if v is not None}
+    _positive_int("options", "count", opts["count"])
+    _positive_int("options", "target_tokens", opts["target_tokens"])
+    if model is not None and not isinstance(model, str):
+        raise ConfigurationError(f"model must be str, got {type(model).__name__}")
+    out = _core.generate_requests(json.dumps(opts), model if model is not None else opts["tokenizer_model"])
+    return _result(out)
+
+
+def count_tokens(tokenizer_model: str, text: Union[str, Sequence[str]]) -> Any:
+    """Token ids of ``text`` under ``tokenizer_model`` (no special tokens added); for
+    a list of texts, a list of id lists (the tokenizer is loaded once)."""
+    if isinstance(text, str):
+        return _result(_core.count_tokens(tokenizer_model, [text]))[0]
+    return _result(_core.count_tokens(tokenizer_model, list(text)))
+
+
+def plugins() -> List[Dict[str, Any]]:
+    """Every registered plugin: kind, name, description, example config."""
+    return json.loads(_core.plugins())
+
+
+_MANAGED = {"summary_json", "requests_jsonl", "help", "version"}
+
+
+def _argv(program: str, options: Mapping[str, Any]) -> List[str]:
+    flags = dict(_core.cli_flags(program))
+    argv = [program]
+    for key, value in options.items():
+        flag = key.replace("_", "-")
+        if flag not in flags or key in ("help", "version"):
+            raise ConfigurationError(f"unknown {program} option {key!r}")
+        if value is None:
+            continue
+        if not flags[flag]:
+            if not isinstance(value, bool):
+                raise ConfigurationError(
+                    f"{program} option {key!r} is a switch: pass True or False, got {type(value).__name__}"
+                )
+            if value:
+                argv.append(f"--{flag}")
+            continue
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, (str, int, float, os.PathLike)):
+                raise ConfigurationError(
+                    f"{program} option {key!r} takes a value (str, int or float), got {type(v).__name__}"
+                )
+            argv += [f"--{flag}", os.fspath(v) if isinstance(v, os.PathLike) else str(v)]
+    return argv
+
+
+def run_agent(config: Optional[Mapping[str, Any]] = None, **options: Any) -> Dict[str, Any]:
+    """Runs ``batchbench-agent`` in process: synthetic agent loops, or trajectory
+    replay with ``agent_plans_jsonl``. Options are the command line's flags with
+    underscores (``max_active_agents=8``, ``ignore_eos=True``), as a dict, keyword
+    arguments, or both. Returns ``{"exit_code", "summary", "run", "records"}``;
+    ``records`` holds one dict per request. Ctrl+C cancels the run and returns the
+    partial result (exit code 130)."""
+    merged: Dict[str, Any] = {}
+    if config is not None:
+        if not isinstance(config, Mapping):
+            raise ConfigurationError(f"run_agent config must be a dict, got {type(config).__name__}")
+        merged.update(config)
+    merged.update(options)
+    for key in ("summary_json", "requests_jsonl"):
+        if key in merged:
+            raise ConfigurationError(f"run_agent returns the {key.replace('_json', '')} itself: drop {key!r}")
+    argv = _argv("batchbench-agent", merged)
+    with tempfile.TemporaryDirectory(prefix="batchbench-") as tmp:
+        summary_path = os.path.join(tmp, "summary.json")
+        records_path = os.path.join(tmp, "requests.jsonl")
+        argv += ["--summary-json", summary_path, "--requests-jsonl", records_path]
+        if "dry_run" not in merged and "quiet" not in merged:
+            argv.append("--quiet")
+        sys.stdout.flush()
+        code = _result(_wait(_core.start_cli("batchbench-agent", argv)))
+        if code == 2:
+            raise ConfigurationError("batchbench-agent rejected the options (exit code 2): see the message above")
+        summary: Dict[str, Any] = {}
+        if os.path.exists(summary_path):
+            with open(summary_path, encoding="utf-8") as f:
+                summary = json.load(f)
+        records: List[Dict[str, Any]] = []
+        if os.path.exists(records_path):
+            with open(records_path, encoding="utf-8") as f:
+                records = [json.loads(line) for line in f if line.strip()]
+    if code not in (0, 130) and not summary:
+        raise RunError(f"batchbench-agent failed (exit code {code}): see the message above")
+    return {
+        "exit_code": code,
+        "summary": summary.get("summary", {}),
+        "run": summary.get("run", {}),
+        "records": records,
+    }
+
+
+class Simulator:
+    """The built-in OpenAI-compatible simulator on loopback, for tests and demos::
+
+        with batchbench.Simulator("path/to/tokenizer.json", fault_rate=0.1) as sim:
+            batchbench.run_benchmark({"endpoint": sim.endpoint, ...})
+
+    Options are the simulator's (``decode_ms_per_token``, ``fault_rate``,
+    ``record_requests``, ...), as for ``--host sim://?...``.
+    """
+
+    def __init__(self, tokenizer_model: str, **options: Any) -> None:
+        parts = []
+        for key, value in options.items():
+            if isinstance(value, bool):
+                if value:
+                    parts.append(key)
+                continue
+            values = value if isinstance(value, (list, tuple)) else [value]
+            parts.append(f"{key}={','.join(str(v) for v in values)}")
+        try:
+            self._sim = _core.Simulator(tokenizer_model, "&".join(parts))
+        except ValueError as e:
+            kind, message = e.args if len(e.args) == 2 else ("config", str(e))
+            _raise(kind, message)
+
+    @property
+    def url(self) -> str:
+        """Base URL, ``http://127.0.0.1:PORT``."""
+        return self._sim.url
+
+    @property
+    def endpoint(self) -> str:
+        """The chat completions URL."""
+        return self._sim.url + "/v1/chat/completions"
+
+    def stats(self) -> Dict[str, Any]:
+        """The simulator's counters (``requests``, tokens, cached tokens, faults)."""
+        return json.loads(self._sim.stats())
+
+    def requests(self) -> List[Dict[str, Any]]:
+        """The request log (start with ``record_requests=True``)."""
+        return json.loads(self._sim.requests())
+
+    def stop(self) -> None:
+        """Stops serving."""
+        self._sim.stop()
+
+    def __enter__(self) -> "Simulator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

@@ -1,0 +1,5 @@
+"""``python -m batchbench``: the ``batchbench`` command line."""
+
+from ._cli import batchbench
+
+batchbench()

@@ -1,0 +1,628 @@
+//! `batchbench._core`: the Rust engine behind the `batchbench` Python package.
+//!
+//! The boundary is deliberately narrow: configurations come in and reports go out
+//! as JSON text, validated on both sides (the Python layer names bad keys; serde
+//! rejects anything else). Runs execute on their own thread with their own runtime,
+//! so no state is shared between two runs in one process; [`Run::wait`] releases
+//! the GIL while it waits, and [`Run::cancel`] is how a `KeyboardInterrupt` reaches
+//! the engine.
+
+use batchbench_core::dist::{LengthDist, LogNormalFlags, lognormal_from_flags};
+use batchbench_core::engine::{Engine, EngineOptions};
+use batchbench_core::metrics::{Metrics, Summary};
+use batchbench_core::plugin::{PluginError, Reporter, RequestRecord};
+use batchbench_core::registry::{self, BuildContext};
+use batchbench_core::rng;
+use batchbench_core::transport::{TargetConfig, Transport};
+use pyo3::prelude::*;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+use batchbench_plugins as _;
+
+/// How a run ended, as the Python layer sees it.
+#[derive(Debug, Clone)]
+enum Outcome {
+    /// A CLI's exit code.
+    Code(i32),
+    /// A report, as JSON text.
+    Report(String),
+    /// `(kind, message)`: kind is `config`, `tokenizer`, `plugin` or `run`.
+    Error(&'static str, String),
+}
+
+impl Outcome {
+    fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(match self {
+            Self::Code(c) => c.into_pyobject(py)?.into_any().unbind(),
+            Self::Report(r) => ("report", r).into_pyobject(py)?.into_any().unbind(),
+            Self::Error(k, m) => ("error", k, m).into_pyobject(py)?.into_any().unbind(),
+        })
+    }
+}
+
+type Slot = Arc<(Mutex<Option<Outcome>>, Condvar)>;
+
+/// A run in progress on its own thread.
+#[pyclass(module = "batchbench._core")]
+struct Run {
+    slot: Slot,
+    cancel: CancellationToken,
+}
+
+impl Run {
+    fn spawn(f: impl FnOnce(CancellationToken) -> Outcome + Send + 'static) -> PyResult<Self> {
+        let slot: Slot = Arc::default();
+        let cancel = CancellationToken::new();
+        let (s, c) = (slot.clone(), cancel.clone());
+        std::thread::Builder::new()
+            .name("batchbench-run".into())
+            .spawn(move || {
+                let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(c)))
+                    .unwrap_or_else(|_| Outcome::Error("run", "the run panicked".into()));
+                let (lock, cv) = &*s;
+                *lock
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(out);
+                cv.notify_all();
+            })
+            .map_err(|e| {
+                pyo3::exceptions::PyRuntimeError::new_err(format!("cannot start a run: {e}"))
+            })?;
+        Ok(Self { slot, cancel })
+    }
+}
+
+#[pymethods]
+impl Run {
+    /// Waits up to `timeout` seconds (forever when `None`) with the GIL released.
+    /// Returns `None` while the run goes on; then an exit code, `("report", json)`
+    /// or `("error", kind, message)`.
+    #[pyo3(signature = (timeout=None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Py<PyAny>>> {
+        let slot = self.slot.clone();
+        let out = py.detach(move || {
+            let (lock, cv) = &*slot;
+            let guard = lock
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let guard = match timeout {
+                None => cv
+                    .wait_while(guard, |o| o.is_none())
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+                Some(t) => {
+                    cv.wait_timeout_while(guard, Duration::from_secs_f64(t.max(0.0)), |o| {
+                        o.is_none()
+                    })
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .0
+                }
+            };
+            guard.clone()
+        });
+        out.map(|o| o.into_py(py)).transpose()
+    }
+
+    /// Cancels the run: in-flight requests are cancelled and the partial report
+    /// (or exit code 130) follows.
+    fn cancel(&self) {
+        self.cancel.cancel();
+    }
+}
+
+/// Starts `batchbench` (`program` = "batchbench") or `batchbench-agent` with
+/// `argv` (program name first), cancelled through the returned run.
+#[pyfunction]
+fn start_cli(program: String, argv: Vec<String>) -> PyResult<Run> {
+    Run::spawn(move |cancel| {
+        Outcome::Code(match program.as_str() {
+            "batchbench-agent" => batchbench_agent::run_embedded(argv, cancel),
+            _ => batchbench::run_embedded(argv, cancel),
+        })
+    })
+}
+
+/// Every long flag of a CLI and whether it takes a value.
+#[pyfunction]
+fn cli_flags(program: &str) -> Vec<(String, bool)> {
+    match program {
+        "batchbench-agent" => batchbench_agent::flags(),
+        _ => batchbench::flags(),
+    }
+}
+
+/// Every registered plugin, as JSON text.
+#[pyfunction]
+fn plugins() -> String {
+    serde_json::to_string(&registry::list()).unwrap_or_default()
+}
+
+// --- run_benchmark -------------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, tag = "kind", rename_all = "snake_case")]
+enum Mode {
+    Finite { requests_per_user: u64 },
+    LongRunning { duration_secs: f64 },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LogNormal {
+    #[serde(default)]
+    mu: Option<f64>,
+    #[serde(default)]
+    median: Option<f64>,
+    sigma: f64,
+    #[serde(default)]
+    max: Option<f64>,
+}
+
+fn lognormal(name: &str, l: &LogNormal) -> Result<LengthDist, String> {
+    lognormal_from_flags(
+        name,
+        "median",
+        "max",
+        LogNormalFlags {
+            mu: l.mu,
+            median: l.median,
+            sigma: Some(l.sigma),
+            max: l.max,
+        },
+    )?
+    .ok_or_else(|| format!("{name}: sigma and mu or median are needed"))
+}
+
+fn default_timeout() -> f64 {
+    60.0
+}
+fn default_retries() -> u32 {
+    2
+}
+fn default_retry_delay() -> u64 {
+    250
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BenchmarkConfig {
+    endpoint: String,
+    #[serde(default)]
+    api_key: Option<String>,
+    user_count: u64,
+    mode: Mode,
+    #[serde(default)]
+    request_body: Option<Value>,
+    #[serde(default)]
+    requests: Option<Vec<Value>>,
+    #[serde(default = "default_timeout")]
+    request_timeout_secs: f64,
+    #[serde(default = "default_retries")]
+    max_retries: u32,
+    #[serde(default = "default_retry_delay")]
+    retry_delay_ms: u64,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    verbose: bool,
+    #[serde(default)]
+    sglang: bool,
+    #[serde(default)]
+    seed: Option<u64>,
+    #[serde(default)]
+    dry_run: bool,
+    #[serde(default)]
+    output_lognorm: Option<LogNormal>,
+}
+
+/// Collects every request as a record (the report's `records`).
+#[derive(Debug, Clone, Default)]
+struct Collect(Arc<Mutex<Vec<Value>>>);
+
+impl Reporter for Collect {
+    fn on_request(&mut self, rec: &RequestRecord<'_>) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(batchbench_plugins::requests_jsonl::record_json(rec));
+    }
+}
+
+fn config_error(e: impl std::fmt::Display) -> Outcome {
+    Outcome::Error("config", e.to_string())
+}
+
+fn plugin_error(e: PluginError) -> Outcome {
+    match e {
+        PluginError::Config { .. } => Outcome::Error("config", e.to_string()),
+        _ => Outcome::Error("plugin", e.to_string()),
+    }
+}
+
+/// The report: every summary figure, the latency percentiles flattened the way the
+/// CSV names them, the run description and the per-request records.
+fn report(summary: &Summary, run: Value, records: Vec<Value>, dry_run: bool) -> Outcome {
+    let mut v = match serde_json::to_value(summary) {
+        Ok(Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    let lat = v.get("latency").cloned().unwrap_or(Value::Null);
+    for (k, src) in [
+        ("latency_p50_ms", "p50_ms"),
+        ("latency_p90_ms", "p90_ms"),
+        ("latency_p99_ms", "p99_ms"),
+        ("latency_mean_ms", "mean_ms"),
+        ("latency_max_ms", "max_ms"),
+    ] {
+        v.insert(k.into(), lat.get(src).cloned().unwrap_or(Value::Null));
+    }
+    v.insert("dry_run".into(), Value::Bool(dry_run));
+    v.insert("run".into(), run);
+    v.insert("records".into(), Value::Array(records));
+    Outcome::Report(Value::Object(v).to_string())
+}
+
+fn benchmark(config: &str, cancel: CancellationToken) -> Outcome {
+    let cfg: BenchmarkConfig = match serde_json::from_str(config) {
+        Ok(c) => c,
+        Err(e) => return config_error(e),
+    };
+    if cfg.user_count == 0 {
+        return config_error("user_count: must be at least 1");
+    }
+    if !(cfg.request_timeout_secs.is_finite() && cfg.request_timeout_secs > 0.0) {
+        return config_error("request_timeout_secs: must be a positive number");
+    }
+    let entries: Vec<Value> = match (&cfg.requests, &cfg.request_body) {
+        (Some(r), _) if !r.is_empty() => r.clone(),
+        (_, Some(b)) => vec![b.clone()],
+        _ => return config_error("requests or request_body: at least one request is needed"),
+    };
+    let output = match &cfg.output_lognorm {
+        None => None,
+        Some(l) => match lognormal("output_lognorm", l) {
+            Ok(d) => Some(d),
+            Err(e) => return config_error(e),
+        },
+    };
+    let (requests_per_user, duration_secs) = match cfg.mode {
+        Mode::Finite { requests_per_user } => (Some(requests_per_user), None),
+        Mode::LongRunning { duration_secs } => (None, Some(duration_secs)),
+    };
+    let seed = cfg.seed.unwrap_or_else(batchbench::common::fresh_seed);
+    let ctx = BuildContext { seed };
+    let workload = json!({
+        "users": cfg.user_count,
+        "requests_per_user": requests_per_user,
+        "duration_secs": duration_secs,
+        "requests": entries,
+        "output": output,
+    });
+    let mut source = match registry::workload("request_bodies", &workload, &ctx) {
+        Ok(s) => s,
+        Err(e) => return plugin_error(e),
+    };
+    let run = json!({
+        "endpoint": cfg.endpoint,
+        "user_count": cfg.user_count,
+        "mode": source.info().mode,
+        "seed": seed,
+        "sglang": cfg.sglang,
+        "request_timeout_secs": cfg.request_timeout_secs,
+        "max_retries": cfg.max_retries,
+        "retry_delay_ms": cfg.retry_delay_ms,
+    });
+    if cfg.dry_run {
+        let mut plan = Vec::new();
+        if let Err(e) = batchbench_core::engine::dry_run(source.as_mut(), &mut plan) {
+            return Outcome::Error("run", e.to_string());
+        }
+        let plan: Vec<Value> = String::from_utf8_lossy(&plan)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let summary = Summary::from_metrics(&Metrics::default(), Duration::ZERO);
+        let mut run = run;
+        run["planned_requests"] = json!(plan.len());
+        run["plan"] = Value::Array(plan);
+        return report(&summary, run, Vec::new(), true);
+    }
+    let transport = match Transport::new(TargetConfig {
+        url: cfg.endpoint.clone(),
+        api_key: cfg.api_key.clone().filter(|k| !k.is_empty()),
+        timeout: Duration::from_secs_f64(cfg.request_timeout_secs),
+        max_retries: cfg.max_retries,
+        retry_delay: Duration::from_millis(cfg.retry_delay_ms),
+        headers: cfg.headers.clone().into_iter().collect(),
+        pool_size: usize::try_from(cfg.user_count).unwrap_or(usize::MAX),
+        verbose: cfg.verbose,
+    }) {
+        Ok(t) => t,
+        Err(e) => return config_error(format!("endpoint: {e}")),
+    };
+    let codec = match registry::codec(
+        "openai_chat",
+        &json!({ "sglang": cfg.sglang, "ignore_eos": false }),
+        &ctx,
+    ) {
+        Ok(c) => c,
+        Err(e) => return plugin_error(e),
+    };
+    let records = Collect::default();
+    let opts = EngineOptions {
+        model: String::new(),
+        seed,
+        max_active: usize::try_from(cfg.user_count).unwrap_or(usize::MAX),
+        ..EngineOptions::default()
+    };
+    let engine = Engine::new(opts, transport, Arc::from(codec))
+        .cancel_token(cancel)
+        .config(run.clone())
+        .reporter(Box::new(records.clone()));
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return Outcome::Error("run", format!("cannot start the async runtime: {e}")),
+    };
+    match rt.block_on(engine.run(source)) {
+        Ok(out) => {
+            let records = std::mem::take(
+                &mut *records
+                    .0
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            );
+            report(&out.summary, run, records, false)
+        }
+        Err(e) => Outcome::Error("run", e.to_string()),
+    }
+}
+
+/// Starts a `run_benchmark` run from its JSON configuration.
+#[pyfunction]
+fn start_benchmark(config: String) -> PyResult<Run> {
+    Run::spawn(move |cancel| benchmark(&config, cancel))
+}
+
+// --- generate_requests -------------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GenerateOptions {
+    count: u64,
+    target_tokens: u64,
+    #[serde(default)]
+    prefix_overlap: f64,
+    tokenizer_model: String,
+    #[serde(default = "default_dist")]
+    dist_mode: String,
+    #[serde(default)]
+    dist_mu: Option<f64>,
+    #[serde(default)]
+    dist_median: Option<f64>,
+    #[serde(default)]
+    dist_sigma: Option<f64>,
+    #[serde(default)]
+    dist_max: Option<f64>,
+    #[serde(default)]
+    seed: Option<u64>,
+}
+
+fn default_dist() -> String {
+    "fixed".into()
+}
+
+const PURPOSE_GENERATE: u64 = 0x4745_4e52; // "GENR"
+const PURPOSE_GENERATE_SHARED: u64 = 0x4753_4852; // "GSHR"
+
+fn generate(options: &str, model: &str) -> Result<Value, (&'static str, String)> {
+    let o: GenerateOptions =
+        serde_json::from_str(options).map_err(|e| ("config", e.to_string()))?;
+    let bad = |m: String| ("config", m);
+    if o.count == 0 {
+        return Err(bad("count: must be at least 1".into()));
+    }
+    if o.target_tokens == 0 {
+        return Err(bad("target_tokens: must be at least 1".into()));
+    }
+    if !(0.0..=1.0).contains(&o.prefix_overlap) {
+        return Err(bad(format!(
+            "prefix_overlap: must be between 0.0 and 1.0, got {}",
+            o.prefix_overlap
+        )));
+    }
+    let dist = match o.dist_mode.as_str() {
+        "fixed" => LengthDist::fixed(o.target_tokens),
+        "log_normal" | "lognormal" => {
+            let flags = LogNormalFlags {
+                mu: o.dist_mu,
+                median: o.dist_median,
+                sigma: o.dist_sigma,
+                max: o.dist_max,
+            };
+            lognormal_from_flags("dist", "median", "max", flags)
+                .map_err(bad)?
+                .ok_or_else(|| {
+                    bad("dist_sigma and dist_median (or dist_mu) are needed for log_normal".into())
+                })?
+        }
+        other => {
+            return Err(bad(format!(
+                "dist_mode: must be fixed, log_normal or lognormal, got {other:?}"
+            )));
+        }
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ("run", e.to_string()))?;
+    let tok = rt
+        .block_on(batchbench_core::tokens::load(&o.tokenizer_model))
+        .map_err(|e| ("tokenizer", e.to_string()))?;
+    let seed = o.seed.unwrap_or(0);
+    let shared_key = rng::derive(seed, &[PURPOSE_GENERATE_SHARED]);
+    let mut out = Vec::with_capacity(o.count as usize);
+    for i in 0..o.count {
+        let mut r = rng::Stream::at(seed, &[PURPOSE_GENERATE, i]);
+        let n = dist.sample(&mut r, 1) as usize;
+        // The shared prefix is a fraction of the fixed target, the same for every
+        // prompt (capped by shorter prompts).
+        let shared = (o.prefix_overlap * o.target_tokens as f64).round() as usize;
+        let prefix = (shared > 0).then_some((shared_key, shared));
+        let text = tok
+            .exact_text_with_prefix(
+                prefix,
+                rng::derive(seed, &[PURPOSE_GENERATE, i, 1]),
+                n,
+                &|| format!("generated request {i}"),
+            )
+            .map_err(|e| ("tokenizer", e.to_string()))?;
+        out.push(json!({
+            "body": {
+                "model": model,
+                "messages": [{"role": "user", "content": text}],
+            },
+            "line_idx": i,
+            "input_tokens": n,
+        }));
+    }
+    Ok(Value::Array(out))
+}
+
+/// Generates request entries whose prompts re-encode to exactly their token
+/// targets. Returns `("report", json)` or `("error", kind, message)`.
+#[pyfunction]
+fn generate_requests(py: Python<'_>, options: String, model: String) -> PyResult<Py<PyAny>> {
+    let out = py.detach(move || match generate(&options, &model) {
+        Ok(v) => Outcome::Report(v.to_string()),
+        Err((k, m)) => Outcome::Error(k, m),
+    });
+    out.into_py(py)
+}
+
+/// Token ids of each text under a tokenizer (a check for tests and notebooks).
+#[pyfunction]
+fn count_tokens(
+    py: Python<'_>,
+    tokenizer_model: String,
+    texts: Vec<String>,
+) -> PyResult<Py<PyAny>> {
+    let out = py.detach(move || {
+        let rt = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => return Outcome::Error("run", e.to_string()),
+        };
+        match rt
+            .block_on(batchbench_core::tokens::load(&tokenizer_model))
+            .and_then(|t| {
+                texts
+                    .iter()
+                    .map(|x| t.ids(x))
+                    .collect::<Result<Vec<_>, _>>()
+            }) {
+            Ok(ids) => Outcome::Report(json!(ids).to_string()),
+            Err(e) => Outcome::Error("tokenizer", e.to_string()),
+        }
+    });
+    out.into_py(py)
+}
+
+// --- the simulator -------------------------------------------------------------
+
+/// The built-in simulator, serving on loopback from its own runtime.
+#[pyclass(module = "batchbench._core")]
+struct Simulator {
+    rt: Option<tokio::runtime::Runtime>,
+    sim: Option<batchbench_sim::Sim>,
+    url: String,
+}
+
+#[pymethods]
+impl Simulator {
+    /// Starts the simulator with `tokenizer_model` and options given as a
+    /// `sim://` query (`fault-rate=0.5&decode-ms-per-token=5`).
+    #[new]
+    #[pyo3(signature = (tokenizer_model, query=String::new()))]
+    fn new(py: Python<'_>, tokenizer_model: String, query: String) -> PyResult<Self> {
+        let started = py.detach(move || -> Result<_, (&'static str, String)> {
+            let cfg = batchbench_sim::SimConfig::from_query(&query).map_err(|e| ("config", e))?;
+            cfg.validate().map_err(|e| ("config", e.to_string()))?;
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .map_err(|e| ("run", e.to_string()))?;
+            let tok = rt
+                .block_on(batchbench_core::tokens::load(&tokenizer_model))
+                .map_err(|e| ("tokenizer", e.to_string()))?;
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+            let sim = rt
+                .block_on(batchbench_sim::Sim::start(cfg, tok, addr))
+                .map_err(|e| ("run", format!("cannot start the simulator: {e}")))?;
+            Ok((rt, sim))
+        });
+        match started {
+            Ok((rt, sim)) => Ok(Self {
+                url: sim.url(),
+                rt: Some(rt),
+                sim: Some(sim),
+            }),
+            Err((kind, m)) => Err(pyo3::exceptions::PyValueError::new_err((kind, m))),
+        }
+    }
+
+    /// Base URL (`http://127.0.0.1:PORT`).
+    #[getter]
+    fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    /// Counters (`requests`, tokens, cached tokens, faults), as JSON text.
+    fn stats(&self) -> String {
+        self.sim
+            .as_ref()
+            .map(|s| serde_json::to_string(&s.stats()).unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    /// The request log (with `record_requests` in the query), as JSON text.
+    fn requests(&self) -> String {
+        self.sim
+            .as_ref()
+            .map(|s| serde_json::to_string(&s.requests()).unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    /// Stops serving (idempotent).
+    fn stop(&mut self, py: Python<'_>) {
+        let (rt, sim) = (self.rt.take(), self.sim.take());
+        py.detach(move || {
+            if let (Some(rt), Some(sim)) = (rt, sim) {
+                rt.block_on(sim.stop());
+            }
+        });
+    }
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<Run>()?;
+    m.add_class::<Simulator>()?;
+    m.add_function(wrap_pyfunction!(start_cli, m)?)?;
+    m.add_function(wrap_pyfunction!(cli_flags, m)?)?;
+    m.add_function(wrap_pyfunction!(plugins, m)?)?;
+    m.add_function(wrap_pyfunction!(start_benchmark, m)?)?;
+    m.add_function(wrap_pyfunction!(generate_requests, m)?)?;
+    m.add_function(wrap_pyfunction!(count_tokens, m)?)?;
+    Ok(())
+}

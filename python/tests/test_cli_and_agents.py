@@ -1,0 +1,127 @@
+"""The console scripts and run_agent."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import batchbench
+
+SCRIPTS = Path(sys.executable).parent
+
+
+@pytest.mark.parametrize("program", ["batchbench", "batchbench-agent"])
+def test_help_from_the_console_scripts_matches_the_binaries(program, bin_dir):
+    script = subprocess.run([str(SCRIPTS / program), "--help"], capture_output=True, text=True)
+    native = subprocess.run([str(bin_dir / program), "--help"], capture_output=True, text=True)
+    assert script.returncode == native.returncode == 0
+    assert script.stdout == native.stdout
+    assert "Usage: " + program in script.stdout
+
+
+def test_bad_flags_exit_2_like_the_binary(bin_dir):
+    script = subprocess.run([str(SCRIPTS / "batchbench"), "--users", "0"], capture_output=True, text=True)
+    native = subprocess.run([str(bin_dir / "batchbench"), "--users", "0"], capture_output=True, text=True)
+    assert script.returncode == native.returncode == 2
+    assert script.stderr == native.stderr
+
+
+def test_a_run_through_the_console_script(qwen, tmp_path):
+    out = tmp_path / "summary.json"
+    p = subprocess.run(
+        [
+            str(SCRIPTS / "batchbench"),
+            "--host", "sim://",
+            "--tokenizer-model", qwen,
+            "--users", "2", "--requests-per-user", "2",
+            "--input-tokens", "32", "--output-tokens", "4",
+            "--summary-json", str(out), "-q",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "batchbench summary" in p.stdout
+    assert json.loads(out.read_text())["summary"]["successful_requests"] == 4
+
+
+def test_ctrl_c_prints_a_partial_summary_and_exits_130(qwen):
+    p = subprocess.Popen(
+        [
+            str(SCRIPTS / "batchbench"),
+            "--host", "sim://?decode-ms-per-token=20",
+            "--tokenizer-model", qwen,
+            "--users", "2", "--requests-per-user", "100",
+            "--input-tokens", "16", "--output-tokens", "50", "-q",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(2.0)
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=30)
+    assert p.returncode == 130, stderr
+    assert "interrupted" in stderr
+    assert "batchbench summary" in stdout
+    assert "Traceback" not in stderr
+
+
+def test_python_dash_m_runs_the_cli():
+    p = subprocess.run([sys.executable, "-m", "batchbench", "--version"], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.startswith("batchbench ")
+
+
+def test_run_agent_with_keyword_options(sim, qwen):
+    result = batchbench.run_agent(
+        host=sim.url,
+        tokenizer_model=qwen,
+        agents=2,
+        tool_invocations=3,
+        input_tokens=64,
+        output_tokens=8,
+        environment_tokens=16,
+        tool_call_latency_ms=0,
+        seed=4,
+    )
+    assert result["exit_code"] == 0
+    assert result["summary"]["successful_requests"] == 6 == sim.stats()["requests"]
+    records = result["records"]
+    assert len(records) == 6
+    # Later turns resend the conversation: the simulator's cache reports it.
+    later = [r for r in records if r["request_index"] > 0]
+    assert all(r["server_cached_tokens"] > 0 for r in later)
+    assert result["run"]["config"]["agents"] == 2
+
+
+def test_run_agent_replays_a_manifest_from_a_dict(sim, qwen):
+    manifest = Path(__file__).resolve().parents[2] / "examples" / "trajectory-replay" / "plans-v2.jsonl"
+    result = batchbench.run_agent(
+        {"host": sim.url, "tokenizer_model": qwen, "agent_plans_jsonl": manifest, "time_scale": 50}
+    )
+    assert result["exit_code"] == 0
+    assert result["summary"]["failed_requests"] == 0
+    assert len(result["records"]) == result["summary"]["total_requests"] == sim.stats()["requests"]
+    assert len(result["run"]["workload"]["manifest_sha256"]) == 64
+
+
+def test_run_agent_rejects_unknown_and_mistyped_options(qwen):
+    with pytest.raises(ValueError, match="unknown batchbench-agent option 'agentz'"):
+        batchbench.run_agent(agentz=2)
+    with pytest.raises(ValueError, match="'ignore_eos' is a switch"):
+        batchbench.run_agent(ignore_eos="yes")
+    with pytest.raises(batchbench.ConfigurationError, match="exit code 2"):
+        batchbench.run_agent(host="sim://", tokenizer_model=qwen, agents=0)
+
+
+def test_plugins_lists_the_builtins():
+    names = {(p["kind"], p["name"]) for p in batchbench.plugins()}
+    assert ("workload", "request_bodies") in names
+    assert ("reporter", "requests_jsonl") in names

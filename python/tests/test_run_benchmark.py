@@ -1,0 +1,218 @@
+"""run_benchmark against the built-in simulator."""
+
+from __future__ import annotations
+
+import _thread
+import threading
+import time
+
+import pytest
+
+import batchbench
+
+REPORT_KEYS = {
+    "total_requests",
+    "successful_requests",
+    "failed_requests",
+    "total_prompt_tokens",
+    "total_completion_tokens",
+    "total_duration_seconds",
+    "requests_per_second",
+    "prompt_tokens_per_second",
+    "completion_tokens_per_second",
+    "latency_p50_ms",
+    "latency_p90_ms",
+    "latency_p99_ms",
+    "failures",
+    "records",
+    "interrupted",
+}
+
+
+def body(text: str = "ping", max_tokens: int = 8) -> dict:
+    return {"model": "m", "messages": [{"role": "user", "content": text}], "max_tokens": max_tokens}
+
+
+def test_report_keys_and_counts_match_the_simulator(sim):
+    entries = [batchbench.request_entry(body(f"q{i}"), line_idx=i) for i in range(6)]
+    report = batchbench.run_benchmark(
+        {
+            "endpoint": sim.endpoint,
+            "user_count": 3,
+            "mode": batchbench.finite_mode(requests_per_user=2),
+            "requests": entries,
+            "seed": 1,
+        }
+    )
+    assert REPORT_KEYS <= set(report)
+    assert report["total_requests"] == 6 == sim.stats()["requests"]
+    assert report["successful_requests"] == 6 and report["failed_requests"] == 0
+    assert report["failures"] == []
+    assert report["latency_p99_ms"] > 0 and report["requests_per_second"] > 0
+    assert report["total_prompt_tokens"] == sum(r["prompt_tokens"] for r in sim.requests())
+    # Request m of user n uses entry m * user_count + n.
+    records = sorted(report["records"], key=lambda r: (r["agent_id"], r["request_index"]))
+    assert len(records) == 6
+    assert [(r["agent_id"], r["request_index"]) for r in records] == [
+        (0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)
+    ]
+    # The body's max_tokens stands: the simulator answered at most 8 tokens.
+    assert all(0 < r["completion_tokens"] <= 8 for r in records)
+
+
+def test_headers_and_output_lognorm_reach_the_server(sim):
+    report = batchbench.run_benchmark(
+        {
+            "endpoint": sim.endpoint,
+            "user_count": 2,
+            "mode": batchbench.finite_mode(3),
+            "request_body": batchbench.request_entry(body()),
+            "headers": {"X-SMG-Routing-Key": "team-a"},
+            "output_lognorm": {"median": 20, "sigma": 0.4, "max": 40},
+            "seed": 9,
+        }
+    )
+    assert report["successful_requests"] == 6
+    log = sim.requests()
+    assert {e["routing_key"] for e in log} == {"team-a"}
+    # min == max tokens sampled per request: the simulator answers exactly that.
+    lengths = [e["completion_tokens"] for e in log]
+    assert all(1 <= n <= 40 for n in lengths) and len(set(lengths)) > 1
+
+
+def test_retries_and_retry_delay_are_used(qwen):
+    with batchbench.Simulator(qwen, fault_rate=1.0, fault_status=503) as s:
+        t = time.monotonic()
+        report = batchbench.run_benchmark(
+            {
+                "endpoint": s.endpoint,
+                "user_count": 1,
+                "mode": batchbench.finite_mode(1),
+                "request_body": batchbench.request_entry(body()),
+                "max_retries": 3,
+                "retry_delay_ms": 100,
+            }
+        )
+        elapsed = time.monotonic() - t
+        assert s.stats()["requests"] == 4  # the first attempt and three retries
+    assert report["failed_requests"] == 1
+    assert report["retries"] == 3
+    assert report["failures_by_kind"] == {"http_503": 1}
+    assert report["failures"][0]["kind"] == "http_503"
+    # Exponential backoff from 100 ms: at least 100 + 200 + 400 ms of waiting.
+    assert elapsed >= 0.7
+
+
+def test_long_running_mode_runs_for_the_duration_recycling_requests(sim):
+    report = batchbench.run_benchmark(
+        {
+            "endpoint": sim.endpoint,
+            "user_count": 2,
+            "mode": batchbench.long_running_mode(duration_secs=1.0),
+            "request_body": batchbench.request_entry(body()),
+        }
+    )
+    assert report["total_duration_seconds"] >= 1.0
+    assert report["total_requests"] > 2 * 5  # recycled, many times over
+    assert report["total_requests"] == sim.stats()["requests"]
+    assert report["run"]["mode"] == "long_running"
+
+
+def test_keyboard_interrupt_cancels_and_returns_the_partial_report(qwen):
+    with batchbench.Simulator(qwen, decode_ms_per_token=20) as s:
+        timer = threading.Timer(0.8, _thread.interrupt_main)
+        timer.start()
+        t = time.monotonic()
+        report = batchbench.run_benchmark(
+            {
+                "endpoint": s.endpoint,
+                "user_count": 2,
+                "mode": batchbench.long_running_mode(duration_secs=60),
+                "request_body": batchbench.request_entry(body(max_tokens=50)),
+            }
+        )
+        timer.join()
+    assert time.monotonic() - t < 10
+    assert report["interrupted"] is True
+    assert report["total_requests"] >= 1
+
+
+def test_two_runs_in_one_process_share_nothing(sim):
+    def run(users: int, n: int) -> dict:
+        return batchbench.run_benchmark(
+            {
+                "endpoint": sim.endpoint,
+                "user_count": users,
+                "mode": batchbench.finite_mode(n),
+                "request_body": batchbench.request_entry(body()),
+            }
+        )
+
+    a, b = run(2, 2), run(1, 3)
+    assert (a["total_requests"], b["total_requests"]) == (4, 3)
+    assert {r["agent_id"] for r in b["records"]} == {0}
+    assert a["run"]["user_count"] == 2 and b["run"]["user_count"] == 1
+
+
+def test_unreachable_endpoint_is_counted_as_connect_failures():
+    report = batchbench.run_benchmark(
+        {
+            "endpoint": "http://127.0.0.1:9/v1/chat/completions",
+            "user_count": 1,
+            "mode": batchbench.finite_mode(2),
+            "request_body": batchbench.request_entry(body()),
+            "max_retries": 0,
+            "request_timeout_secs": 2,
+        }
+    )
+    assert report["failed_requests"] == 2
+    assert report["failures_by_kind"] == {"connect": 2}
+
+
+@pytest.mark.parametrize(
+    "config, words",
+    [
+        ({"bogus": 1}, ["unknown config key 'bogus'"]),
+        ({"user_count": -1}, ["'user_count'", ">= 1", "-1"]),
+        ({"mode": None}, ["'mode' is required"]),
+        ({"user_count": "4"}, ["'user_count'", "int", "str"]),
+        ({"user_count": True}, ["'user_count'", "int", "bool"]),
+        ({"mode": {"kind": "forever"}}, ["'mode'", "finite_mode"]),
+        ({"request_timeout_secs": 0}, ["'request_timeout_secs'", "positive"]),
+        ({"headers": {"X": 1}}, ["'headers'", "str"]),
+        ({"requests": [{"nope": 1}]}, ["'requests'[0]", "request_entry"]),
+        ({"output_lognorm": {"median": 5}}, ["'sigma' is required"]),
+    ],
+)
+def test_bad_configs_raise_value_errors_naming_the_key(config, words):
+    base = {
+        "endpoint": "http://127.0.0.1:9/v1/chat/completions",
+        "user_count": 1,
+        "mode": batchbench.finite_mode(1),
+        "request_body": batchbench.request_entry(body()),
+        "dry_run": True,
+    }
+    base.update(config)
+    base = {k: v for k, v in base.items() if v is not None}
+    with pytest.raises(ValueError) as e:
+        batchbench.run_benchmark(base)
+    assert isinstance(e.value, batchbench.ConfigurationError)
+    assert isinstance(e.value, batchbench.BatchbenchError)
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_mode_helpers_validate():
+    with pytest.raises(ValueError, match="requests_per_user"):
+        batchbench.finite_mode(0)
+    with pytest.raises(ValueError, match="duration_secs"):
+        batchbench.long_running_mode(-1)
+    with pytest.raises(ValueError, match="messages"):
+        batchbench.request_entry({"model": "m"})
+
+
+def test_a_missing_tokenizer_is_a_tokenizer_error(tmp_path):
+    with pytest.raises(batchbench.TokenizerError, match="cannot load tokenizer"):
+        batchbench.generate_requests(
+            {"count": 1, "target_tokens": 8, "tokenizer_model": str(tmp_path / "missing.json")}
+        )
