@@ -3,9 +3,9 @@
 //! The boundary is deliberately narrow: configurations come in and reports go out
 //! as JSON text, validated on both sides (the Python layer names bad keys; serde
 //! rejects anything else). Runs execute on their own thread with their own runtime,
-//! so no state is shared between two runs in one process; [`Run::wait`] releases
-//! the GIL while it waits, and [`Run::cancel`] is how a `KeyboardInterrupt` reaches
-//! the engine.
+//! so no state is shared between two runs in one process; `Run.wait` releases the
+//! GIL while it waits, and `Run.cancel` is how a `KeyboardInterrupt` reaches the
+//! engine.
 
 use batchbench_core::dist::{LengthDist, LogNormalFlags, lognormal_from_flags};
 use batchbench_core::engine::{Engine, EngineOptions};
