@@ -125,3 +125,39 @@ def test_plugins_lists_the_builtins():
     names = {(p["kind"], p["name"]) for p in batchbench.plugins()}
     assert ("workload", "request_bodies") in names
     assert ("reporter", "requests_jsonl") in names
+
+
+def test_python_dash_m_export_plans_re_exports_a_rows_file(tmp_path):
+    # Two requests of one session, as `--dump-rows-jsonl` writes them.
+    def row(ts, corr, chain, roles, tokens):
+        return {
+            "ts": ts, "instance_id": "aaaaaaaa-0000-4000-8000-000000000001", "correlation_id": corr,
+            "principal_id": "11111111-1111-4111-8111-111111111111", "model": "m",
+            "chain": chain, "block_roles": roles, "block_tokens": tokens,
+            "prompt_tokens": sum(tokens) + 9, "completion_tokens": 12, "stream": True,
+            "max_tokens": 64, "finish_reason": "stop", "served_by": "b", "request_origin": "api",
+            "user_id": "u", "api_key_id": "k", "duration_ms": 1000, "duration_to_first_byte_ms": 100,
+        }
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        json.dumps(row("2026-09-01T09:00:00.000Z", 1, ["aa", "bb"], ["system", "user"], [50, 10])) + "\n"
+        + json.dumps(row("2026-09-01 09:00:30.000", 2, ["aa", "bb", "cc", "dd"],
+                         ["system", "user", "assistant", "tool"], [50, 10, 12, 20])) + "\n"
+    )
+    out = tmp_path / "plans.jsonl"
+    p = subprocess.run(
+        [sys.executable, "-m", "batchbench.export_plans", "--start", "2026-09-01T09:00:00Z",
+         "--end", "2026-09-01T10:00:00Z", "--rows-jsonl", str(rows), "--output", str(out)],
+        capture_output=True, text=True,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "trajectories: 1" in p.stderr
+    plan = json.loads(out.read_text())
+    assert plan["trajectory_id"] == "bb-0"
+    assert plan["requests"][1]["blocks"][2]["live"] is True
+    assert plan["requests"][0]["delay_after_ms"] == 29_000
+    # Bad flags: exit 2, like the command line.
+    p = subprocess.run([sys.executable, "-m", "batchbench.export_plans", "--start", "x"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2

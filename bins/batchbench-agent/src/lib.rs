@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+use batchbench_clickhouse as _;
 use batchbench_plugins as _;
 
 const LONG_ABOUT: &str = "\
@@ -79,6 +80,24 @@ pub struct Cli {
     /// of sampling a synthetic workload.
     #[arg(long, value_name = "PATH", help_heading = "Replay")]
     pub agent_plans_jsonl: Option<PathBuf>,
+    /// Replay the trajectories of a registered workload plugin instead (for example
+    /// clickhouse: sessions reconstructed from the warehouse); see `batchbench plugins`.
+    #[arg(
+        long,
+        value_name = "NAME",
+        help_heading = "Replay",
+        conflicts_with = "agent_plans_jsonl"
+    )]
+    pub workload: Option<String>,
+    /// The --workload plugin's config, a JSON object (open-loop admission adds
+    /// "order_by_start": true unless the object sets it).
+    #[arg(
+        long,
+        value_name = "JSON",
+        help_heading = "Replay",
+        requires = "workload"
+    )]
+    pub workload_config: Option<String>,
     /// closed-loop: manifest order into --max-active-agents slots, offsets ignored;
     /// open-loop: each trajectory at its start_after_ms / --time-scale.
     #[arg(
@@ -310,7 +329,12 @@ fn check_mode(c: &Cli) -> Result<(), Failure> {
             c.time_scale
         )));
     }
-    if c.agent_plans_jsonl.is_some() {
+    if c.agent_plans_jsonl.is_some() || c.workload.is_some() {
+        let what = if c.workload.is_some() {
+            "--workload"
+        } else {
+            "--agent-plans-jsonl"
+        };
         let synthetic = [
             ("--agents", c.agents.is_some()),
             ("--input-tokens", c.input_tokens.is_some()),
@@ -324,7 +348,7 @@ fn check_mode(c: &Cli) -> Result<(), Failure> {
         .or_else(|| c.lognorm.first_given());
         if let Some(flag) = synthetic {
             return Err(bad(format!(
-                "--agent-plans-jsonl replays the manifest's shapes and cannot be combined with {flag}"
+                "{what} replays recorded shapes and cannot be combined with {flag}"
             )));
         }
         return Ok(());
@@ -540,8 +564,24 @@ fn agents(c: Cli, cancel: Option<CancellationToken>) -> Result<i32, Failure> {
         let t = t.clone();
         rt.spawn(async move { t.load_tokenizer().await })
     });
-    let (mut source, workload_cfg, latency) = match &c.agent_plans_jsonl {
-        Some(path) => {
+    let (mut source, workload_cfg, latency) = match (&c.agent_plans_jsonl, &c.workload) {
+        (None, Some(name)) => {
+            let mut cfg: serde_json::Value =
+                serde_json::from_str(c.workload_config.as_deref().unwrap_or("{}")).map_err(
+                    |e| Failure::bad_input(anyhow::anyhow!("--workload-config is not JSON: {e}")),
+                )?;
+            let serde_json::Value::Object(m) = &mut cfg else {
+                return Err(Failure::bad_input(anyhow::anyhow!(
+                    "--workload-config must be a JSON object"
+                )));
+            };
+            if open {
+                m.entry("order_by_start").or_insert(json!(true));
+            }
+            let source = registry::workload(name, &cfg, &ctx).map_err(common::plugin_failure)?;
+            (source, cfg, None)
+        }
+        (Some(path), _) => {
             let cfg = json!({
                 "path": path,
                 "order_by_start": open,
@@ -552,7 +592,7 @@ fn agents(c: Cli, cancel: Option<CancellationToken>) -> Result<i32, Failure> {
                 registry::workload("replay_jsonl", &cfg, &ctx).map_err(common::plugin_failure)?;
             (source, cfg, None)
         }
-        None => {
+        (None, None) => {
             let shape = validate(&c)?;
             let cfg = json!({
                 "agents": c.agents.unwrap_or(1),

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 // The built-in plugins register themselves; naming the crate keeps them linked.
+use batchbench_clickhouse as _;
 use batchbench_plugins as _;
 
 const LONG_ABOUT: &str = "\
@@ -56,6 +57,15 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Turn a window of ClickHouse prompt-chain records into a version-2 replay
+    /// manifest (CLICKHOUSE_URL, or --rows-jsonl to re-export offline).
+    ///
+    /// Sessions are reconstructed from the chains: within a principal a request
+    /// continues the latest earlier request (within --link-window-hours) whose chain
+    /// is a strict prefix of its own. The manifest is written only once it validates
+    /// as a replay manifest. Exit codes: 0 written, 1 export failed (no file), 2 bad
+    /// flags.
+    ExportPlans(Box<batchbench_clickhouse::ExportArgs>),
 }
 
 /// The flags of a benchmark run.
@@ -163,6 +173,7 @@ where
     };
     match cli.command {
         Some(Command::Plugins { json }) => plugins(json),
+        Some(Command::ExportPlans(a)) => export_plans(&a),
         None => match bench(cli.bench, cancel) {
             Ok(code) => code,
             Err(f) => {
@@ -170,6 +181,34 @@ where
                 f.code
             }
         },
+    }
+}
+
+fn export_plans(a: &batchbench_clickhouse::ExportArgs) -> i32 {
+    use batchbench_clickhouse::ExportError;
+    let Some(output) = a.output.as_deref() else {
+        eprintln!("batchbench export-plans: --output PATH is required");
+        return common::EXIT_BAD_INPUT;
+    };
+    match batchbench_clickhouse::export(a, output) {
+        Ok(stats) => {
+            eprintln!("{}", stats.report());
+            eprintln!(
+                "wrote {} trajectories ({} requests) to {}",
+                stats.trajectories,
+                stats.requests,
+                output.display()
+            );
+            common::EXIT_OK
+        }
+        Err(ExportError::BadInput(m)) => {
+            eprintln!("batchbench export-plans: {m}");
+            common::EXIT_BAD_INPUT
+        }
+        Err(ExportError::Failed(m)) => {
+            eprintln!("batchbench export-plans: {m}");
+            common::EXIT_FAILED
+        }
     }
 }
 

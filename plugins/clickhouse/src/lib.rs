@@ -1,0 +1,378 @@
+//! ClickHouse: `batchbench export-plans` (a window of prompt-chain records into a
+//! version-2 replay manifest) and the `clickhouse` workload source (the same
+//! reconstruction, replayed straight from the warehouse).
+//!
+//! Rows come from ClickHouse through the official `clickhouse` crate ([`fetch`]) or
+//! from a rows file (`--rows-jsonl`, [`rows`]); [`reconstruct`] applies the session
+//! rules; the manifest is validated by the replay loader before it is renamed into
+//! place, so a failed export never leaves a file.
+
+pub mod fetch;
+pub mod reconstruct;
+pub mod rows;
+
+use batchbench_core::plan::Trajectory;
+use batchbench_core::plugin::{PluginError, WorkloadInfo, WorkloadSource};
+use batchbench_core::registry::BuildContext;
+use batchbench_plugins::replay::{Replay, ReplayConfig};
+use batchbench_plugins::timefmt;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The flags of `batchbench export-plans`.
+#[derive(Debug, Clone, clap::Args, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportArgs {
+    /// Window start (RFC 3339, inclusive).
+    #[arg(long)]
+    pub start: String,
+    /// Window end (RFC 3339, exclusive).
+    #[arg(long)]
+    pub end: String,
+    /// The manifest to write (replaced only once the export validates).
+    #[arg(long, value_name = "PATH", required = true)]
+    #[serde(default)]
+    pub output: Option<PathBuf>,
+    /// Keep only this model alias.
+    #[arg(long)]
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Keep only this principal (UUID).
+    #[arg(long)]
+    #[serde(default)]
+    pub principal_id: Option<String>,
+    /// Keep only requests served by this backend.
+    #[arg(long)]
+    #[serde(default)]
+    pub served_by: Option<String>,
+    /// Fraction of trajectories kept (deterministic, seeded).
+    #[arg(long, default_value_t = 1.0)]
+    #[serde(default = "one")]
+    pub sample: f64,
+    /// Sampling seed.
+    #[arg(long, default_value_t = 0)]
+    #[serde(default)]
+    pub seed: u64,
+    /// Sample within power-of-two session-length buckets.
+    #[arg(long)]
+    #[serde(default)]
+    pub stratify_by_session_length: bool,
+    /// Divides start offsets and delays.
+    #[arg(long, default_value_t = 1.0)]
+    #[serde(default = "one")]
+    pub time_scale: f64,
+    /// How far back a request's parent may lie, in hours.
+    #[arg(long, default_value_t = 24.0)]
+    #[serde(default = "day")]
+    pub link_window_hours: f64,
+    /// The chains table or view.
+    #[arg(long, default_value = "clay.prompt_chains_current")]
+    #[serde(default = "chains")]
+    pub chains_table: String,
+    /// Read the base table `clay.prompt_chains` with FINAL instead of the view.
+    #[arg(long)]
+    #[serde(default)]
+    pub chains_final: bool,
+    /// The analytics table.
+    #[arg(long, default_value = "clay.http_analytics")]
+    #[serde(default = "analytics")]
+    pub analytics_table: String,
+    /// The analytics column that bounds its side of the join.
+    #[arg(long, default_value = "timestamp")]
+    #[serde(default = "ts_column")]
+    pub analytics_ts_column: String,
+    /// Also save the fetched rows (to re-export offline with --rows-jsonl).
+    #[arg(long, value_name = "PATH")]
+    #[serde(default)]
+    pub dump_rows_jsonl: Option<PathBuf>,
+    /// Re-export from a rows file instead of ClickHouse.
+    #[arg(long, value_name = "PATH")]
+    #[serde(default)]
+    pub rows_jsonl: Option<PathBuf>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+fn day() -> f64 {
+    24.0
+}
+fn chains() -> String {
+    "clay.prompt_chains_current".into()
+}
+fn analytics() -> String {
+    "clay.http_analytics".into()
+}
+fn ts_column() -> String {
+    "timestamp".into()
+}
+
+/// Why an export failed: bad flags (exit 2) or a failed export (exit 1).
+#[derive(Debug)]
+pub enum ExportError {
+    /// A flag is wrong; nothing was read.
+    BadInput(String),
+    /// The export could not complete; no file was written.
+    Failed(String),
+}
+
+impl std::fmt::Display for ExportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::BadInput(m) | Self::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Validated options plus the manifest lines.
+fn options(a: &ExportArgs) -> Result<reconstruct::Options, ExportError> {
+    let bad = |m: String| ExportError::BadInput(m);
+    let start = timefmt::parse_ms(&a.start).map_err(|e| bad(format!("--start: {e}")))?;
+    let end = timefmt::parse_ms(&a.end).map_err(|e| bad(format!("--end: {e}")))?;
+    if end <= start {
+        return Err(ExportError::Failed(format!(
+            "--end ({}) must be after --start ({})",
+            a.end, a.start
+        )));
+    }
+    if !(a.sample.is_finite() && (0.0..=1.0).contains(&a.sample)) {
+        return Err(bad(format!(
+            "--sample must be a fraction between 0 and 1, got {}",
+            a.sample
+        )));
+    }
+    if !(a.time_scale.is_finite() && a.time_scale > 0.0) {
+        return Err(bad(format!(
+            "--time-scale must be a positive number, got {}",
+            a.time_scale
+        )));
+    }
+    if !(a.link_window_hours.is_finite() && a.link_window_hours >= 0.0) {
+        return Err(bad(format!(
+            "--link-window-hours must be a number >= 0, got {}",
+            a.link_window_hours
+        )));
+    }
+    for (flag, name) in [
+        ("--chains-table", &a.chains_table),
+        ("--analytics-table", &a.analytics_table),
+        ("--analytics-ts-column", &a.analytics_ts_column),
+    ] {
+        fetch::identifier(flag, name).map_err(bad)?;
+    }
+    Ok(reconstruct::Options {
+        start_ms: start,
+        end_ms: end,
+        link_window_ms: (a.link_window_hours * 3_600_000.0).round() as i64,
+        time_scale: a.time_scale,
+        model: a.model.clone(),
+        principal_id: a.principal_id.clone(),
+        served_by: a.served_by.clone(),
+        sample: a.sample,
+        seed: a.seed,
+        stratify: a.stratify_by_session_length,
+    })
+}
+
+/// Reads the rows: the rows file, or ClickHouse (saving them when asked).
+fn load_rows(a: &ExportArgs, o: &reconstruct::Options) -> Result<Vec<rows::Row>, ExportError> {
+    if let Some(p) = &a.rows_jsonl {
+        return rows::read_jsonl(p).map_err(ExportError::Failed);
+    }
+    let conn = fetch::Connection::from_env().map_err(ExportError::BadInput)?;
+    let src = fetch::Source {
+        // --chains-final reads the base table under the default view.
+        chains_table: if a.chains_final && a.chains_table == chains() {
+            "clay.prompt_chains".into()
+        } else {
+            a.chains_table.clone()
+        },
+        chains_final: a.chains_final,
+        analytics_table: a.analytics_table.clone(),
+        analytics_ts_column: a.analytics_ts_column.clone(),
+    };
+    let filters = fetch::Filters {
+        model: a.model.clone(),
+        principal_id: a.principal_id.clone(),
+        served_by: a.served_by.clone(),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ExportError::Failed(e.to_string()))?;
+    let rows = rt
+        .block_on(fetch::fetch(
+            &conn,
+            &src,
+            &filters,
+            o.start_ms,
+            o.end_ms,
+            o.link_window_ms,
+        ))
+        .map_err(ExportError::Failed)?;
+    if let Some(p) = &a.dump_rows_jsonl {
+        write_atomically(p, |f| rows::write_jsonl(&rows, f))
+            .map_err(|e| ExportError::Failed(format!("{}: {e}", p.display())))?;
+    }
+    Ok(rows)
+}
+
+/// Writes `path` through a temporary file in its directory, renamed into place.
+fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let tmp = temp_path(path);
+    let result = (|| {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        write(&mut f)?;
+        f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn temp_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map_or_else(|| "manifest".into(), |n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!(".{name}.partial-{}", std::process::id()))
+}
+
+/// The export, start to end: rows, reconstruction, validation, the manifest.
+/// Returns the summary; writes `output` only when everything succeeded.
+pub fn export(a: &ExportArgs, output: &Path) -> Result<reconstruct::Stats, ExportError> {
+    let o = options(a)?;
+    let rows = load_rows(a, &o)?;
+    let (lines, stats) = reconstruct::reconstruct(rows, &o).map_err(ExportError::BadInput)?;
+    if lines.is_empty() {
+        return Err(ExportError::Failed(format!(
+            "the export holds no trajectories (window {} .. {}); nothing was written\n{}",
+            a.start,
+            a.end,
+            stats.report()
+        )));
+    }
+    // Validate with the replay loader's own rules before the file exists.
+    let tmp = temp_path(output);
+    let written = (|| -> std::io::Result<()> {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        for l in &lines {
+            serde_json::to_writer(&mut f, l)?;
+            f.write_all(b"\n")?;
+        }
+        f.into_inner().map_err(|e| e.into_error())?.sync_all()
+    })();
+    let checked = written
+        .map_err(|e| format!("{}: {e}", output.display()))
+        .and_then(|()| {
+            batchbench_plugins::replay::load(&ReplayConfig {
+                path: tmp.clone(),
+                order_by_start: false,
+                initial_overhead_tokens: 0,
+                turn_overhead_tokens: 0,
+            })
+            .map(|_| ())
+            .map_err(|e| format!("the export does not validate as a replay manifest: {e}"))
+        })
+        .and_then(|()| {
+            std::fs::rename(&tmp, output).map_err(|e| format!("{}: {e}", output.display()))
+        });
+    if let Err(e) = checked {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(ExportError::Failed(e));
+    }
+    Ok(stats)
+}
+
+/// The `clickhouse` workload: the export's reconstruction, replayed directly.
+/// Config: the export flags (snake_case), without `output`; `order_by_start` for
+/// open-loop admission.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadConfig {
+    /// The export's options.
+    #[serde(flatten)]
+    pub export: ExportArgs,
+    /// Yield trajectories by start offset (open-loop admission).
+    #[serde(default)]
+    pub order_by_start: bool,
+}
+
+/// Replays a warehouse window without an intermediate file of the user's.
+#[derive(Debug)]
+pub struct ClickHouseWorkload {
+    inner: Replay,
+    _dir: tempdir::Dir,
+}
+
+mod tempdir {
+    /// A private directory removed on drop.
+    #[derive(Debug)]
+    pub struct Dir(pub std::path::PathBuf);
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl ClickHouseWorkload {
+    /// Exports into a private temporary manifest and loads it.
+    pub fn new(cfg: WorkloadConfig, ctx: &BuildContext) -> Result<Self, PluginError> {
+        let dir = std::env::temp_dir().join(format!(
+            "batchbench-clickhouse-{}-{}",
+            std::process::id(),
+            ctx.seed
+        ));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| PluginError::Plan(format!("{}: {e}", dir.display())))?;
+        let dir = tempdir::Dir(dir);
+        let path = dir.0.join("plans.jsonl");
+        let stats = export(&cfg.export, &path).map_err(|e| PluginError::Plan(e.to_string()))?;
+        eprintln!("{}", stats.report());
+        let inner = Replay::new(
+            ReplayConfig {
+                path,
+                order_by_start: cfg.order_by_start,
+                initial_overhead_tokens: 0,
+                turn_overhead_tokens: 0,
+            },
+            ctx,
+        )?;
+        Ok(Self { inner, _dir: dir })
+    }
+}
+
+impl WorkloadSource for ClickHouseWorkload {
+    fn info(&self) -> WorkloadInfo {
+        WorkloadInfo {
+            mode: "clickhouse".into(),
+            ..self.inner.info()
+        }
+    }
+
+    fn next_trajectory(&mut self) -> Option<Result<Trajectory, PluginError>> {
+        self.inner.next_trajectory()
+    }
+
+    fn final_info(&mut self) -> WorkloadInfo {
+        WorkloadInfo {
+            mode: "clickhouse".into(),
+            ..self.inner.final_info()
+        }
+    }
+}
+
+batchbench_core::register_workload! {
+    name: "clickhouse",
+    description: "sessions reconstructed from a ClickHouse prompt-chain window (CLICKHOUSE_URL), replayed directly",
+    example: r#"{"start": "2026-09-01T09:00:00Z", "end": "2026-09-01T10:00:00Z", "model": "vendor/model-a", "sample": 0.1, "seed": 7}"#,
+    config: WorkloadConfig,
+    build: ClickHouseWorkload::new,
+}
