@@ -264,15 +264,14 @@ pub fn query(src: &Source, f: &Filters) -> Result<String, String> {
     ))
 }
 
-/// Streams the window's rows (from one link window before `start`).
+/// Streams the window's rows (from one link window before `start`) to `on_row`.
 pub async fn fetch(
     conn: &Connection,
     src: &Source,
     f: &Filters,
-    start_ms: i64,
-    end_ms: i64,
-    link_window_ms: i64,
-) -> Result<Vec<Row>, String> {
+    (start_ms, end_ms, link_window_ms): (i64, i64, i64),
+    mut on_row: impl FnMut(Row) -> Result<(), String>,
+) -> Result<(), String> {
     let sql = query(src, f)?;
     let lo = start_ms - link_window_ms;
     let mut q = conn
@@ -294,9 +293,8 @@ pub async fn fetch(
     let fail =
         |e: clickhouse::error::Error| conn.redact(&format!("ClickHouse at {}: {e}", conn.url()));
     let mut cursor = q.fetch::<Wire>().map_err(fail)?;
-    let mut rows = Vec::new();
     while let Some(w) = cursor.next().await.map_err(fail)? {
-        rows.push(Row {
+        on_row(Row {
             ts: w.ts_ms,
             instance_id: w.instance_id,
             correlation_id: w.correlation_id,
@@ -316,9 +314,9 @@ pub async fn fetch(
             api_key_id: w.api_key_id,
             duration_ms: w.duration_ms,
             duration_to_first_byte_ms: w.duration_to_first_byte_ms,
-        });
+        })?;
     }
-    Ok(rows)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -17,7 +17,6 @@ use batchbench_core::registry::BuildContext;
 use batchbench_plugins::replay::{Replay, ReplayConfig};
 use batchbench_plugins::timefmt;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The flags of `batchbench export-plans`.
@@ -175,10 +174,15 @@ fn options(a: &ExportArgs) -> Result<reconstruct::Options, ExportError> {
     })
 }
 
-/// Reads the rows: the rows file, or ClickHouse (saving them when asked).
-fn load_rows(a: &ExportArgs, o: &reconstruct::Options) -> Result<Vec<rows::Row>, ExportError> {
+/// Streams the rows into `builder`: from the rows file, or from ClickHouse (also
+/// saving them when asked).
+fn load_rows(
+    a: &ExportArgs,
+    o: &reconstruct::Options,
+    builder: &mut reconstruct::Builder,
+) -> Result<(), ExportError> {
     if let Some(p) = &a.rows_jsonl {
-        return rows::read_jsonl(p).map_err(ExportError::Failed);
+        return rows::for_each_jsonl(p, |r| builder.push(r)).map_err(ExportError::Failed);
     }
     let conn = fetch::Connection::from_env().map_err(ExportError::BadInput)?;
     let src = fetch::Source {
@@ -201,21 +205,25 @@ fn load_rows(a: &ExportArgs, o: &reconstruct::Options) -> Result<Vec<rows::Row>,
         .enable_all()
         .build()
         .map_err(|e| ExportError::Failed(e.to_string()))?;
-    let rows = rt
-        .block_on(fetch::fetch(
-            &conn,
-            &src,
-            &filters,
-            o.start_ms,
-            o.end_ms,
-            o.link_window_ms,
-        ))
-        .map_err(ExportError::Failed)?;
-    if let Some(p) = &a.dump_rows_jsonl {
-        write_atomically(p, |f| rows::write_jsonl(&rows, f))
-            .map_err(|e| ExportError::Failed(format!("{}: {e}", p.display())))?;
-    }
-    Ok(rows)
+    let window = (o.start_ms, o.end_ms, o.link_window_ms);
+    let Some(dump) = &a.dump_rows_jsonl else {
+        return rt
+            .block_on(fetch::fetch(&conn, &src, &filters, window, |r| {
+                builder.push(r);
+                Ok(())
+            }))
+            .map_err(ExportError::Failed);
+    };
+    let shown = dump.display().to_string();
+    write_atomically(dump, |f| {
+        rt.block_on(fetch::fetch(&conn, &src, &filters, window, |r| {
+            rows::write_line(&r, f).map_err(|e| format!("{shown}: {e}"))?;
+            builder.push(r);
+            Ok(())
+        }))
+        .map_err(std::io::Error::other)
+    })
+    .map_err(|e| ExportError::Failed(e.to_string()))
 }
 
 /// Writes `path` through a temporary file in its directory, renamed into place.
@@ -247,26 +255,27 @@ fn temp_path(path: &Path) -> PathBuf {
 /// Returns the summary; writes `output` only when everything succeeded.
 pub fn export(a: &ExportArgs, output: &Path) -> Result<reconstruct::Stats, ExportError> {
     let o = options(a)?;
-    let rows = load_rows(a, &o)?;
-    let (lines, stats) = reconstruct::reconstruct(rows, &o).map_err(ExportError::BadInput)?;
-    if lines.is_empty() {
+    let mut builder = reconstruct::Builder::new(&o).map_err(ExportError::BadInput)?;
+    load_rows(a, &o, &mut builder)?;
+    let mut plan = builder.finish();
+    if plan.is_empty() {
         return Err(ExportError::Failed(format!(
             "the export holds no trajectories (window {} .. {}); nothing was written\n{}",
             a.start,
             a.end,
-            stats.report()
+            plan.stats.report()
         )));
     }
     // Validate with the replay loader's own rules before the file exists.
     let tmp = temp_path(output);
     let written = (|| -> std::io::Result<()> {
-        let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        for l in &lines {
-            serde_json::to_writer(&mut f, l)?;
-            f.write_all(b"\n")?;
-        }
+        let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
+        plan.write(&mut f)?;
         f.into_inner().map_err(|e| e.into_error())?.sync_all()
     })();
+    let stats = plan.stats.clone();
+    // The rows are no longer needed: free them before the loader reads the file.
+    drop(plan);
     let checked = written
         .map_err(|e| format!("{}: {e}", output.display()))
         .and_then(|()| {

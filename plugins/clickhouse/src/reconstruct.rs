@@ -4,7 +4,6 @@
 use crate::rows::Row;
 use batchbench_core::plan::BlockRole;
 use serde::Serialize;
-use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
 
 /// What to export.
@@ -81,12 +80,45 @@ impl Stats {
     }
 }
 
-/// A usable row with its resolved counts.
+/// A usable row, compact: interned strings, resolved counts, only what the
+/// reconstruction and the manifest need.
 struct Usable {
-    row: Row,
+    ts: i64,
+    principal: u32,
+    instance: u32,
+    correlation_id: i64,
+    chain: Box<[u32]>,
+    roles: Box<[BlockRole]>,
+    tokens: Box<[u32]>,
     prompt: u32,
     completion: u32,
-    roles: Vec<BlockRole>,
+    stream: Option<bool>,
+    max_tokens: Option<i64>,
+    duration_ms: i64,
+}
+
+/// Strings kept once: chain hashes, principals, instances.
+#[derive(Default)]
+struct Interner {
+    ids: HashMap<std::sync::Arc<str>, u32>,
+    names: Vec<std::sync::Arc<str>>,
+}
+
+impl Interner {
+    fn id(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.ids.get(s) {
+            return i;
+        }
+        let i = self.names.len() as u32;
+        let a: std::sync::Arc<str> = std::sync::Arc::from(s);
+        self.names.push(a.clone());
+        self.ids.insert(a, i);
+        i
+    }
+
+    fn name(&self, i: u32) -> &str {
+        &self.names[i as usize]
+    }
 }
 
 fn role(s: &str) -> Option<BlockRole> {
@@ -94,7 +126,7 @@ fn role(s: &str) -> Option<BlockRole> {
 }
 
 /// Checks a row; `Err` is the drop reason.
-fn usable(row: Row) -> Result<Usable, &'static str> {
+fn usable(row: Row, names: &mut Interner) -> Result<Usable, &'static str> {
     let n = row.chain.len();
     if row.block_roles.len() != n || (!row.block_tokens.is_empty() && row.block_tokens.len() != n) {
         return Err("unequal_block_arrays");
@@ -102,7 +134,7 @@ fn usable(row: Row) -> Result<Usable, &'static str> {
     if n == 0 {
         return Err("empty_chain");
     }
-    let roles: Vec<BlockRole> = match row.block_roles.iter().map(|r| role(r)).collect() {
+    let roles: Box<[BlockRole]> = match row.block_roles.iter().map(|r| role(r)).collect() {
         Some(r) => r,
         None => return Err("unknown_block_role"),
     };
@@ -119,10 +151,18 @@ fn usable(row: Row) -> Result<Usable, &'static str> {
         _ => return Err("no_completion_tokens"),
     };
     Ok(Usable {
+        ts: row.ts,
+        principal: names.id(&row.principal_id),
+        instance: names.id(&row.instance_id),
+        correlation_id: row.correlation_id,
+        chain: row.chain.iter().map(|h| names.id(h)).collect(),
+        roles,
+        tokens: row.block_tokens.into_boxed_slice(),
         prompt: u32::try_from(prompt).unwrap_or(u32::MAX),
         completion: u32::try_from(completion).unwrap_or(u32::MAX),
-        roles,
-        row,
+        stream: row.stream,
+        max_tokens: row.max_tokens,
+        duration_ms: row.duration_ms.unwrap_or(0).max(0),
     })
 }
 
@@ -130,36 +170,54 @@ fn scaled(ms: i64, time_scale: f64) -> u64 {
     (ms.max(0) as f64 / time_scale).round() as u64
 }
 
-fn strictly_extends(prev: &[String], cur: &[String]) -> bool {
+fn strictly_extends(prev: &[u32], cur: &[u32]) -> bool {
     prev.len() < cur.len() && cur[..prev.len()] == *prev
 }
 
-/// One written trajectory before sampling.
+/// One trajectory to write: its id, offset and in-window requests.
 struct Out {
     id: String,
     start_after_ms: u64,
-    requests: usize,
-    line: Value,
+    pre_window: bool,
+    members: Vec<usize>,
 }
 
-/// Reconstructs, samples and orders the trajectories; returns manifest lines.
-pub fn reconstruct(rows: Vec<Row>, o: &Options) -> Result<(Vec<Value>, Stats), String> {
-    if !(o.sample.is_finite() && (0.0..=1.0).contains(&o.sample)) {
-        return Err(format!(
-            "--sample must be a fraction between 0 and 1, got {}",
-            o.sample
-        ));
+/// Collects rows one at a time (keeping only the compact form of usable ones),
+/// then reconstructs.
+pub struct Builder {
+    o: Options,
+    names: Interner,
+    kept: Vec<Usable>,
+    stats: Stats,
+}
+
+impl Builder {
+    /// Checks the options.
+    pub fn new(o: &Options) -> Result<Self, String> {
+        if !(o.sample.is_finite() && (0.0..=1.0).contains(&o.sample)) {
+            return Err(format!(
+                "--sample must be a fraction between 0 and 1, got {}",
+                o.sample
+            ));
+        }
+        if !(o.time_scale.is_finite() && o.time_scale > 0.0) {
+            return Err(format!(
+                "--time-scale must be a positive number, got {}",
+                o.time_scale
+            ));
+        }
+        Ok(Self {
+            o: o.clone(),
+            names: Interner::default(),
+            kept: Vec::new(),
+            stats: Stats::default(),
+        })
     }
-    if !(o.time_scale.is_finite() && o.time_scale > 0.0) {
-        return Err(format!(
-            "--time-scale must be a positive number, got {}",
-            o.time_scale
-        ));
-    }
-    let mut stats = Stats::default();
-    let mut kept: Vec<Usable> = Vec::with_capacity(rows.len());
-    for row in rows {
-        stats.rows_fetched += 1;
+
+    /// Takes one fetched row.
+    pub fn push(&mut self, row: Row) {
+        let o = &self.o;
+        self.stats.rows_fetched += 1;
         let outside = o.model.as_ref().is_some_and(|m| &row.model != m)
             || o.principal_id
                 .as_ref()
@@ -168,50 +226,79 @@ pub fn reconstruct(rows: Vec<Row>, o: &Options) -> Result<(Vec<Value>, Stats), S
                 .as_ref()
                 .is_some_and(|s| row.served_by.as_ref() != Some(s));
         if outside {
-            stats.rows_filtered_out += 1;
-            continue;
+            self.stats.rows_filtered_out += 1;
+            return;
         }
-        match usable(row) {
-            Ok(u) => kept.push(u),
-            Err(reason) => *stats.rows_dropped.entry(reason).or_default() += 1,
+        match usable(row, &mut self.names) {
+            Ok(u) => self.kept.push(u),
+            Err(reason) => *self.stats.rows_dropped.entry(reason).or_default() += 1,
         }
     }
 
+    /// Links, names, samples and orders the trajectories.
+    pub fn finish(self) -> Reconstruction {
+        link(self)
+    }
+}
+
+/// Reconstructs, samples and orders the trajectories of `rows`.
+pub fn reconstruct(rows: Vec<Row>, o: &Options) -> Result<Reconstruction, String> {
+    let mut b = Builder::new(o)?;
+    for r in rows {
+        b.push(r);
+    }
+    Ok(b.finish())
+}
+
+fn link(b: Builder) -> Reconstruction {
+    let Builder {
+        o,
+        names,
+        kept,
+        mut stats,
+    } = b;
+    let o = &o;
     // Link, per principal, in (ts, instance_id, correlation_id) order.
     let mut order: Vec<usize> = (0..kept.len()).collect();
     order.sort_by(|&a, &b| {
-        let (x, y) = (&kept[a].row, &kept[b].row);
-        (&x.principal_id, x.ts, &x.instance_id, x.correlation_id).cmp(&(
-            &y.principal_id,
-            y.ts,
-            &y.instance_id,
-            y.correlation_id,
-        ))
+        let (x, y) = (&kept[a], &kept[b]);
+        (
+            names.name(x.principal),
+            x.ts,
+            names.name(x.instance),
+            x.correlation_id,
+        )
+            .cmp(&(
+                names.name(y.principal),
+                y.ts,
+                names.name(y.instance),
+                y.correlation_id,
+            ))
     });
     let mut parent: Vec<Option<usize>> = vec![None; kept.len()];
     let mut root: Vec<usize> = (0..kept.len()).collect();
     let mut position: Vec<usize> = vec![0; kept.len()];
     let mut members: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    let mut last: HashMap<&str, usize> = HashMap::new();
-    let mut principal: Option<&str> = None;
+    let mut last: HashMap<u32, usize> = HashMap::new();
+    let mut principal: Option<u32> = None;
     for (pos, &b) in order.iter().enumerate() {
         position[b] = pos;
-        let row = &kept[b].row;
-        if principal != Some(row.principal_id.as_str()) {
+        let row = &kept[b];
+        if principal != Some(row.principal) {
             // Nothing links across principals.
             last.clear();
-            principal = Some(row.principal_id.as_str());
+            principal = Some(row.principal);
         }
         let (head, tail) = row.chain.split_at(row.chain.len() - 1);
-        let tail = tail[0].as_str();
+        let tail = tail[0];
         // An identical chain starts a new trajectory; otherwise the latest earlier
         // row, within the link window, whose last hash is a strict prefix of ours.
-        let p = if last.contains_key(tail) {
+        let p = if last.contains_key(&tail) {
             None
         } else {
             head.iter()
-                .filter_map(|h| last.get(h.as_str()).copied())
-                .filter(|&a| row.ts - kept[a].row.ts <= o.link_window_ms)
+                .filter_map(|h| last.get(h).copied())
+                .filter(|&a| row.ts - kept[a].ts <= o.link_window_ms)
                 .max_by_key(|&a| position[a])
         };
         parent[b] = p;
@@ -229,47 +316,143 @@ pub fn reconstruct(rows: Vec<Row>, o: &Options) -> Result<(Vec<Value>, Stats), S
         let in_window: Vec<usize> = members[&r]
             .iter()
             .copied()
-            .filter(|&m| (o.start_ms..o.end_ms).contains(&kept[m].row.ts))
+            .filter(|&m| (o.start_ms..o.end_ms).contains(&kept[m].ts))
             .collect();
         if in_window.is_empty() {
             continue;
         }
-        let stem = kept[r].row.chain.last().map_or("", String::as_str);
+        let stem = kept[r].chain.last().map_or("", |&h| names.name(h));
         let k = stems.entry(stem).or_insert(0);
         let id = format!("{stem}-{k}");
         *k += 1;
         let first = in_window[0];
-        // The session began before the window: its first written request resets.
-        let pre_window = parent[first].is_some();
+        out.push(Out {
+            id,
+            start_after_ms: scaled(kept[first].ts - o.start_ms, o.time_scale),
+            // The session began before the window: its first written request resets.
+            pre_window: parent[first].is_some(),
+            members: in_window,
+        });
+    }
+
+    let total = out.len();
+    let mut out = sample(out, o);
+    stats.sampled_out = (total - out.len()) as u64;
+    out.sort_by(|a, b| (a.start_after_ms, &a.id).cmp(&(b.start_after_ms, &b.id)));
+    stats.trajectories = out.len() as u64;
+    stats.requests = out.iter().map(|t| t.members.len() as u64).sum();
+    stats.pre_window_sessions = out.iter().filter(|t| t.pre_window).count() as u64;
+    drop(stems);
+    Reconstruction {
+        kept,
+        names,
+        trajectories: out,
+        time_scale: o.time_scale,
+        stats,
+    }
+}
+
+/// The reconstructed trajectories, written on demand (the rows stay the only
+/// copy of the data until each line is serialised).
+pub struct Reconstruction {
+    kept: Vec<Usable>,
+    names: Interner,
+    trajectories: Vec<Out>,
+    time_scale: f64,
+    /// What the reconstruction did (normalised seeds are counted by [`Self::write`]).
+    pub stats: Stats,
+}
+
+impl std::fmt::Debug for Reconstruction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reconstruction")
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Serialize)]
+struct LineOut<'a> {
+    schema_version: u32,
+    trajectory_id: &'a str,
+    start_after_ms: u64,
+    requests: Vec<RequestOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct RequestOut<'a> {
+    prompt_tokens: u32,
+    output_tokens: u32,
+    overhead_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delay_after_ms: Option<u64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    reset_before: bool,
+    blocks: Vec<BlockOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct BlockOut<'a> {
+    seed: &'a str,
+    tokens: u32,
+    role: &'static str,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    live: bool,
+}
+
+impl Reconstruction {
+    /// Whether nothing is to be written.
+    pub fn is_empty(&self) -> bool {
+        self.trajectories.is_empty()
+    }
+
+    /// Writes the manifest, one line per trajectory; sets `stats.normalised_seeds`.
+    pub fn write(&mut self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        let mut normalised = 0;
+        for t in &self.trajectories {
+            let line = self.line(t, &mut normalised);
+            serde_json::to_writer(&mut *out, &line)?;
+            out.write_all(b"\n")?;
+        }
+        self.stats.normalised_seeds = normalised;
+        Ok(())
+    }
+
+    fn line<'a>(&'a self, t: &'a Out, normalised: &mut u64) -> LineOut<'a> {
+        let kept = &self.kept;
         let mut seen: HashMap<&str, (u32, BlockRole)> = HashMap::new();
-        let mut requests = Vec::with_capacity(in_window.len());
-        let mut prev: Option<&[String]> = None;
-        for (j, &m) in in_window.iter().enumerate() {
+        let mut requests = Vec::with_capacity(t.members.len());
+        let names = &self.names;
+        let mut prev: Option<&[u32]> = None;
+        for (j, &m) in t.members.iter().enumerate() {
             let u = &kept[m];
-            let row = &u.row;
             let reset = match prev {
-                None => pre_window,
-                Some(p) => !strictly_extends(p, &row.chain),
+                None => t.pre_window,
+                Some(p) => !strictly_extends(p, &u.chain),
             };
-            let mut blocks: Vec<(&str, u32, BlockRole)> = if row.block_tokens.is_empty() {
+            let mut blocks: Vec<(&str, u32, BlockRole)> = if u.tokens.is_empty() {
                 vec![(
-                    row.chain.last().map_or("", String::as_str),
+                    u.chain.last().map_or("", |&h| names.name(h)),
                     u.prompt,
                     BlockRole::User,
                 )]
             } else {
-                row.chain
+                u.chain
                     .iter()
-                    .zip(&row.block_tokens)
-                    .zip(&u.roles)
-                    .map(|((h, &t), &r)| (h.as_str(), t, r))
+                    .zip(u.tokens.iter())
+                    .zip(u.roles.iter())
+                    .map(|((&h, &tk), &r)| (names.name(h), tk, r))
                     .collect()
             };
             for b in &mut blocks {
                 match seen.get(b.0) {
-                    Some(&(t, r)) if (t, r) != (b.1, b.2) => {
-                        stats.normalised_seeds += 1;
-                        (b.1, b.2) = (t, r);
+                    Some(&(tk, r)) if (tk, r) != (b.1, b.2) => {
+                        *normalised += 1;
+                        (b.1, b.2) = (tk, r);
                     }
                     Some(_) => {}
                     None => {
@@ -282,73 +465,41 @@ pub fn reconstruct(rows: Vec<Row>, o: &Options) -> Result<(Vec<Value>, Stats), S
                 _ => None,
             };
             let sum: u64 = blocks.iter().map(|b| u64::from(b.1)).sum();
-            let mut req = Map::new();
-            req.insert("prompt_tokens".into(), json!(u.prompt));
-            req.insert("output_tokens".into(), json!(u.completion));
-            req.insert(
-                "overhead_tokens".into(),
-                json!(u64::from(u.prompt).saturating_sub(sum)),
-            );
-            if let Some(s) = row.stream {
-                req.insert("stream".into(), json!(s));
-            }
-            if let Some(mt) = row.max_tokens.filter(|&x| x > 0) {
-                req.insert("max_tokens".into(), json!(mt.min(i64::from(u32::MAX))));
-            }
-            if let Some(&next) = in_window.get(j + 1) {
-                let end = row.ts + row.duration_ms.unwrap_or(0).max(0);
-                req.insert(
-                    "delay_after_ms".into(),
-                    json!(scaled(kept[next].row.ts - end, o.time_scale)),
-                );
-            }
-            if reset {
-                req.insert("reset_before".into(), json!(true));
-            }
-            let blocks: Vec<Value> = blocks
-                .iter()
-                .enumerate()
-                .map(|(i, &(seed, tokens, role))| {
-                    let mut b = Map::new();
-                    b.insert("seed".into(), json!(seed));
-                    b.insert("tokens".into(), json!(tokens));
-                    b.insert("role".into(), json!(role.as_str()));
-                    if live_at == Some(i) && role == BlockRole::Assistant {
-                        b.insert("live".into(), json!(true));
-                    }
-                    Value::Object(b)
-                })
-                .collect();
-            req.insert("blocks".into(), Value::Array(blocks));
-            requests.push(Value::Object(req));
-            prev = Some(&row.chain);
+            let delay_after_ms = t
+                .members
+                .get(j + 1)
+                .map(|&next| scaled(kept[next].ts - (u.ts + u.duration_ms), self.time_scale));
+            requests.push(RequestOut {
+                prompt_tokens: u.prompt,
+                output_tokens: u.completion,
+                overhead_tokens: u64::from(u.prompt).saturating_sub(sum),
+                stream: u.stream,
+                max_tokens: u
+                    .max_tokens
+                    .filter(|&x| x > 0)
+                    .map(|x| x.min(i64::from(u32::MAX))),
+                delay_after_ms,
+                reset_before: reset,
+                blocks: blocks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(seed, tokens, role))| BlockOut {
+                        seed,
+                        tokens,
+                        role: role.as_str(),
+                        live: live_at == Some(i) && role == BlockRole::Assistant,
+                    })
+                    .collect(),
+            });
+            prev = Some(&u.chain);
         }
-        let start_after_ms = scaled(kept[first].row.ts - o.start_ms, o.time_scale);
-        out.push(Out {
-            line: json!({
-                "schema_version": 2,
-                "trajectory_id": id,
-                "start_after_ms": start_after_ms,
-                "requests": requests,
-            }),
-            requests: in_window.len(),
-            id,
-            start_after_ms,
-        });
+        LineOut {
+            schema_version: 2,
+            trajectory_id: &t.id,
+            start_after_ms: t.start_after_ms,
+            requests,
+        }
     }
-
-    let total = out.len();
-    let mut out = sample(out, o);
-    stats.sampled_out = (total - out.len()) as u64;
-    out.sort_by(|a, b| (a.start_after_ms, &a.id).cmp(&(b.start_after_ms, &b.id)));
-    stats.trajectories = out.len() as u64;
-    stats.requests = out.iter().map(|t| t.requests as u64).sum();
-    // Only written sessions count; theirs is the first request's reset.
-    stats.pre_window_sessions = out
-        .iter()
-        .filter(|t| t.line["requests"][0]["reset_before"].as_bool() == Some(true))
-        .count() as u64;
-    Ok((out.into_iter().map(|t| t.line).collect(), stats))
 }
 
 /// The sampling key of a trajectory: the first 16 hex digits of
@@ -378,7 +529,7 @@ fn sample(out: Vec<Out>, o: &Options) -> Vec<Out> {
     let mut buckets: BTreeMap<u32, Vec<Out>> = BTreeMap::new();
     for t in out {
         buckets
-            .entry(usize::BITS - 1 - t.requests.max(1).leading_zeros())
+            .entry(usize::BITS - 1 - t.members.len().max(1).leading_zeros())
             .or_default()
             .push(t);
     }
@@ -393,6 +544,7 @@ fn sample(out: Vec<Out>, o: &Options) -> Vec<Out> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     const T0: i64 = 1_788_220_800_000; // 2026-09-01T00:00:00Z
 
@@ -437,7 +589,20 @@ mod tests {
     }
 
     fn run(rows: Vec<Row>) -> (Vec<Value>, Stats) {
-        reconstruct(rows, &opts()).unwrap()
+        lines(rows, &opts()).unwrap()
+    }
+
+    /// The written lines, parsed, and the stats.
+    fn lines(rows: Vec<Row>, o: &Options) -> Result<(Vec<Value>, Stats), String> {
+        let mut r = reconstruct(rows, o)?;
+        let mut buf = Vec::new();
+        r.write(&mut buf).unwrap();
+        let v = String::from_utf8(buf)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        Ok((v, r.stats))
     }
 
     const S: (&str, &str, u32) = ("s", "system", 10);
@@ -556,7 +721,7 @@ mod tests {
         let mut o = opts();
         o.link_window_ms = 5_000;
         let rows = vec![row("p", 1, 1, &[S, U1]), row("p", 10, 2, &[S, U1, A1])];
-        let (lines, _) = reconstruct(rows, &o).unwrap();
+        let (lines, _) = lines(rows, &o).unwrap();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[1]["trajectory_id"], "a1-0");
     }
@@ -631,7 +796,7 @@ mod tests {
             row("p", 50, 3, &[S, U1, A1]),
             row("q", 40, 4, &[("b", "user", 3)]),
         ];
-        let (lines, _) = reconstruct(rows, &o).unwrap();
+        let (lines, _) = lines(rows, &o).unwrap();
         let got: Vec<(u64, &str)> = lines
             .iter()
             .map(|l| {
@@ -660,7 +825,7 @@ mod tests {
         o.model = Some("m".into());
         o.served_by = Some("b1".into());
         o.principal_id = Some("q".into());
-        let (lines, stats) = reconstruct(rows, &o).unwrap();
+        let (lines, stats) = lines(rows, &o).unwrap();
         assert_eq!(lines.len(), 1);
         assert_eq!(stats.rows_filtered_out, 2);
     }
@@ -676,7 +841,7 @@ mod tests {
         let mut o = opts();
         o.sample = 0.25;
         o.seed = 7;
-        let (a, stats) = reconstruct(rows.clone(), &o).unwrap();
+        let (a, stats) = lines(rows.clone(), &o).unwrap();
         assert_eq!(a.len(), 10);
         assert_eq!(stats.sampled_out, 30);
         // The kept ids are the 10 lowest keys.
@@ -692,13 +857,13 @@ mod tests {
             .collect();
         got.sort();
         assert_eq!(got, want);
-        let (b, _) = reconstruct(rows.clone(), &o).unwrap();
+        let (b, _) = lines(rows.clone(), &o).unwrap();
         assert_eq!(a, b);
         o.sample = 0.0;
-        assert!(reconstruct(rows.clone(), &o).unwrap().0.is_empty());
+        assert!(lines(rows.clone(), &o).unwrap().0.is_empty());
         for bad in [-0.1, 1.5, f64::NAN] {
             o.sample = bad;
-            assert!(reconstruct(rows.clone(), &o).is_err());
+            assert!(lines(rows.clone(), &o).is_err());
         }
     }
 
@@ -736,7 +901,7 @@ mod tests {
         let mut o = opts();
         o.sample = 0.2;
         o.stratify = true;
-        let (lines, _) = reconstruct(rows, &o).unwrap();
+        let (lines, _) = lines(rows, &o).unwrap();
         let long = lines
             .iter()
             .filter(|l| l["requests"].as_array().unwrap().len() == 3)

@@ -84,27 +84,33 @@ fn de_flag<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
     })
 }
 
-/// Reads a rows file; errors name the line.
-pub fn read_jsonl(path: &std::path::Path) -> Result<Vec<Row>, String> {
+/// Reads a rows file one row at a time; errors name the line.
+pub fn for_each_jsonl(path: &std::path::Path, mut f: impl FnMut(Row)) -> Result<(), String> {
     use std::io::BufRead;
     let shown = path.display();
-    let f = std::fs::File::open(path).map_err(|e| format!("{shown}: {e}"))?;
-    let mut rows = Vec::new();
-    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
-        let line = line.map_err(|e| format!("{shown}:{}: {e}", i + 1))?;
+    let file = std::fs::File::open(path).map_err(|e| format!("{shown}: {e}"))?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+    let mut line = String::new();
+    let mut n = 0usize;
+    loop {
+        line.clear();
+        n += 1;
+        if reader
+            .read_line(&mut line)
+            .map_err(|e| format!("{shown}:{n}: {e}"))?
+            == 0
+        {
+            return Ok(());
+        }
         if line.trim().is_empty() {
             continue;
         }
-        rows.push(serde_json::from_str(&line).map_err(|e| format!("{shown}:{}: {e}", i + 1))?);
+        f(serde_json::from_str(&line).map_err(|e| format!("{shown}:{n}: {e}"))?);
     }
-    Ok(rows)
 }
 
-/// Writes rows as JSON lines.
-pub fn write_jsonl(rows: &[Row], out: &mut impl std::io::Write) -> std::io::Result<()> {
-    for r in rows {
-        serde_json::to_writer(&mut *out, r)?;
-        out.write_all(b"\n")?;
-    }
-    Ok(())
+/// Writes one row as a JSON line.
+pub fn write_line(row: &Row, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, row)?;
+    out.write_all(b"\n")
 }
