@@ -11,6 +11,9 @@ pub mod fetch;
 pub mod reconstruct;
 pub mod rows;
 
+/// The plugins this crate registers, by kind: the contract the registry test checks.
+pub const PLUGINS: &[(&str, &str)] = &[("workload", "clickhouse")];
+
 use batchbench_core::plan::Trajectory;
 use batchbench_core::plugin::{PluginError, WorkloadInfo, WorkloadSource};
 use batchbench_core::registry::BuildContext;
@@ -381,7 +384,7 @@ impl WorkloadSource for ClickHouseWorkload {
 batchbench_core::register_workload! {
     name: "clickhouse",
     description: "sessions reconstructed from a ClickHouse prompt-chain window (CLICKHOUSE_URL), replayed directly",
-    example: r#"{"start": "2026-09-01T09:00:00Z", "end": "2026-09-01T10:00:00Z", "model": "vendor/model-a", "sample": 0.1, "seed": 7}"#,
+    example: r#"{"start": "2026-09-01T09:00:00Z", "end": "2026-09-01T10:00:00Z", "rows_jsonl": "examples/clickhouse/rows.jsonl", "model": "vendor/model-a", "sample": 0.5, "seed": 7}"#,
     config: WorkloadConfig,
     build: ClickHouseWorkload::new,
 }

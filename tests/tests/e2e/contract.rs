@@ -64,6 +64,7 @@ fn every_builtin_is_registered_in_sorted_order() {
         .collect();
     let mut expected: Vec<(String, String)> = batchbench_plugins::BUILTINS
         .iter()
+        .chain(batchbench_clickhouse::PLUGINS)
         .map(|(k, n)| ((*k).to_owned(), (*n).to_owned()))
         .collect();
     let order = |k: &str| {
