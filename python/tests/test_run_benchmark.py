@@ -216,3 +216,21 @@ def test_a_missing_tokenizer_is_a_tokenizer_error(tmp_path):
         batchbench.generate_requests(
             {"count": 1, "target_tokens": 8, "tokenizer_model": str(tmp_path / "missing.json")}
         )
+
+
+def test_a_dry_run_of_long_running_mode_plans_one_cycle_at_once():
+    t = time.monotonic()
+    report = batchbench.run_benchmark(
+        {
+            "endpoint": "http://127.0.0.1:9/v1/chat/completions",
+            "user_count": 2,
+            "mode": batchbench.long_running_mode(duration_secs=3600),
+            "requests": [batchbench.request_entry(body(f"q{i}")) for i in range(5)],
+            "dry_run": True,
+        }
+    )
+    assert time.monotonic() - t < 5
+    # ceil(5 entries / 2 users) = 3 requests per user: every entry appears.
+    plan = report["run"]["plan"]
+    assert len(plan) == 6
+    assert {p["body"]["messages"][0]["content"] for p in plan} == {f"q{i}" for i in range(5)}

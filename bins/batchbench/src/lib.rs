@@ -173,7 +173,7 @@ where
     };
     match cli.command {
         Some(Command::Plugins { json }) => plugins(json),
-        Some(Command::ExportPlans(a)) => export_plans(&a),
+        Some(Command::ExportPlans(a)) => export_plans(&a, cancel),
         None => match bench(cli.bench, cancel) {
             Ok(code) => code,
             Err(f) => {
@@ -184,13 +184,49 @@ where
     }
 }
 
-fn export_plans(a: &batchbench_clickhouse::ExportArgs) -> i32 {
+fn export_plans(a: &batchbench_clickhouse::ExportArgs, cancel: Option<CancellationToken>) -> i32 {
     use batchbench_clickhouse::ExportError;
     let Some(output) = a.output.as_deref() else {
         eprintln!("batchbench export-plans: --output PATH is required");
         return common::EXIT_BAD_INPUT;
     };
-    match batchbench_clickhouse::export(a, output) {
+    // Ctrl+C (or the host's cancellation) removes the temporary files and exits
+    // 130: an export has no partial result, and nothing may be left half-written.
+    let done = CancellationToken::new();
+    let watcher = {
+        let (done, temps) = (done.clone(), batchbench_clickhouse::temp_files(a, output));
+        std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            let interrupted = rt.block_on(async {
+                match cancel {
+                    Some(c) => tokio::select! {
+                        () = c.cancelled() => true,
+                        () = done.cancelled() => false,
+                    },
+                    None => tokio::select! {
+                        r = tokio::signal::ctrl_c() => r.is_ok(),
+                        () = done.cancelled() => false,
+                    },
+                }
+            });
+            if interrupted {
+                for t in temps {
+                    let _ = std::fs::remove_file(t);
+                }
+                eprintln!("\ninterrupted: the export was stopped; nothing was written");
+                std::process::exit(common::EXIT_INTERRUPTED);
+            }
+        })
+    };
+    let result = batchbench_clickhouse::export(a, output);
+    done.cancel();
+    let _ = watcher.join();
+    match result {
         Ok(stats) => {
             eprintln!("{}", stats.report());
             eprintln!(

@@ -286,3 +286,54 @@ fn plugins_lists_the_builtins() {
         assert!(out.contains(name), "{out}");
     }
 }
+
+#[test]
+fn ctrl_c_stops_an_export_with_130_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // A FIFO as the rows file: the export blocks reading it until interrupted.
+    let fifo = dir.path().join("rows.jsonl");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(made.success());
+    let out = dir.path().join("plans.jsonl");
+    let child = bin()
+        .args([
+            "export-plans",
+            "--start",
+            "2026-09-01T09:00:00Z",
+            "--end",
+            "2026-09-01T10:00:00Z",
+            "--rows-jsonl",
+        ])
+        .arg(&fifo)
+        .arg("--output")
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Hold the FIFO open for writing (so the reader waits for data), then interrupt.
+    let _writer = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::thread::sleep(Duration::from_millis(500));
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.success());
+    let o = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(stderr(&o).contains("nothing was written"), "{}", stderr(&o));
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .filter(|n| n != "rows.jsonl")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

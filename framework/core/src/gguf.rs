@@ -248,11 +248,13 @@ pub fn tokenizer_json(meta: &Metadata) -> Result<Value, String> {
             "tokenizer.ggml.model is \"{model}\"; only byte-level BPE (\"gpt2\") is read from GGUF files: pass the model's tokenizer.json instead"
         ));
     }
+    // llama.cpp applies its own "default" split rules when the key is missing;
+    // they are not reproduced here, so that case is an error rather than a guess.
     let pre = match meta.get("tokenizer.ggml.pre") {
         Some(v) => v
             .as_str()
             .ok_or("metadata key tokenizer.ggml.pre is not a string")?,
-        None => "gpt-2",
+        None => "default",
     };
     let Some(&(_, patterns, ignore_merges)) = PRE_TOKENIZERS
         .iter()

@@ -125,8 +125,10 @@ impl OpenAiChat {
     ) -> Result<(), CodecError> {
         use serde_json::Value;
         let mut body = raw.clone();
-        body.entry("model")
-            .or_insert_with(|| Value::from(req.model));
+        if !req.model.is_empty() {
+            body.entry("model")
+                .or_insert_with(|| Value::from(req.model));
+        }
         if let Some((min, max)) = req.output {
             let (min_f, max_f) = if self.cfg.sglang {
                 ("min_new_tokens", "max_new_tokens")

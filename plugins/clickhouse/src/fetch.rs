@@ -57,9 +57,17 @@ impl Connection {
             reqwest::Url::parse(raw).map_err(|e| format!("CLICKHOUSE_URL is not a URL ({e})"))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!(
-                "CLICKHOUSE_URL must be http:// or https://, got {}",
-                redact_url(raw)
+                "CLICKHOUSE_URL must be http:// or https://, not {}:",
+                url.scheme()
             ));
+        }
+        // An unescaped `/` in a password moves the rest into the path: refuse it
+        // rather than repeat any of it.
+        if url.path().contains('@') || url.query().is_some_and(|q| q.contains('@')) {
+            return Err(
+                "CLICKHOUSE_URL: percent-encode the user and password (a '/' in them must be %2F)"
+                    .into(),
+            );
         }
         let decode = percent_decode;
         let url_user = (!url.username().is_empty()).then(|| decode(url.username()));
@@ -254,7 +262,7 @@ pub fn query(src: &Source, f: &Filters) -> Result<String, String> {
          FROM (SELECT ts, instance_id, correlation_id, principal_id, model, chain, block_roles, block_tokens \
                FROM {chains}{fin} \
                WHERE ts >= {{lo:DateTime64(3, 'UTC')}} AND ts < {{hi:DateTime64(3, 'UTC')}}{chain_filters}) AS c \
-         LEFT JOIN (SELECT instance_id, correlation_id, prompt_tokens, completion_tokens, stream, max_tokens, \
+         LEFT ANY JOIN (SELECT instance_id, correlation_id, prompt_tokens, completion_tokens, stream, max_tokens, \
                     finish_reason, served_by, request_origin, user_id, api_key_id, duration_ms, duration_to_first_byte_ms \
                     FROM {analytics} \
                     WHERE {ts_col} >= {{alo:DateTime64(3, 'UTC')}} AND {ts_col} < {{ahi:DateTime64(3, 'UTC')}}{analytics_filter}) AS a \
@@ -366,7 +374,14 @@ mod tests {
         );
         assert!(!format!("{c:?}").contains("hunter22"));
         assert!(Connection::parse("ftp://x", None, None).is_err());
-        let e = Connection::parse("not a url with pw:secret@", None, None).unwrap_err();
-        assert!(!e.contains("secret"), "{e}");
+        for bad in [
+            "not a url with pw:secret@",
+            "user:secret@host:8123",
+            "https://u:se/cret@host:8443",
+            "htps://u:p/secret@h",
+        ] {
+            let e = Connection::parse(bad, None, None).unwrap_err();
+            assert!(!e.contains("secret") && !e.contains("cret@"), "{bad}: {e}");
+        }
     }
 }

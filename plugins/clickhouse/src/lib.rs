@@ -169,7 +169,8 @@ fn options(a: &ExportArgs) -> Result<reconstruct::Options, ExportError> {
         link_window_ms: (a.link_window_hours * 3_600_000.0).round() as i64,
         time_scale: a.time_scale,
         model: a.model.clone(),
-        principal_id: a.principal_id.clone(),
+        // UUIDs compare in ClickHouse's lower-case text form.
+        principal_id: a.principal_id.as_ref().map(|p| p.to_ascii_lowercase()),
         served_by: a.served_by.clone(),
         sample: a.sample,
         seed: a.seed,
@@ -247,6 +248,16 @@ fn write_atomically(
     result
 }
 
+/// The temporary files an export writes before renaming them into place (to remove
+/// when it is interrupted).
+pub fn temp_files(a: &ExportArgs, output: &Path) -> Vec<PathBuf> {
+    let mut v = vec![temp_path(output)];
+    if let Some(d) = &a.dump_rows_jsonl {
+        v.push(temp_path(d));
+    }
+    v
+}
+
 fn temp_path(path: &Path) -> PathBuf {
     let name = path
         .file_name()
@@ -319,33 +330,18 @@ pub struct WorkloadConfig {
 #[derive(Debug)]
 pub struct ClickHouseWorkload {
     inner: Replay,
-    _dir: tempdir::Dir,
-}
-
-mod tempdir {
-    /// A private directory removed on drop.
-    #[derive(Debug)]
-    pub struct Dir(pub std::path::PathBuf);
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    /// The private manifest's directory, removed on drop.
+    _dir: tempfile::TempDir,
 }
 
 impl ClickHouseWorkload {
     /// Exports into a private temporary manifest and loads it.
     pub fn new(cfg: WorkloadConfig, ctx: &BuildContext) -> Result<Self, PluginError> {
-        let dir = std::env::temp_dir().join(format!(
-            "batchbench-clickhouse-{}-{}",
-            std::process::id(),
-            ctx.seed
-        ));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| PluginError::Plan(format!("{}: {e}", dir.display())))?;
-        let dir = tempdir::Dir(dir);
-        let path = dir.0.join("plans.jsonl");
+        let dir = tempfile::Builder::new()
+            .prefix("batchbench-clickhouse-")
+            .tempdir()
+            .map_err(|e| PluginError::Plan(format!("cannot create a temporary directory: {e}")))?;
+        let path = dir.path().join("plans.jsonl");
         let stats = export(&cfg.export, &path).map_err(|e| PluginError::Plan(e.to_string()))?;
         eprintln!("{}", stats.report());
         let inner = Replay::new(

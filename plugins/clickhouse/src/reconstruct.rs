@@ -134,6 +134,12 @@ fn usable(row: Row, names: &mut Interner) -> Result<Usable, &'static str> {
     if n == 0 {
         return Err("empty_chain");
     }
+    if row.chain.iter().any(String::is_empty) {
+        return Err("empty_chain_hash");
+    }
+    if row.block_tokens.contains(&0) {
+        return Err("zero_block_tokens");
+    }
     let roles: Box<[BlockRole]> = match row.block_roles.iter().map(|r| role(r)).collect() {
         Some(r) => r,
         None => return Err("unknown_block_role"),
@@ -162,7 +168,8 @@ fn usable(row: Row, names: &mut Interner) -> Result<Usable, &'static str> {
         completion: u32::try_from(completion).unwrap_or(u32::MAX),
         stream: row.stream,
         max_tokens: row.max_tokens,
-        duration_ms: row.duration_ms.unwrap_or(0).max(0),
+        // Bounded: a corrupt duration must not overflow the delay arithmetic.
+        duration_ms: row.duration_ms.unwrap_or(0).clamp(0, 366 * 86_400_000),
     })
 }
 
@@ -298,7 +305,7 @@ fn link(b: Builder) -> Reconstruction {
         } else {
             head.iter()
                 .filter_map(|h| last.get(h).copied())
-                .filter(|&a| row.ts - kept[a].ts <= o.link_window_ms)
+                .filter(|&a| row.ts.saturating_sub(kept[a].ts) <= o.link_window_ms)
                 .max_by_key(|&a| position[a])
         };
         parent[b] = p;
@@ -328,7 +335,7 @@ fn link(b: Builder) -> Reconstruction {
         let first = in_window[0];
         out.push(Out {
             id,
-            start_after_ms: scaled(kept[first].ts - o.start_ms, o.time_scale),
+            start_after_ms: scaled(kept[first].ts.saturating_sub(o.start_ms), o.time_scale),
             // The session began before the window: its first written request resets.
             pre_window: parent[first].is_some(),
             members: in_window,
@@ -465,10 +472,10 @@ impl Reconstruction {
                 _ => None,
             };
             let sum: u64 = blocks.iter().map(|b| u64::from(b.1)).sum();
-            let delay_after_ms = t
-                .members
-                .get(j + 1)
-                .map(|&next| scaled(kept[next].ts - (u.ts + u.duration_ms), self.time_scale));
+            let delay_after_ms = t.members.get(j + 1).map(|&next| {
+                let end = u.ts.saturating_add(u.duration_ms);
+                scaled(kept[next].ts.saturating_sub(end), self.time_scale)
+            });
             requests.push(RequestOut {
                 prompt_tokens: u.prompt,
                 output_tokens: u.completion,
@@ -622,18 +629,30 @@ mod tests {
         fallback.prompt_tokens = Some(0);
         let mut no_completion = row("p", 4, 4, &[("x", "user", 3)]);
         no_completion.completion_tokens = None;
-        let (lines, stats) = run(vec![unequal, no_prompt, fallback, no_completion]);
-        assert_eq!(stats.rows_fetched, 4);
+        let zero = row("p", 5, 5, &[("z", "user", 0), ("z2", "user", 3)]);
+        let mut overflow = row("p", 6, 6, &[("o", "user", 3)]);
+        overflow.duration_ms = Some(i64::MAX);
+        let (lines, stats) = run(vec![
+            unequal,
+            no_prompt,
+            fallback,
+            no_completion,
+            zero,
+            overflow,
+        ]);
+        assert_eq!(stats.rows_fetched, 6);
         assert_eq!(
             stats.rows_dropped,
             BTreeMap::from([
                 ("no_completion_tokens", 1),
                 ("no_prompt_tokens", 1),
-                ("unequal_block_arrays", 1)
+                ("unequal_block_arrays", 1),
+                ("zero_block_tokens", 1)
             ])
         );
-        // A missing prompt count falls back to the sum of the block counts.
-        assert_eq!(lines.len(), 1);
+        // A missing prompt count falls back to the sum of the block counts; a
+        // corrupt duration neither panics nor overflows.
+        assert_eq!(lines.len(), 2);
         assert_eq!(lines[0]["requests"][0]["prompt_tokens"], 14);
         assert_eq!(lines[0]["requests"][0]["overhead_tokens"], 0);
     }
