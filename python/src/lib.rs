@@ -303,7 +303,10 @@ fn benchmark(config: &str, cancel: CancellationToken) -> Outcome {
         Mode::LongRunning { duration_secs } => (None, Some(duration_secs)),
     };
     let seed = cfg.seed.unwrap_or_else(batchbench::common::fresh_seed);
-    let ctx = BuildContext { seed };
+    let ctx = BuildContext {
+        seed,
+        ..BuildContext::default()
+    };
     let workload = json!({
         "users": cfg.user_count,
         "requests_per_user": requests_per_user,

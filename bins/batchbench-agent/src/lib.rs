@@ -89,8 +89,7 @@ pub struct Cli {
         conflicts_with = "agent_plans_jsonl"
     )]
     pub workload: Option<String>,
-    /// The --workload plugin's config, a JSON object (open-loop admission adds
-    /// "order_by_start": true unless the object sets it).
+    /// The --workload plugin's config, a JSON object.
     #[arg(
         long,
         value_name = "JSON",
@@ -498,14 +497,7 @@ where
 /// Every long flag and whether it takes a value: for hosts that build argument
 /// lists (the Python package checks option names against it).
 pub fn flags() -> Vec<(String, bool)> {
-    use clap::CommandFactory;
-    Cli::command()
-        .get_arguments()
-        .filter_map(|a| {
-            a.get_long()
-                .map(|l| (l.to_owned(), a.get_action().takes_values()))
-        })
-        .collect()
+    common::long_flags::<Cli>()
 }
 
 /// [`run`] for a host that cancels the run through `cancel` (instead of Ctrl+C,
@@ -527,13 +519,7 @@ where
         Ok(c) => c,
         Err(e) => return common::clap_exit("batchbench-agent", &e),
     };
-    match agents(cli, cancel) {
-        Ok(code) => code,
-        Err(f) => {
-            eprintln!("batchbench-agent: {:#}", f.error);
-            f.code
-        }
-    }
+    common::exit_code("batchbench-agent", agents(cli, cancel))
 }
 
 fn latency_columns(d: LengthDist) -> serde_json::Value {
@@ -553,8 +539,11 @@ fn agents(c: Cli, cancel: Option<CancellationToken>) -> Result<i32, Failure> {
     check_mode(&c)?;
     let t = &c.target;
     let seed = c.seed.unwrap_or_else(common::fresh_seed);
-    let ctx = BuildContext { seed };
     let open = c.admission == AdmissionArg::OpenLoop;
+    let ctx = BuildContext {
+        seed,
+        order_by_start: open,
+    };
     // A local tokenizer loads on the runtime while this thread reads the workload (a
     // large manifest takes seconds): both stand between launch and the first request.
     // A hub id waits, so that a bad manifest never starts a download.
@@ -566,17 +555,14 @@ fn agents(c: Cli, cancel: Option<CancellationToken>) -> Result<i32, Failure> {
     });
     let (mut source, workload_cfg, latency) = match (&c.agent_plans_jsonl, &c.workload) {
         (None, Some(name)) => {
-            let mut cfg: serde_json::Value =
+            let cfg: serde_json::Value =
                 serde_json::from_str(c.workload_config.as_deref().unwrap_or("{}")).map_err(
                     |e| Failure::bad_input(anyhow::anyhow!("--workload-config is not JSON: {e}")),
                 )?;
-            let serde_json::Value::Object(m) = &mut cfg else {
+            if !cfg.is_object() {
                 return Err(Failure::bad_input(anyhow::anyhow!(
                     "--workload-config must be a JSON object"
                 )));
-            };
-            if open {
-                m.entry("order_by_start").or_insert(json!(true));
             }
             let source = registry::workload(name, &cfg, &ctx).map_err(common::plugin_failure)?;
             (source, cfg, None)

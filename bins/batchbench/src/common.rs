@@ -55,6 +55,29 @@ pub fn plugin_failure(e: PluginError) -> Failure {
     }
 }
 
+/// Every long flag of a command line and whether it takes a value: for hosts that
+/// build argument lists (the Python package checks option names against it).
+pub fn long_flags<C: clap::CommandFactory>() -> Vec<(String, bool)> {
+    C::command()
+        .get_arguments()
+        .filter_map(|a| {
+            a.get_long()
+                .map(|l| (l.to_owned(), a.get_action().takes_values()))
+        })
+        .collect()
+}
+
+/// The exit code of a run, printing a failure as `prog: message`.
+pub fn exit_code(prog: &str, result: Result<i32, Failure>) -> i32 {
+    match result {
+        Ok(code) => code,
+        Err(f) => {
+            eprintln!("{prog}: {:#}", f.error);
+            f.code
+        }
+    }
+}
+
 /// Prints a clap error the way every batchbench error is printed: one line naming
 /// the flag (help and version go to stdout unchanged).
 pub fn clap_exit(prog: &str, e: &clap::Error) -> i32 {

@@ -142,14 +142,7 @@ where
 /// Every long flag and whether it takes a value: for hosts that build argument
 /// lists (the Python package checks option names against it).
 pub fn flags() -> Vec<(String, bool)> {
-    use clap::CommandFactory;
-    Cli::command()
-        .get_arguments()
-        .filter_map(|a| {
-            a.get_long()
-                .map(|l| (l.to_owned(), a.get_action().takes_values()))
-        })
-        .collect()
+    common::long_flags::<Cli>()
 }
 
 /// [`run`] for a host that cancels the run through `cancel` (instead of Ctrl+C,
@@ -174,13 +167,7 @@ where
     match cli.command {
         Some(Command::Plugins { json }) => plugins(json),
         Some(Command::ExportPlans(a)) => export_plans(&a, cancel),
-        None => match bench(cli.bench, cancel) {
-            Ok(code) => code,
-            Err(f) => {
-                eprintln!("batchbench: {:#}", f.error);
-                f.code
-            }
-        },
+        None => common::exit_code("batchbench", bench(cli.bench, cancel)),
     }
 }
 
@@ -327,7 +314,10 @@ fn bench(a: BenchArgs, cancel: Option<CancellationToken>) -> Result<i32, Failure
     let plan = validate(&a)?;
     let t = &a.target;
     let seed = a.seed.unwrap_or_else(common::fresh_seed);
-    let ctx = BuildContext { seed };
+    let ctx = BuildContext {
+        seed,
+        ..BuildContext::default()
+    };
     let workload_cfg = json!({
         "users": a.users,
         "requests_per_user": a.requests_per_user,

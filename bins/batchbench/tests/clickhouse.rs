@@ -70,6 +70,18 @@ fn out(dir: &tempfile::TempDir, name: &str) -> PathBuf {
     dir.path().join(name)
 }
 
+/// Exports the test window with `extra` flags; asserts success and returns the lines.
+fn export_ok(dir: &tempfile::TempDir, extra: &[&str]) -> Vec<serde_json::Value> {
+    let p = out(dir, "export.jsonl");
+    let ps = p.display().to_string();
+    let mut args = WINDOW.to_vec();
+    args.extend(["--output", &ps]);
+    args.extend(extra);
+    let o = export(Some(&url()), &args);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    lines(&p)
+}
+
 fn assert_no_secret(what: &str, s: &str) {
     for secret in secrets() {
         assert!(!s.contains(&secret), "{what} shows the password: {s}");
@@ -149,16 +161,7 @@ fn exports_reconstruct_the_fixture_sessions_and_re_export_identically() {
 #[ignore = "needs a ClickHouse engine: eval \"$(bash .ci/clickhouse.sh start)\""]
 fn the_view_and_final_remove_duplicates_the_base_table_keeps() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let count = |extra: &[&str]| {
-        let p = out(&dir, "x.jsonl");
-        let ps = p.display().to_string();
-        let mut args = WINDOW.to_vec();
-        args.extend(["--output", &ps]);
-        args.extend(extra);
-        let o = export(Some(&url()), &args);
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-        lines(&p).len()
-    };
+    let count = |extra: &[&str]| export_ok(&dir, extra).len();
     assert_eq!(count(&[]), 11);
     assert_eq!(count(&["--chains-final"]), 11);
     // The base table without FINAL holds the duplicate: an identical chain, one more.
@@ -169,16 +172,7 @@ fn the_view_and_final_remove_duplicates_the_base_table_keeps() {
 #[ignore = "needs a ClickHouse engine: eval \"$(bash .ci/clickhouse.sh start)\""]
 fn filters_and_sampling_select_trajectories() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let run = |extra: &[&str]| {
-        let p = out(&dir, "f.jsonl");
-        let ps = p.display().to_string();
-        let mut args = WINDOW.to_vec();
-        args.extend(["--output", &ps]);
-        args.extend(extra);
-        let o = export(Some(&url()), &args);
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-        lines(&p)
-    };
+    let run = |extra: &[&str]| export_ok(&dir, extra);
     assert_eq!(run(&["--model", "vendor/model-b"]).len(), 1);
     assert_eq!(run(&["--model", "vendor/model-a"]).len(), 10);
     assert_eq!(run(&["--served-by", "backend-1"]).len(), 10);
@@ -320,12 +314,8 @@ fn errors_are_one_clear_line_write_nothing_and_never_show_the_password() {
 #[ignore = "needs a ClickHouse engine: eval \"$(bash .ci/clickhouse.sh start)\""]
 fn the_export_replays_against_the_simulator_in_both_admission_modes() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let p = out(&dir, "plans.jsonl");
-    let ps = p.display().to_string();
-    let mut args = WINDOW.to_vec();
-    args.extend(["--output", &ps, "--time-scale", "600"]);
-    let o = export(Some(&url()), &args);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    export_ok(&dir, &["--time-scale", "600"]);
+    let ps = out(&dir, "export.jsonl").display().to_string();
     let tok = tokenizer_path("qwen").display().to_string();
     for admission in ["closed-loop", "open-loop"] {
         let r = run_agent(&[

@@ -44,14 +44,6 @@ impl MetaValue {
             _ => None,
         }
     }
-
-    fn as_u64(&self) -> Option<u64> {
-        match *self {
-            Self::Uint(v) => Some(v),
-            Self::Int(v) => u64::try_from(v).ok(),
-            _ => None,
-        }
-    }
 }
 
 /// The header fields and metadata of a GGUF file.
@@ -371,12 +363,6 @@ pub fn is_gguf(path: &Path) -> bool {
         .and_then(|mut f| f.read_exact(&mut magic))
         .is_ok()
         && magic == MAGIC
-}
-
-/// A tokenizer id of `tokenizer.ggml.*` metadata (`bos_token_id`, ...), if present.
-pub fn token_id(meta: &Metadata, name: &str) -> Option<u64> {
-    meta.get(&format!("tokenizer.ggml.{name}"))
-        .and_then(MetaValue::as_u64)
 }
 
 /// Test support: writes a GGUF file holding only metadata.

@@ -23,6 +23,9 @@ use serde::de::DeserializeOwned;
 pub struct BuildContext {
     /// The run seed (a random one when the user gave none).
     pub seed: u64,
+    /// The run admits open-loop, each trajectory at its start offset: a source
+    /// that can should yield trajectories in start-offset order.
+    pub order_by_start: bool,
 }
 
 /// The plugin kinds.

@@ -158,7 +158,14 @@ mod tests {
 
     #[test]
     fn turns_are_shaped_and_independent_of_order() {
-        let w = SyntheticAgents::new(cfg(), &BuildContext { seed: 5 }).unwrap();
+        let w = SyntheticAgents::new(
+            cfg(),
+            &BuildContext {
+                seed: 5,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let r0 = w.request(1, 0);
         assert_eq!(r0.prompt_tokens, Some(256));
         assert_eq!(r0.environment_tokens, None);
@@ -167,13 +174,27 @@ mod tests {
         assert_eq!(r3.environment_tokens, Some(128));
         assert_eq!(r3.delay_after_ms, 25);
         // Same coordinates, same sample, whatever was asked before.
-        let later = SyntheticAgents::new(cfg(), &BuildContext { seed: 5 }).unwrap();
+        let later = SyntheticAgents::new(
+            cfg(),
+            &BuildContext {
+                seed: 5,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let _ = later.request(2, 7);
         assert_eq!(later.request(1, 3), r3);
         let outs: std::collections::BTreeSet<_> =
             (0..10).map(|t| w.request(0, t).output_tokens).collect();
         assert!(outs.len() > 3, "outputs vary per turn: {outs:?}");
-        let other = SyntheticAgents::new(cfg(), &BuildContext { seed: 6 }).unwrap();
+        let other = SyntheticAgents::new(
+            cfg(),
+            &BuildContext {
+                seed: 6,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert_ne!(
             (0..10).map(|t| w.request(0, t)).collect::<Vec<_>>(),
             (0..10).map(|t| other.request(0, t)).collect::<Vec<_>>()
@@ -182,7 +203,14 @@ mod tests {
 
     #[test]
     fn agents_get_their_invocation_count() {
-        let mut w = SyntheticAgents::new(cfg(), &BuildContext { seed: 1 }).unwrap();
+        let mut w = SyntheticAgents::new(
+            cfg(),
+            &BuildContext {
+                seed: 1,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let planned = w.info().planned_requests.unwrap_or(0);
         let mut total = 0;
         while let Some(t) = w.next_trajectory() {

@@ -146,7 +146,10 @@ mod tests {
 
     #[test]
     fn plans_are_deterministic_and_shaped() {
-        let ctx = BuildContext { seed: 9 };
+        let ctx = BuildContext {
+            seed: 9,
+            ..Default::default()
+        };
         let plan = |ctx: &BuildContext| -> Vec<(String, Vec<PlannedRequest>)> {
             let mut w = FiniteBatch::new(cfg(), ctx).unwrap_or_else(|e| panic!("{e}"));
             std::iter::from_fn(|| w.next_trajectory())
@@ -158,7 +161,13 @@ mod tests {
         };
         let a = plan(&ctx);
         assert_eq!(a, plan(&ctx));
-        assert_ne!(a, plan(&BuildContext { seed: 10 }));
+        assert_ne!(
+            a,
+            plan(&BuildContext {
+                seed: 10,
+                ..Default::default()
+            })
+        );
         assert_eq!(a.len(), 3);
         for (_, reqs) in &a {
             assert_eq!(reqs.len(), 4);

@@ -211,7 +211,14 @@ mod tests {
             requests: (0..6).map(entry).collect(),
             output: None,
         };
-        let mut src = RequestBodies::new(cfg, &BuildContext { seed: 1 }).unwrap();
+        let mut src = RequestBodies::new(
+            cfg,
+            &BuildContext {
+                seed: 1,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let mut seen = Vec::new();
         while let Some(t) = src.next_trajectory() {
             let reqs: Vec<PlannedRequest> = t.unwrap().requests.collect();
@@ -231,7 +238,14 @@ mod tests {
             requests: vec![entry(0)],
             output: Some(LengthDist::fixed(7)),
         };
-        let mut src = RequestBodies::new(cfg, &BuildContext { seed: 1 }).unwrap();
+        let mut src = RequestBodies::new(
+            cfg,
+            &BuildContext {
+                seed: 1,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let t = src.next_trajectory().unwrap().unwrap();
         let mut n = 0;
         for r in t.requests {
@@ -253,9 +267,15 @@ mod tests {
             requests: vec![entry(0)],
             output: None,
         };
-        let e = RequestBodies::new(base.clone(), &BuildContext { seed: 1 })
-            .unwrap_err()
-            .to_string();
+        let e = RequestBodies::new(
+            base.clone(),
+            &BuildContext {
+                seed: 1,
+                ..Default::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("mutually exclusive"), "{e}");
         let e = RequestBodies::new(
             RequestBodiesConfig {
@@ -263,7 +283,10 @@ mod tests {
                 duration_secs: None,
                 ..base
             },
-            &BuildContext { seed: 1 },
+            &BuildContext {
+                seed: 1,
+                ..Default::default()
+            },
         )
         .unwrap_err()
         .to_string();

@@ -124,10 +124,11 @@ impl OpenAiChat {
         out: &mut BodyWriter,
     ) -> Result<(), CodecError> {
         use serde_json::Value;
-        let mut body = raw.clone();
-        if !req.model.is_empty() {
-            body.entry("model")
-                .or_insert_with(|| Value::from(req.model));
+        // The fields the run sets; the body's own are written as given, without
+        // copying the body (it is the same for every request that reuses it).
+        let mut set: Vec<(&str, Value)> = Vec::new();
+        if !req.model.is_empty() && !raw.contains_key("model") {
+            set.push(("model", Value::from(req.model)));
         }
         if let Some((min, max)) = req.output {
             let (min_f, max_f) = if self.cfg.sglang {
@@ -135,25 +136,42 @@ impl OpenAiChat {
             } else {
                 ("min_tokens", "max_tokens")
             };
-            body.insert(max_f.into(), Value::from(max));
+            set.push((max_f, Value::from(max)));
             if min > 0 {
-                body.insert(min_f.into(), Value::from(min));
+                set.push((min_f, Value::from(min)));
             }
         }
         if self.cfg.ignore_eos {
-            body.insert("ignore_eos".into(), Value::Bool(true));
+            set.push(("ignore_eos", Value::Bool(true)));
         }
         if req.stream {
-            body.insert("stream".into(), Value::Bool(true));
-            body.insert(
-                "stream_options".into(),
+            set.push(("stream", Value::Bool(true)));
+            set.push((
+                "stream_options",
                 serde_json::json!({ "include_usage": true }),
-            );
+            ));
         }
         for (k, v) in req.extra_fields {
-            body.insert(k.clone(), v.clone());
+            set.push((k, v.clone()));
         }
-        serde_json::to_writer(&mut *out, &body).map_err(|e| CodecError(e.to_string()))
+        let err = |e: serde_json::Error| CodecError(e.to_string());
+        w(out, "{");
+        let mut first = true;
+        let own = raw
+            .iter()
+            .filter(|(k, _)| !set.iter().any(|(s, _)| s == k))
+            .map(|(k, v)| (k.as_str(), v));
+        for (k, v) in own.chain(set.iter().map(|(k, v)| (*k, v))) {
+            if !first {
+                w(out, ",");
+            }
+            first = false;
+            json_str(out, k)?;
+            w(out, ":");
+            serde_json::to_writer(&mut *out, v).map_err(err)?;
+        }
+        w(out, "}");
+        Ok(())
     }
 }
 
@@ -397,6 +415,44 @@ mod tests {
                 ignore_eos: true,
             },
         }
+    }
+
+    #[test]
+    fn a_raw_body_is_sent_as_written_with_the_runs_fields_on_top() {
+        let raw: serde_json::Map<String, serde_json::Value> = serde_json::from_str(
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":99,"stream":false,"temperature":0.5}"#,
+        )
+        .unwrap();
+        let conv = Conversation::default();
+        let extra = vec![("user".to_owned(), serde_json::json!("u-1"))];
+        let mut out = BodyWriter::default();
+        let req = EncodeRequest {
+            model: "run-model",
+            conversation: &conv,
+            output: Some((5, 5)),
+            stream: true,
+            extra_fields: &extra,
+            raw_body: Some(&raw),
+        };
+        codec(false).encode(&req, &mut out).unwrap();
+        let bytes: Vec<u8> = out.finish().concat();
+        let text = String::from_utf8(bytes).unwrap();
+        // Every key once: overridden fields are not written twice.
+        for key in ["\"max_tokens\"", "\"stream\"", "\"model\""] {
+            assert_eq!(text.matches(key).count(), 1, "{key} in {text}");
+        }
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["model"], "m", "the body's model wins");
+        assert_eq!(v["messages"][0]["content"], "hi");
+        assert_eq!(v["temperature"], 0.5);
+        assert_eq!(
+            (v["max_tokens"].clone(), v["min_tokens"].clone()),
+            (5.into(), 5.into())
+        );
+        assert_eq!(v["stream"], true);
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        assert_eq!(v["ignore_eos"], true);
+        assert_eq!(v["user"], "u-1");
     }
 
     #[test]

@@ -25,7 +25,8 @@ const MAX_ERRORS: usize = 50;
 pub struct ReplayConfig {
     /// The manifest.
     pub path: PathBuf,
-    /// Yield trajectories by start offset (open-loop admission) instead of file order.
+    /// Yield trajectories by start offset instead of file order (implied under
+    /// open-loop admission).
     #[serde(default)]
     pub order_by_start: bool,
     /// Template tokens of a first or reset request (when a request gives no
@@ -713,8 +714,13 @@ pub struct Replay {
 
 impl Replay {
     /// Loads and validates the manifest; logs blocks/prompt mismatches once per trajectory.
-    pub fn new(cfg: ReplayConfig, _ctx: &BuildContext) -> Result<Self, PluginError> {
-        let m = load(&cfg)?;
+    pub fn new(mut cfg: ReplayConfig, ctx: &BuildContext) -> Result<Self, PluginError> {
+        cfg.order_by_start |= ctx.order_by_start;
+        Ok(Self::from_manifest(load(&cfg)?, cfg.path))
+    }
+
+    /// A replay of a manifest already loaded (and validated) from `path`.
+    pub fn from_manifest(m: Manifest, path: PathBuf) -> Self {
         const SHOWN: usize = 10;
         for w in m.mismatches.iter().take(SHOWN) {
             eprintln!("warning: {w}");
@@ -729,15 +735,15 @@ impl Replay {
             mode: "trajectory_replay".into(),
             planned_trajectories: Some(m.trajectories.len() as u64),
             planned_requests: Some(m.requests),
-            manifest_path: Some(cfg.path.display().to_string()),
+            manifest_path: Some(path.display().to_string()),
             manifest_sha256: None,
             schema_version: Some(m.schema_version),
         };
-        Ok(Self {
+        Self {
             info,
             trajectories: m.trajectories.into_iter(),
-            path: cfg.path,
-        })
+            path,
+        }
     }
 }
 

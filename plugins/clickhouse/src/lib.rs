@@ -17,7 +17,7 @@ pub const PLUGINS: &[(&str, &str)] = &[("workload", "clickhouse")];
 use batchbench_core::plan::Trajectory;
 use batchbench_core::plugin::{PluginError, WorkloadInfo, WorkloadSource};
 use batchbench_core::registry::BuildContext;
-use batchbench_plugins::replay::{Replay, ReplayConfig};
+use batchbench_plugins::replay::{self, Replay, ReplayConfig};
 use batchbench_plugins::timefmt;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -219,28 +219,42 @@ fn load_rows(
             .map_err(ExportError::Failed);
     };
     let shown = dump.display().to_string();
-    write_atomically(dump, |f| {
-        rt.block_on(fetch::fetch(&conn, &src, &filters, window, |r| {
-            rows::write_line(&r, f).map_err(|e| format!("{shown}: {e}"))?;
-            builder.push(r);
-            Ok(())
-        }))
-        .map_err(std::io::Error::other)
-    })
-    .map_err(|e| ExportError::Failed(e.to_string()))
+    write_atomically(
+        dump,
+        |f| {
+            rt.block_on(fetch::fetch(&conn, &src, &filters, window, |r| {
+                rows::write_line(&r, f).map_err(|e| format!("{shown}: {e}"))?;
+                builder.push(r);
+                Ok(())
+            }))
+        },
+        |_| Ok(()),
+    )
+    .map(drop)
+    .map_err(ExportError::Failed)
 }
 
-/// Writes `path` through a temporary file in its directory, renamed into place.
-fn write_atomically(
+/// Writes `path` through a temporary file in its directory: `write` fills it,
+/// `check` vets the finished file, and only then is it renamed into place. On any
+/// failure the temporary file is removed and nothing is left behind.
+fn write_atomically<R, T>(
     path: &Path,
-    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
-) -> std::io::Result<()> {
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> Result<R, String>,
+    check: impl FnOnce(&Path) -> Result<T, String>,
+) -> Result<(R, T), String> {
     let tmp = temp_path(path);
+    let shown = path.display();
     let result = (|| {
-        let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        write(&mut f)?;
-        f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        std::fs::rename(&tmp, path)
+        let file = std::fs::File::create(&tmp).map_err(|e| format!("{shown}: {e}"))?;
+        let mut f = std::io::BufWriter::with_capacity(1 << 20, file);
+        let r = write(&mut f)?;
+        f.into_inner()
+            .map_err(|e| e.into_error())
+            .and_then(|f| f.sync_all())
+            .map_err(|e| format!("{shown}: {e}"))?;
+        let t = check(&tmp)?;
+        std::fs::rename(&tmp, path).map_err(|e| format!("{shown}: {e}"))?;
+        Ok((r, t))
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -268,10 +282,20 @@ fn temp_path(path: &Path) -> PathBuf {
 /// The export, start to end: rows, reconstruction, validation, the manifest.
 /// Returns the summary; writes `output` only when everything succeeded.
 pub fn export(a: &ExportArgs, output: &Path) -> Result<reconstruct::Stats, ExportError> {
+    export_loaded(a, output, false).map(|(stats, _)| stats)
+}
+
+/// [`export`], also returning the manifest as the replay loader validated it (so
+/// a replay of it needs no second parse).
+fn export_loaded(
+    a: &ExportArgs,
+    output: &Path,
+    order_by_start: bool,
+) -> Result<(reconstruct::Stats, replay::Manifest), ExportError> {
     let o = options(a)?;
     let mut builder = reconstruct::Builder::new(&o).map_err(ExportError::BadInput)?;
     load_rows(a, &o, &mut builder)?;
-    let mut plan = builder.finish();
+    let plan = builder.finish();
     if plan.is_empty() {
         return Err(ExportError::Failed(format!(
             "the export holds no trajectories (window {} .. {}); nothing was written\n{}",
@@ -280,36 +304,27 @@ pub fn export(a: &ExportArgs, output: &Path) -> Result<reconstruct::Stats, Expor
             plan.stats.report()
         )));
     }
-    // Validate with the replay loader's own rules before the file exists.
-    let tmp = temp_path(output);
-    let written = (|| -> std::io::Result<()> {
-        let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
-        plan.write(&mut f)?;
-        f.into_inner().map_err(|e| e.into_error())?.sync_all()
-    })();
-    let stats = plan.stats.clone();
-    // The rows are no longer needed: free them before the loader reads the file.
-    drop(plan);
-    let checked = written
-        .map_err(|e| format!("{}: {e}", output.display()))
-        .and_then(|()| {
-            batchbench_plugins::replay::load(&ReplayConfig {
-                path: tmp.clone(),
-                order_by_start: false,
+    write_atomically(
+        output,
+        // The plan (and its rows) is dropped once written, before the loader runs.
+        move |f| {
+            let mut plan = plan;
+            plan.write(f)
+                .map_err(|e| format!("{}: {e}", output.display()))?;
+            Ok(plan.stats)
+        },
+        // Validated with the replay loader's own rules before the file exists.
+        |tmp| {
+            replay::load(&ReplayConfig {
+                path: tmp.to_owned(),
+                order_by_start,
                 initial_overhead_tokens: 0,
                 turn_overhead_tokens: 0,
             })
-            .map(|_| ())
             .map_err(|e| format!("the export does not validate as a replay manifest: {e}"))
-        })
-        .and_then(|()| {
-            std::fs::rename(&tmp, output).map_err(|e| format!("{}: {e}", output.display()))
-        });
-    if let Err(e) = checked {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(ExportError::Failed(e));
-    }
-    Ok(stats)
+        },
+    )
+    .map_err(ExportError::Failed)
 }
 
 /// The `clickhouse` workload: the export's reconstruction, replayed directly.
@@ -321,7 +336,7 @@ pub struct WorkloadConfig {
     /// The export's options.
     #[serde(flatten)]
     pub export: ExportArgs,
-    /// Yield trajectories by start offset (open-loop admission).
+    /// Yield trajectories by start offset (implied under open-loop admission).
     #[serde(default)]
     pub order_by_start: bool,
 }
@@ -342,18 +357,14 @@ impl ClickHouseWorkload {
             .tempdir()
             .map_err(|e| PluginError::Plan(format!("cannot create a temporary directory: {e}")))?;
         let path = dir.path().join("plans.jsonl");
-        let stats = export(&cfg.export, &path).map_err(|e| PluginError::Plan(e.to_string()))?;
+        let order_by_start = cfg.order_by_start || ctx.order_by_start;
+        let (stats, manifest) = export_loaded(&cfg.export, &path, order_by_start)
+            .map_err(|e| PluginError::Plan(e.to_string()))?;
         eprintln!("{}", stats.report());
-        let inner = Replay::new(
-            ReplayConfig {
-                path,
-                order_by_start: cfg.order_by_start,
-                initial_overhead_tokens: 0,
-                turn_overhead_tokens: 0,
-            },
-            ctx,
-        )?;
-        Ok(Self { inner, _dir: dir })
+        Ok(Self {
+            inner: Replay::from_manifest(manifest, path),
+            _dir: dir,
+        })
     }
 }
 
