@@ -350,3 +350,50 @@ fn live_blocks_without_a_reply_fall_back_and_are_counted() {
     assert_eq!(r.count("live_block_fallbacks"), 3);
     assert_eq!(r.csv[0]["live_block_fallbacks"], "3");
 }
+
+#[test]
+fn any_registered_workload_runs_under_either_admission_through_the_build_context() {
+    let tok = qwen();
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/trajectory-replay/plans-v2.jsonl")
+        .display()
+        .to_string();
+    let replay = json!({ "path": manifest }).to_string();
+    // A config without order_by_start: the open-loop order comes from the context,
+    // and a plugin that has no such field is not handed one.
+    let synthetic = json!({
+        "agents": 2,
+        "input": {"kind": "fixed", "value": 32},
+        "output": {"kind": "fixed", "value": 4},
+        "environment": {"kind": "fixed", "value": 8},
+        "tool_invocations": {"kind": "fixed", "value": 2},
+        "tool_call_latency_ms": {"kind": "fixed", "value": 0},
+    })
+    .to_string();
+    for (name, cfg, requests) in [
+        ("replay_jsonl", &replay, None),
+        ("synthetic_agents", &synthetic, Some(4)),
+    ] {
+        for admission in ["closed-loop", "open-loop"] {
+            let r = run_agent(&[
+                "--host",
+                "sim://",
+                "--tokenizer-model",
+                &tok,
+                "--workload",
+                name,
+                "--workload-config",
+                cfg,
+                "--admission",
+                admission,
+                "--time-scale",
+                "100",
+            ]);
+            assert_eq!(r.code, 0, "{name} {admission}");
+            assert_eq!(r.count("failed_requests"), 0, "{name} {admission}");
+            if let Some(n) = requests {
+                assert_eq!(r.count("total_requests"), n, "{name} {admission}");
+            }
+        }
+    }
+}
