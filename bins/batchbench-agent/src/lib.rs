@@ -129,6 +129,10 @@ pub struct Cli {
     #[arg(long, value_name = "N", value_parser = non_negative, help_heading = "Identity and routing")]
     pub dp_rank_perfect_routing_num: Option<u64>,
 
+    /// External plugins.
+    #[command(flatten)]
+    pub plugins: common::PluginArgs,
+
     /// Output.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -537,6 +541,8 @@ fn latency_columns(d: LengthDist) -> serde_json::Value {
 
 fn agents(c: Cli, cancel: Option<CancellationToken>) -> Result<i32, Failure> {
     check_mode(&c)?;
+    c.plugins.check()?;
+    c.plugins.load()?;
     let t = &c.target;
     let seed = c.seed.unwrap_or_else(common::fresh_seed);
     let open = c.admission == AdmissionArg::OpenLoop;
@@ -555,15 +561,7 @@ fn agents(c: Cli, cancel: Option<CancellationToken>) -> Result<i32, Failure> {
     });
     let (mut source, workload_cfg, latency) = match (&c.agent_plans_jsonl, &c.workload) {
         (None, Some(name)) => {
-            let cfg: serde_json::Value =
-                serde_json::from_str(c.workload_config.as_deref().unwrap_or("{}")).map_err(
-                    |e| Failure::bad_input(anyhow::anyhow!("--workload-config is not JSON: {e}")),
-                )?;
-            if !cfg.is_object() {
-                return Err(Failure::bad_input(anyhow::anyhow!(
-                    "--workload-config must be a JSON object"
-                )));
-            }
+            let cfg = common::json_config("--workload-config", c.workload_config.as_deref())?;
             let source = registry::workload(name, &cfg, &ctx).map_err(common::plugin_failure)?;
             (source, cfg, None)
         }
@@ -620,9 +618,11 @@ fn agents(c: Cli, cancel: Option<CancellationToken>) -> Result<i32, Failure> {
                 .map_err(common::plugin_failure)?,
         ));
     }
+    routers.extend(c.plugins.build_routers(&ctx)?);
     let codec =
         registry::codec("openai_chat", &t.codec_config(), &ctx).map_err(common::plugin_failure)?;
     let mut reporters = c.output.reporters("agent", &ctx)?;
+    reporters.extend(c.plugins.build_reporters(&ctx)?);
     if let Some(path) = &c.agent_events_jsonl {
         reporters.push(
             registry::reporter("agent_events", &json!({ "path": path }), &ctx)
@@ -653,6 +653,7 @@ fn agents(c: Cli, cancel: Option<CancellationToken>) -> Result<i32, Failure> {
             ),
             ("agent_events_jsonl", json!(c.agent_events_jsonl)),
             ("workload", workload_cfg.clone()),
+            ("plugins", c.plugins.config_json()),
         ] {
             m.insert(k.to_owned(), v);
         }

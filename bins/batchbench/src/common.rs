@@ -583,3 +583,152 @@ impl Session {
         out
     }
 }
+
+/// Parses a `--*-config` flag: a JSON object (absent: `{}`).
+pub fn json_config(flag: &str, text: Option<&str>) -> Result<serde_json::Value, Failure> {
+    let bad = |m: String| Failure::bad_input(anyhow::anyhow!(m));
+    let v: serde_json::Value = serde_json::from_str(text.unwrap_or("{}"))
+        .map_err(|e| bad(format!("{flag} is not JSON: {e}")))?;
+    if !v.is_object() {
+        return Err(bad(format!("{flag} must be a JSON object, got {v}")));
+    }
+    Ok(v)
+}
+
+/// External plugins and plugin selection, shared by both commands.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PluginArgs {
+    /// Load an external plugin: a WebAssembly component (.wasm, sandboxed) or a
+    /// native library (.so, .dylib, .dll; trusted code only). Repeatable; its plugins
+    /// are then selected by name like the built-ins (see `batchbench plugins`).
+    #[arg(long = "plugin", value_name = "PATH", help_heading = "Plugins")]
+    pub plugins: Vec<std::path::PathBuf>,
+    /// Add a router plugin (repeatable; after the built-in identity routers).
+    #[arg(long = "router", value_name = "NAME", help_heading = "Plugins")]
+    pub routers: Vec<String>,
+    /// Config of the router of the same position, a JSON object (default {}).
+    #[arg(long = "router-config", value_name = "JSON", help_heading = "Plugins")]
+    pub router_configs: Vec<String>,
+    /// Add a reporter plugin (repeatable).
+    #[arg(long = "reporter", value_name = "NAME", help_heading = "Plugins")]
+    pub reporters: Vec<String>,
+    /// Config of the reporter of the same position, a JSON object (default {}).
+    #[arg(
+        long = "reporter-config",
+        value_name = "JSON",
+        help_heading = "Plugins"
+    )]
+    pub reporter_configs: Vec<String>,
+}
+
+/// Loads the external plugins at `paths` into the registries. A missing file is
+/// bad input (exit 2); a file that does not load is a failure (exit 1).
+pub fn load_plugins(paths: &[std::path::PathBuf]) -> Result<(), Failure> {
+    for p in paths {
+        if !p.is_file() {
+            return Err(Failure::bad_input(anyhow::anyhow!(
+                "--plugin {}: no such file",
+                p.display()
+            )));
+        }
+        let is_wasm = p
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("wasm"));
+        let r = if is_wasm {
+            batchbench_wasm::load(p).map(drop)
+        } else {
+            batchbench_dylib::load(p).map(drop)
+        };
+        r.map_err(|e| Failure::failed(anyhow::anyhow!("cannot load plugin {e}")))?;
+    }
+    Ok(())
+}
+
+impl PluginArgs {
+    /// Loads every `--plugin`.
+    pub fn load(&self) -> Result<(), Failure> {
+        load_plugins(&self.plugins)
+    }
+
+    fn pairs(
+        names: &[String],
+        configs: &[String],
+        flag: &str,
+    ) -> Result<Vec<(String, serde_json::Value)>, Failure> {
+        if configs.len() > names.len() {
+            return Err(Failure::bad_input(anyhow::anyhow!(
+                "{} --{flag}-config values for {} --{flag} plugins: each config belongs to the --{flag} of the same position",
+                configs.len(),
+                names.len()
+            )));
+        }
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let cfg = json_config(
+                    &format!("--{flag}-config of --{flag} {n}"),
+                    configs.get(i).map(String::as_str),
+                )?;
+                Ok((n.clone(), cfg))
+            })
+            .collect()
+    }
+
+    /// Checks the flags' shape (before anything is loaded or built).
+    pub fn check(&self) -> Result<(), Failure> {
+        Self::pairs(&self.routers, &self.router_configs, "router")?;
+        Self::pairs(&self.reporters, &self.reporter_configs, "reporter")?;
+        Ok(())
+    }
+
+    /// The `--router` plugins, built.
+    pub fn build_routers(
+        &self,
+        ctx: &batchbench_core::registry::BuildContext,
+    ) -> Result<Vec<Arc<dyn batchbench_core::plugin::Router>>, Failure> {
+        Self::pairs(&self.routers, &self.router_configs, "router")?
+            .into_iter()
+            .map(|(n, cfg)| {
+                batchbench_core::registry::router(&n, &cfg, ctx)
+                    .map(Arc::from)
+                    .map_err(plugin_failure)
+            })
+            .collect()
+    }
+
+    /// The `--reporter` plugins, built.
+    pub fn build_reporters(
+        &self,
+        ctx: &batchbench_core::registry::BuildContext,
+    ) -> Result<Vec<Box<dyn Reporter>>, Failure> {
+        Self::pairs(&self.reporters, &self.reporter_configs, "reporter")?
+            .into_iter()
+            .map(|(n, cfg)| {
+                batchbench_core::registry::reporter(&n, &cfg, ctx).map_err(plugin_failure)
+            })
+            .collect()
+    }
+
+    /// The plugin part of the run's recorded configuration.
+    pub fn config_json(&self) -> serde_json::Value {
+        let pairs = |names: &[String], configs: &[String]| -> Vec<serde_json::Value> {
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    let cfg = configs
+                        .get(i)
+                        .and_then(|c| serde_json::from_str(c).ok())
+                        .unwrap_or_else(|| serde_json::json!({}));
+                    serde_json::json!({ "name": n, "config": cfg })
+                })
+                .collect()
+        };
+        serde_json::json!({
+            "plugin_files": self.plugins,
+            "routers": pairs(&self.routers, &self.router_configs),
+            "reporters": pairs(&self.reporters, &self.reporter_configs),
+        })
+    }
+}

@@ -11,7 +11,7 @@ use batchbench_core::dist::{LengthDist, LogNormalFlags};
 use batchbench_core::engine::{Engine, EngineOptions};
 use batchbench_core::registry::{self, BuildContext};
 use clap::{Args, Parser, Subcommand};
-use common::{Failure, OutputArgs, TargetArgs, finite, length, non_negative, positive};
+use common::{Failure, OutputArgs, PluginArgs, TargetArgs, finite, length, non_negative, positive};
 use serde_json::json;
 use std::ffi::OsString;
 use std::sync::Arc;
@@ -56,6 +56,10 @@ pub enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Load an external plugin first (.wasm or a native library), to list it
+        /// beside the built-ins. Repeatable.
+        #[arg(long = "plugin", value_name = "PATH")]
+        plugins: Vec<std::path::PathBuf>,
     },
     /// Turn a window of ClickHouse prompt-chain records into a version-2 replay
     /// manifest (CLICKHOUSE_URL, or --rows-jsonl to re-export offline).
@@ -123,6 +127,22 @@ pub struct BenchArgs {
     /// Seed for reproducible sampling and text (random when absent; reported).
     #[arg(long, help_heading = "Workload")]
     pub seed: Option<u64>,
+    /// Run the trajectories of a registered workload plugin instead of the synthetic
+    /// users (--users then caps how many run at once); see `batchbench plugins`.
+    #[arg(long, value_name = "NAME", help_heading = "Workload")]
+    pub workload: Option<String>,
+    /// The --workload plugin's config, a JSON object.
+    #[arg(
+        long,
+        value_name = "JSON",
+        help_heading = "Workload",
+        requires = "workload"
+    )]
+    pub workload_config: Option<String>,
+
+    /// External plugins.
+    #[command(flatten)]
+    pub plugins: PluginArgs,
 
     /// Output flags shared with `batchbench-agent`.
     #[command(flatten)]
@@ -165,7 +185,10 @@ where
         Err(e) => return common::clap_exit("batchbench", &e),
     };
     match cli.command {
-        Some(Command::Plugins { json }) => plugins(json),
+        Some(Command::Plugins { json, plugins: p }) => match common::load_plugins(&p) {
+            Ok(()) => plugins(json),
+            Err(f) => common::exit_code("batchbench plugins", Err(f)),
+        },
         Some(Command::ExportPlans(a)) => export_plans(&a, cancel),
         None => common::exit_code("batchbench", bench(cli.bench, cancel)),
     }
@@ -248,6 +271,9 @@ fn plugins(as_json: bool) -> i32 {
                 "{:<9} {:<18} {}\n{:<28} example: {}",
                 p.kind, p.name, p.description, "", p.example
             );
+            if p.origin != "built-in" {
+                println!("{:<28} from: {}", "", p.origin);
+            }
         }
     }
     common::EXIT_OK
@@ -318,15 +344,39 @@ fn bench(a: BenchArgs, cancel: Option<CancellationToken>) -> Result<i32, Failure
         seed,
         ..BuildContext::default()
     };
-    let workload_cfg = json!({
-        "users": a.users,
-        "requests_per_user": a.requests_per_user,
-        "input": plan.input,
-        "output": plan.output,
-        "prefix_overlap": a.input_prefix_overlap,
-    });
-    let mut source =
-        registry::workload("finite_batch", &workload_cfg, &ctx).map_err(common::plugin_failure)?;
+    a.plugins.check()?;
+    a.plugins.load()?;
+    let (mut source, total) = match &a.workload {
+        Some(name) => {
+            let synthetic = [
+                ("--requests-per-user", a.requests_per_user != 1),
+                ("--input-tokens", plan.input.is_some()),
+                ("--output-tokens", plan.output.is_some()),
+                ("--input-prefix-overlap", a.input_prefix_overlap != 0.0),
+            ];
+            if let Some((flag, _)) = synthetic.iter().find(|(_, given)| *given) {
+                return Err(Failure::bad_input(anyhow::anyhow!(
+                    "--workload {name} replaces the synthetic users: drop {flag}"
+                )));
+            }
+            let cfg = common::json_config("--workload-config", a.workload_config.as_deref())?;
+            let source = registry::workload(name, &cfg, &ctx).map_err(common::plugin_failure)?;
+            let total = source.info().planned_requests;
+            (source, total)
+        }
+        None => {
+            let workload_cfg = json!({
+                "users": a.users,
+                "requests_per_user": a.requests_per_user,
+                "input": plan.input,
+                "output": plan.output,
+                "prefix_overlap": a.input_prefix_overlap,
+            });
+            let source = registry::workload("finite_batch", &workload_cfg, &ctx)
+                .map_err(common::plugin_failure)?;
+            (source, Some(a.users.saturating_mul(a.requests_per_user)))
+        }
+    };
     let sim_cfg = t.sim_config()?;
 
     if a.output.dry_run {
@@ -342,7 +392,9 @@ fn bench(a: BenchArgs, cancel: Option<CancellationToken>) -> Result<i32, Failure
 
     let codec =
         registry::codec("openai_chat", &t.codec_config(), &ctx).map_err(common::plugin_failure)?;
-    let reporters = a.output.reporters("batchbench", &ctx)?;
+    let mut reporters = a.output.reporters("batchbench", &ctx)?;
+    reporters.extend(a.plugins.build_reporters(&ctx)?);
+    let routers = a.plugins.build_routers(&ctx)?;
     let (in_mu, in_sigma, in_max) = lognorm_parts(plan.input);
     let (out_mu, out_sigma, out_max) = lognorm_parts(plan.output);
     let mut config = t.config_json();
@@ -355,14 +407,15 @@ fn bench(a: BenchArgs, cancel: Option<CancellationToken>) -> Result<i32, Failure
                 "output_lognorm_mu": out_mu, "output_lognorm_sigma": out_sigma, "output_lognorm_max": out_max,
                 "input_tokens": a.input_tokens, "input_vary": a.input_vary, "input_prefix_overlap": a.input_prefix_overlap,
                 "input_lognorm_mu": in_mu, "input_lognorm_sigma": in_sigma, "input_lognorm_max": in_max,
+                "workload": a.workload, "workload_config": a.workload_config.as_deref().and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok()),
+                "plugins": a.plugins.config_json(),
             })
             .as_object()
             .cloned()
             .unwrap_or_default(),
         );
     }
-    let needs_tokens = plan.input.is_some();
-    let total = a.users.saturating_mul(a.requests_per_user);
+    let needs_tokens = plan.input.is_some() || a.workload.is_some();
     common::runtime()?.block_on(async move {
         let session = common::Session::open(
             t,
@@ -380,9 +433,13 @@ fn bench(a: BenchArgs, cancel: Option<CancellationToken>) -> Result<i32, Failure
             stream: t.stream,
             ..EngineOptions::default()
         };
-        let engine = Engine::new(opts, session.transport.clone(), Arc::from(codec)).config(config);
+        let mut engine =
+            Engine::new(opts, session.transport.clone(), Arc::from(codec)).config(config);
+        for r in routers {
+            engine = engine.router(r);
+        }
         let out = session
-            .run(engine, source, reporters, Some(total), a.output.quiet)
+            .run(engine, source, reporters, total, a.output.quiet)
             .await?;
         Ok(if out.summary.interrupted {
             common::EXIT_INTERRUPTED

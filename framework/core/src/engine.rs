@@ -16,7 +16,7 @@ use crate::plugin::{
 use crate::rng;
 use crate::tokens::{TokenError, TokenizerHandle};
 use crate::transport::{Outcome, Transport};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -117,7 +117,7 @@ impl Default for EngineOptions {
 }
 
 /// What reporters know about the run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunInfo {
     /// The `model` field.
     pub model: String,
@@ -1069,7 +1069,7 @@ async fn drive(
         };
         let mut extras = RouteExtras::default();
         for r in &sh.routers {
-            r.decorate(&ctx, &mut extras);
+            r.decorate(&ctx, &mut extras)?;
         }
         let stream = cur.stream.unwrap_or(sh.opts.stream);
         let mut body = BodyWriter::default();

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+pub mod abi;
 pub mod blocks;
 pub mod conversation;
 pub mod dist;
@@ -13,6 +14,7 @@ pub mod registry;
 pub mod rng;
 pub mod tokens;
 pub mod transport;
+pub mod wire;
 
 #[doc(hidden)]
 pub mod __private {

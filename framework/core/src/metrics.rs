@@ -3,7 +3,7 @@
 
 use crate::plugin::{FailureKind, RequestRecord, TrajectoryRecord};
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -69,7 +69,7 @@ impl Latency {
 }
 
 /// Percentiles of one distribution, in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct LatencyStats {
     /// Samples.
     pub count: u64,
@@ -86,7 +86,7 @@ pub struct LatencyStats {
 }
 
 /// One failed request, for the failure report.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FailureExample {
     /// Agent index.
     pub agent_id: u64,
@@ -235,7 +235,8 @@ pub fn truncate(s: &mut String, max: usize) {
 }
 
 /// The results of a run: what the console, CSV and Python report.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Summary {
     /// The run was cut short by Ctrl+C.
     pub interrupted: bool,

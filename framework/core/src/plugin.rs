@@ -12,7 +12,7 @@
 use crate::conversation::Conversation;
 use crate::metrics::Summary;
 use crate::plan::Trajectory;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
 /// An error raised by a plugin, with the plugin's name for context.
@@ -51,7 +51,8 @@ pub enum PluginError {
 }
 
 /// How a workload source describes itself in reports.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct WorkloadInfo {
     /// `synthetic`, `trajectory_replay`, `finite_batch`, ...
     pub mode: String,
@@ -101,7 +102,7 @@ pub struct EncodeRequest<'a> {
 }
 
 /// Token usage reported by the server.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// `usage.prompt_tokens`.
     pub prompt_tokens: u64,
@@ -238,8 +239,10 @@ pub struct RouteExtras {
 
 /// Adds per-request identity.
 pub trait Router: Send + Sync {
-    /// Adds headers and body fields for the request described by `ctx`.
-    fn decorate(&self, ctx: &RouteContext<'_>, out: &mut RouteExtras);
+    /// Adds headers and body fields for the request described by `ctx`. An error
+    /// stops the run (exit 1): a request must never go out without the identity
+    /// the user asked for.
+    fn decorate(&self, ctx: &RouteContext<'_>, out: &mut RouteExtras) -> Result<(), PluginError>;
 
     /// The data-parallel rank a routing slot is pinned to, if this router pins
     /// slots to ranks (reported per trajectory).
@@ -262,6 +265,19 @@ pub enum FailureKind {
     Decode,
     /// Cancelled by Ctrl+C.
     Cancelled,
+}
+
+impl FailureKind {
+    /// Parses the [`Display`](std::fmt::Display) form (`http_429`, `timeout`, ...).
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "timeout" => Self::Timeout,
+            "connect" => Self::Connect,
+            "decode" => Self::Decode,
+            "cancelled" => Self::Cancelled,
+            _ => Self::Http(s.strip_prefix("http_")?.parse().ok()?),
+        })
+    }
 }
 
 impl std::fmt::Display for FailureKind {
@@ -305,7 +321,7 @@ pub struct RequestRecord<'a> {
 }
 
 /// A trajectory outcome, as reporters see it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TrajectoryRecord {
     /// Agent index in admission order.
     pub agent_id: u64,

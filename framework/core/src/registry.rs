@@ -1,4 +1,5 @@
-//! Plugin registries, filled at link time by `inventory`.
+//! Plugin registries: filled at link time by `inventory` (built-ins and any crate
+//! linked into the binary) and at run time by the plugin hosts ([`register_loaded`]).
 //!
 //! A built-in plugin registers exactly as an external crate would:
 //!
@@ -19,7 +20,8 @@ use crate::plugin::{PluginError, Reporter, RequestCodec, Router, WorkloadSource}
 use serde::de::DeserializeOwned;
 
 /// Run-wide facts a plugin may need while it is built.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct BuildContext {
     /// The run seed (a random one when the user gave none).
     pub seed: u64,
@@ -99,63 +101,217 @@ pub struct PluginInfo {
     /// Kind name.
     pub kind: &'static str,
     /// Plugin name.
-    pub name: &'static str,
+    pub name: String,
     /// Description.
-    pub description: &'static str,
+    pub description: String,
     /// Example config.
-    pub example: &'static str,
+    pub example: String,
+    /// `built-in`, or the file a loaded plugin came from.
+    pub origin: String,
+}
+
+/// A constructor of a loaded (external) plugin.
+pub type LoadedBuilder<T> =
+    Box<dyn Fn(&serde_json::Value, &BuildContext) -> Result<Box<T>, PluginError> + Send + Sync>;
+
+/// A plugin registered at run time by a plugin host (a WebAssembly component or a
+/// native library), selected exactly like a built-in.
+pub struct Loaded<T: ?Sized + 'static> {
+    /// snake_case name used to select it.
+    pub name: String,
+    /// One line for `batchbench plugins`.
+    pub description: String,
+    /// An example config (JSON).
+    pub example: String,
+    /// The file it was loaded from.
+    pub origin: String,
+    /// The constructor.
+    pub build: LoadedBuilder<T>,
+}
+
+/// What a plugin host registers.
+pub enum LoadedPlugin {
+    /// A workload source.
+    Workload(Loaded<dyn WorkloadSource>),
+    /// A router.
+    Router(Loaded<dyn Router>),
+    /// A reporter.
+    Reporter(Loaded<dyn Reporter>),
+}
+
+impl std::fmt::Debug for LoadedPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (kind, name, origin) = match self {
+            Self::Workload(p) => ("workload", &p.name, &p.origin),
+            Self::Router(p) => ("router", &p.name, &p.origin),
+            Self::Reporter(p) => ("reporter", &p.name, &p.origin),
+        };
+        write!(f, "LoadedPlugin({kind} {name} from {origin})")
+    }
+}
+
+type Shelf<T> = std::sync::RwLock<Vec<std::sync::Arc<Loaded<T>>>>;
+
+static LOADED_WORKLOADS: Shelf<dyn WorkloadSource> = std::sync::RwLock::new(Vec::new());
+static LOADED_ROUTERS: Shelf<dyn Router> = std::sync::RwLock::new(Vec::new());
+static LOADED_REPORTERS: Shelf<dyn Reporter> = std::sync::RwLock::new(Vec::new());
+
+fn shelf_snapshot<T: ?Sized>(shelf: &Shelf<T>) -> Vec<std::sync::Arc<Loaded<T>>> {
+    shelf
+        .read()
+        .map(|v| v.clone())
+        .unwrap_or_else(|p| p.into_inner().clone())
+}
+
+fn shelve<T: ?Sized + 'static>(
+    kind: Kind,
+    shelf: &Shelf<T>,
+    builtins: impl Iterator<Item = &'static Registration<T>>,
+    p: Loaded<T>,
+) -> Result<(), PluginError> {
+    let valid = !p.name.is_empty()
+        && p.name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if !valid {
+        return Err(PluginError::Failed {
+            plugin: p.origin.clone(),
+            message: format!(
+                "plugin name {:?} is not a lower-case identifier ([a-z0-9_-]+)",
+                p.name
+            ),
+        });
+    }
+    if builtins.into_iter().any(|r| r.name == p.name) {
+        return Err(PluginError::Failed {
+            plugin: p.origin.clone(),
+            message: format!(
+                "a built-in {} plugin is already named '{}'",
+                kind.as_str(),
+                p.name
+            ),
+        });
+    }
+    let mut v = shelf.write().unwrap_or_else(|e| e.into_inner());
+    if let Some(other) = v.iter().find(|o| o.name == p.name) {
+        if other.origin == p.origin {
+            // The same file loaded twice (two runs in one process): keep the first.
+            return Ok(());
+        }
+        return Err(PluginError::Failed {
+            plugin: p.origin.clone(),
+            message: format!(
+                "a {} plugin named '{}' was already loaded from {}",
+                kind.as_str(),
+                p.name,
+                other.origin
+            ),
+        });
+    }
+    v.push(std::sync::Arc::new(p));
+    Ok(())
+}
+
+/// Registers a loaded plugin beside the built-ins. A name already taken by a
+/// plugin of the same kind (built-in, or loaded from another file) is an error;
+/// the same file registering again is a no-op.
+pub fn register_loaded(p: LoadedPlugin) -> Result<(), PluginError> {
+    match p {
+        LoadedPlugin::Workload(p) => shelve(
+            Kind::Workload,
+            &LOADED_WORKLOADS,
+            inventory::iter::<WorkloadRegistration>.into_iter(),
+            p,
+        ),
+        LoadedPlugin::Router(p) => shelve(
+            Kind::Router,
+            &LOADED_ROUTERS,
+            inventory::iter::<RouterRegistration>.into_iter(),
+            p,
+        ),
+        LoadedPlugin::Reporter(p) => shelve(
+            Kind::Reporter,
+            &LOADED_REPORTERS,
+            inventory::iter::<ReporterRegistration>.into_iter(),
+            p,
+        ),
+    }
 }
 
 fn sorted<T: ?Sized + 'static>(
     kind: Kind,
     it: impl Iterator<Item = &'static Registration<T>>,
+    loaded: &Shelf<T>,
 ) -> Vec<PluginInfo> {
     let mut v: Vec<PluginInfo> = it
         .map(|r| PluginInfo {
             kind: kind.as_str(),
-            name: r.name,
-            description: r.description,
-            example: r.example,
+            name: r.name.to_owned(),
+            description: r.description.to_owned(),
+            example: r.example.to_owned(),
+            origin: "built-in".to_owned(),
         })
         .collect();
-    v.sort_by(|a, b| a.name.cmp(b.name));
+    v.extend(shelf_snapshot(loaded).iter().map(|r| PluginInfo {
+        kind: kind.as_str(),
+        name: r.name.clone(),
+        description: r.description.clone(),
+        example: r.example.clone(),
+        origin: r.origin.clone(),
+    }));
+    v.sort_by(|a, b| a.name.cmp(&b.name));
     v
 }
 
-/// Every registered plugin, by kind then name.
+static NO_CODECS: Shelf<dyn RequestCodec> = std::sync::RwLock::new(Vec::new());
+
+/// Every registered plugin (built-in and loaded), by kind then name.
 pub fn list() -> Vec<PluginInfo> {
     let mut all = sorted(
         Kind::Workload,
         inventory::iter::<WorkloadRegistration>.into_iter(),
+        &LOADED_WORKLOADS,
     );
     all.extend(sorted(
         Kind::Codec,
         inventory::iter::<CodecRegistration>.into_iter(),
+        &NO_CODECS,
     ));
     all.extend(sorted(
         Kind::Router,
         inventory::iter::<RouterRegistration>.into_iter(),
+        &LOADED_ROUTERS,
     ));
     all.extend(sorted(
         Kind::Reporter,
         inventory::iter::<ReporterRegistration>.into_iter(),
+        &LOADED_REPORTERS,
     ));
     all
 }
 
-fn find<T: ?Sized + 'static>(
+fn build<T: ?Sized + 'static>(
     kind: Kind,
     name: &str,
     it: impl Iterator<Item = &'static Registration<T>> + Clone,
-) -> Result<&'static Registration<T>, PluginError> {
-    it.clone().find(|r| r.name == name).ok_or_else(|| {
-        let mut known: Vec<&str> = it.map(|r| r.name).collect();
-        known.sort_unstable();
-        PluginError::Unknown {
-            kind: kind.as_str(),
-            name: name.to_owned(),
-            known: known.join(", "),
-        }
+    loaded: &Shelf<T>,
+    config: &serde_json::Value,
+    ctx: &BuildContext,
+) -> Result<Box<T>, PluginError> {
+    if let Some(r) = it.clone().find(|r| r.name == name) {
+        return (r.build)(config, ctx);
+    }
+    let loaded = shelf_snapshot(loaded);
+    if let Some(r) = loaded.iter().find(|r| r.name == name) {
+        return (r.build)(config, ctx);
+    }
+    let mut known: Vec<&str> = it.map(|r| r.name).collect();
+    known.extend(loaded.iter().map(|r| r.name.as_str()));
+    known.sort_unstable();
+    Err(PluginError::Unknown {
+        kind: kind.as_str(),
+        name: name.to_owned(),
+        known: known.join(", "),
     })
 }
 
@@ -165,12 +321,14 @@ pub fn workload(
     config: &serde_json::Value,
     ctx: &BuildContext,
 ) -> Result<Box<dyn WorkloadSource>, PluginError> {
-    (find(
+    build(
         Kind::Workload,
         name,
         inventory::iter::<WorkloadRegistration>.into_iter(),
-    )?
-    .build)(config, ctx)
+        &LOADED_WORKLOADS,
+        config,
+        ctx,
+    )
 }
 
 /// Builds the codec `name`.
@@ -179,12 +337,14 @@ pub fn codec(
     config: &serde_json::Value,
     ctx: &BuildContext,
 ) -> Result<Box<dyn RequestCodec>, PluginError> {
-    (find(
+    build(
         Kind::Codec,
         name,
         inventory::iter::<CodecRegistration>.into_iter(),
-    )?
-    .build)(config, ctx)
+        &NO_CODECS,
+        config,
+        ctx,
+    )
 }
 
 /// Builds the router `name`.
@@ -193,12 +353,14 @@ pub fn router(
     config: &serde_json::Value,
     ctx: &BuildContext,
 ) -> Result<Box<dyn Router>, PluginError> {
-    (find(
+    build(
         Kind::Router,
         name,
         inventory::iter::<RouterRegistration>.into_iter(),
-    )?
-    .build)(config, ctx)
+        &LOADED_ROUTERS,
+        config,
+        ctx,
+    )
 }
 
 /// Builds the reporter `name`.
@@ -207,12 +369,14 @@ pub fn reporter(
     config: &serde_json::Value,
     ctx: &BuildContext,
 ) -> Result<Box<dyn Reporter>, PluginError> {
-    (find(
+    build(
         Kind::Reporter,
         name,
         inventory::iter::<ReporterRegistration>.into_iter(),
-    )?
-    .build)(config, ctx)
+        &LOADED_REPORTERS,
+        config,
+        ctx,
+    )
 }
 
 /// Builds every registered plugin from its example config: the contract every
@@ -222,16 +386,16 @@ pub fn check_examples() -> Vec<(PluginInfo, Result<(), PluginError>)> {
     list()
         .into_iter()
         .map(|info| {
-            let r = serde_json::from_str::<serde_json::Value>(info.example)
+            let r = serde_json::from_str::<serde_json::Value>(&info.example)
                 .map_err(|e| PluginError::Config {
-                    plugin: info.name.to_owned(),
+                    plugin: info.name.clone(),
                     message: format!("example is not JSON: {e}"),
                 })
                 .and_then(|cfg| match info.kind {
-                    "workload" => workload(info.name, &cfg, &ctx).map(drop),
-                    "codec" => codec(info.name, &cfg, &ctx).map(drop),
-                    "router" => router(info.name, &cfg, &ctx).map(drop),
-                    _ => reporter(info.name, &cfg, &ctx).map(drop),
+                    "workload" => workload(&info.name, &cfg, &ctx).map(drop),
+                    "codec" => codec(&info.name, &cfg, &ctx).map(drop),
+                    "router" => router(&info.name, &cfg, &ctx).map(drop),
+                    _ => reporter(&info.name, &cfg, &ctx).map(drop),
                 });
             (info, r)
         })

@@ -55,11 +55,12 @@ impl UserTag {
 }
 
 impl Router for UserTag {
-    fn decorate(&self, ctx: &RouteContext<'_>, out: &mut RouteExtras) {
+    fn decorate(&self, ctx: &RouteContext<'_>, out: &mut RouteExtras) -> Result<(), PluginError> {
         let id = self.identity(ctx.seed, ctx.agent_id);
         out.headers.push(("X-SMG-Routing-Key".into(), id.clone()));
         out.body_fields
             .push(("user".into(), serde_json::Value::String(id)));
+        Ok(())
     }
 }
 
@@ -101,11 +102,12 @@ impl DpRank {
 }
 
 impl Router for DpRank {
-    fn decorate(&self, ctx: &RouteContext<'_>, out: &mut RouteExtras) {
+    fn decorate(&self, ctx: &RouteContext<'_>, out: &mut RouteExtras) -> Result<(), PluginError> {
         out.headers.push((
             "X-SMG-Target-Worker".into(),
             (ctx.routing_slot % self.ranks).to_string(),
         ));
+        Ok(())
     }
 
     fn dp_rank(&self, routing_slot: u64) -> Option<u64> {
@@ -147,7 +149,7 @@ mod tests {
             Some(4)
         );
         let mut out = RouteExtras::default();
-        r.decorate(&ctx(1, 0), &mut out);
+        r.decorate(&ctx(1, 0), &mut out).unwrap();
         assert_eq!(
             out.headers,
             vec![("X-SMG-Routing-Key".to_owned(), a.clone())]
@@ -170,7 +172,7 @@ mod tests {
     fn dp_rank_is_slot_modulo_ranks() {
         let r = DpRank::new(DpRankConfig { ranks: 4 }, &BuildContext::default()).unwrap();
         let mut out = RouteExtras::default();
-        r.decorate(&ctx(0, 6), &mut out);
+        r.decorate(&ctx(0, 6), &mut out).unwrap();
         assert_eq!(
             out.headers,
             vec![("X-SMG-Target-Worker".to_owned(), "2".to_owned())]

@@ -19,8 +19,13 @@ mod external {
     pub struct TeamHeader(String);
 
     impl Router for TeamHeader {
-        fn decorate(&self, _ctx: &RouteContext<'_>, out: &mut RouteExtras) {
+        fn decorate(
+            &self,
+            _ctx: &RouteContext<'_>,
+            out: &mut RouteExtras,
+        ) -> Result<(), PluginError> {
             out.headers.push(("X-Team".into(), self.0.clone()));
+            Ok(())
         }
     }
 
@@ -46,7 +51,8 @@ fn an_external_crate_registers_like_a_builtin() {
         trajectory_id: "t",
         request_index: 0,
     };
-    r.decorate(&route, &mut extras);
+    r.decorate(&route, &mut extras)
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(extras.headers, vec![("X-Team".to_owned(), "x".to_owned())]);
     assert!(
         registry::list()

@@ -1,0 +1,315 @@
+//! The JSON documents that cross an external plugin's boundary.
+//!
+//! A WebAssembly component and a native library both exchange these documents (the
+//! WIT contract passes them as strings, the C ABI as bytes), so a plugin written for
+//! one host ports to the other unchanged. Field names are part of the plugin
+//! contract: adding an optional field is compatible, anything else is a new
+//! contract version.
+
+use crate::plan::{PlannedRequest, Trajectory};
+use crate::plugin::{FailureKind, PluginError, RequestRecord, RouteContext, RouteExtras, Usage};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// A trajectory as a workload plugin yields it: the trajectory's requests in
+/// order, each a [`PlannedRequest`] (the same fields as a version-2 manifest's
+/// request, with `blocks` of `{seed, tokens, role}`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireTrajectory {
+    /// Identifier used in reports and error messages.
+    pub id: String,
+    /// Start offset from benchmark start in milliseconds (open-loop admission).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_after_ms: Option<u64>,
+    /// The planned requests, in order.
+    pub requests: Vec<PlannedRequest>,
+}
+
+impl WireTrajectory {
+    /// Parses and checks a trajectory document from plugin `plugin`. Errors name the
+    /// plugin, the trajectory, the request and the field.
+    pub fn parse(plugin: &str, json: &[u8]) -> Result<Self, PluginError> {
+        let t: Self = serde_json::from_slice(json).map_err(|e| {
+            PluginError::Plan(format!(
+                "{plugin}: next_trajectory returned an invalid trajectory: {e}"
+            ))
+        })?;
+        t.check(plugin)?;
+        Ok(t)
+    }
+
+    /// Checks what the engine relies on.
+    pub fn check(&self, plugin: &str) -> Result<(), PluginError> {
+        let bad = |m: String| Err(PluginError::Plan(format!("{plugin}: {m}")));
+        if self.id.is_empty() {
+            return bad("a trajectory has an empty id".into());
+        }
+        if self.requests.is_empty() {
+            return bad(format!("trajectory {}: requests is empty", self.id));
+        }
+        for (i, r) in self.requests.iter().enumerate() {
+            for (j, b) in r.blocks.iter().flat_map(|b| b.iter()).enumerate() {
+                if b.tokens == 0 {
+                    return bad(format!(
+                        "trajectory {}, request {i}, block {j}: tokens must be at least 1",
+                        self.id
+                    ));
+                }
+                if b.seed.is_empty() {
+                    return bad(format!(
+                        "trajectory {}, request {i}, block {j}: seed is empty",
+                        self.id
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The engine's trajectory.
+    pub fn into_trajectory(self) -> Trajectory {
+        let mut t = Trajectory::from_vec(self.id, self.requests);
+        t.start_after_ms = self.start_after_ms;
+        t
+    }
+}
+
+/// A router's view of one request.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct WireRouteContext {
+    /// The run seed.
+    pub seed: u64,
+    /// Agent index in admission order.
+    pub agent_id: u64,
+    /// Reusable scheduler slot.
+    pub routing_slot: u64,
+    /// The trajectory.
+    pub trajectory_id: String,
+    /// Index of the request within the trajectory.
+    pub request_index: u64,
+}
+
+impl WireRouteContext {
+    /// From the engine's context.
+    pub fn from_context(c: &RouteContext<'_>) -> Self {
+        Self {
+            seed: c.seed,
+            agent_id: c.agent_id,
+            routing_slot: c.routing_slot,
+            trajectory_id: c.trajectory_id.to_owned(),
+            request_index: c.request_index,
+        }
+    }
+
+    /// The engine's context, borrowing the trajectory id.
+    pub fn context(&self) -> RouteContext<'_> {
+        RouteContext {
+            seed: self.seed,
+            agent_id: self.agent_id,
+            routing_slot: self.routing_slot,
+            trajectory_id: &self.trajectory_id,
+            request_index: self.request_index,
+        }
+    }
+}
+
+/// What a router adds: headers, and top-level body fields (any JSON value).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct WireRouteExtras {
+    /// HTTP headers.
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
+    /// Top-level JSON body fields.
+    #[serde(default)]
+    pub body_fields: Vec<(String, serde_json::Value)>,
+}
+
+impl WireRouteExtras {
+    /// Checks header names and values and appends everything to `out`.
+    pub fn append_to(self, plugin: &str, out: &mut RouteExtras) -> Result<(), PluginError> {
+        for (k, v) in &self.headers {
+            check_header(plugin, k, v)?;
+        }
+        out.headers.extend(self.headers);
+        out.body_fields.extend(self.body_fields);
+        Ok(())
+    }
+}
+
+/// Rejects a header that HTTP cannot carry, naming it.
+pub fn check_header(plugin: &str, name: &str, value: &str) -> Result<(), PluginError> {
+    let name_ok = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    let value_ok = value
+        .bytes()
+        .all(|b| b == b'\t' || (b >= 0x20 && b != 0x7f));
+    if name_ok && value_ok {
+        Ok(())
+    } else {
+        Err(PluginError::Failed {
+            plugin: plugin.to_owned(),
+            message: format!("decorate returned an invalid HTTP header {name:?}: {value:?}"),
+        })
+    }
+}
+
+/// A request outcome as a reporter plugin receives it (times in milliseconds).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct WireRequestRecord {
+    /// Agent index.
+    pub agent_id: u64,
+    /// Trajectory id.
+    pub trajectory_id: String,
+    /// Request index within the trajectory.
+    pub request_index: u64,
+    /// Planned absolute prompt tokens.
+    pub planned_prompt_tokens: Option<u32>,
+    /// Attempts made beyond the first.
+    pub retries: u32,
+    /// Latency of the final attempt, from send to the last byte.
+    pub latency_ms: f64,
+    /// Usage on success.
+    pub usage: Option<Usage>,
+    /// The perfect-prefix-cache estimate for this request.
+    pub estimated_cached_tokens: u64,
+    /// Live blocks generated from their seed for want of a reply.
+    pub live_block_fallbacks: u32,
+    /// Time to first token (streaming).
+    pub ttft_ms: Option<f64>,
+    /// The failure kind (`http_429`, `timeout`, `connect`, `decode`, `cancelled`).
+    pub failure_kind: Option<String>,
+    /// The failure message.
+    pub failure_message: Option<String>,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn from_ms(v: f64) -> Duration {
+    Duration::try_from_secs_f64(v / 1000.0).unwrap_or_default()
+}
+
+impl WireRequestRecord {
+    /// From the engine's record.
+    pub fn from_record(r: &RequestRecord<'_>) -> Self {
+        Self {
+            agent_id: r.agent_id,
+            trajectory_id: r.trajectory_id.to_owned(),
+            request_index: r.request_index,
+            planned_prompt_tokens: r.planned_prompt_tokens,
+            retries: r.retries,
+            latency_ms: ms(r.latency),
+            usage: r.usage,
+            estimated_cached_tokens: r.estimated_cached_tokens,
+            live_block_fallbacks: r.live_block_fallbacks,
+            ttft_ms: r.ttft.map(ms),
+            failure_kind: r.failure.map(|(k, _)| k.to_string()),
+            failure_message: r.failure.map(|(_, m)| m.to_owned()),
+        }
+    }
+
+    /// The engine's record, borrowing strings from `self`.
+    pub fn record(&self) -> RequestRecord<'_> {
+        RequestRecord {
+            agent_id: self.agent_id,
+            trajectory_id: &self.trajectory_id,
+            request_index: self.request_index,
+            planned_prompt_tokens: self.planned_prompt_tokens,
+            retries: self.retries,
+            latency: from_ms(self.latency_ms),
+            usage: self.usage,
+            estimated_cached_tokens: self.estimated_cached_tokens,
+            live_block_fallbacks: self.live_block_fallbacks,
+            ttft: self.ttft_ms.map(from_ms),
+            failure: self.failure_kind.as_deref().map(|k| {
+                (
+                    FailureKind::parse(k).unwrap_or(FailureKind::Decode),
+                    self.failure_message.as_deref().unwrap_or(""),
+                )
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Block, BlockRole};
+
+    #[test]
+    fn request_records_round_trip() {
+        let rec = RequestRecord {
+            agent_id: 3,
+            trajectory_id: "t-1",
+            request_index: 2,
+            planned_prompt_tokens: Some(100),
+            retries: 1,
+            latency: Duration::from_micros(12_345),
+            usage: Some(Usage {
+                prompt_tokens: 100,
+                completion_tokens: 8,
+                cached_tokens: Some(64),
+            }),
+            estimated_cached_tokens: 64,
+            live_block_fallbacks: 0,
+            ttft: Some(Duration::from_millis(5)),
+            failure: Some((FailureKind::Http(429), "slow down")),
+        };
+        let wire = WireRequestRecord::from_record(&rec);
+        let json = serde_json::to_string(&wire).unwrap_or_default();
+        let back: WireRequestRecord = serde_json::from_str(&json).unwrap_or_default();
+        let r = back.record();
+        assert_eq!(r.trajectory_id, "t-1");
+        assert_eq!(r.latency, Duration::from_micros(12_345));
+        assert_eq!(r.failure, Some((FailureKind::Http(429), "slow down")));
+        assert_eq!(r.usage, rec.usage);
+        assert_eq!(r.ttft, Some(Duration::from_millis(5)));
+    }
+
+    #[test]
+    fn trajectories_are_checked_with_context() {
+        let block = |tokens| Block {
+            seed: "s".into(),
+            tokens,
+            role: BlockRole::User,
+            live: false,
+        };
+        let t = WireTrajectory {
+            id: "mc-1".into(),
+            start_after_ms: Some(5),
+            requests: vec![PlannedRequest {
+                blocks: Some(vec![block(512), block(0)].into()),
+                ..Default::default()
+            }],
+        };
+        let json = serde_json::to_vec(&t).unwrap_or_default();
+        let err = WireTrajectory::parse("mooncake", &json)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert_eq!(
+            err,
+            "mooncake: trajectory mc-1, request 0, block 1: tokens must be at least 1"
+        );
+        let err = WireTrajectory::parse("p", br#"{"id": "x", "requests": [], "extra": 1}"#)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("unknown field `extra`"), "{err}");
+    }
+
+    #[test]
+    fn bad_headers_are_refused() {
+        let mut out = RouteExtras::default();
+        let extras = WireRouteExtras {
+            headers: vec![("X-Ok".into(), "a\r\nInjected: 1".into())],
+            body_fields: vec![],
+        };
+        assert!(extras.append_to("p", &mut out).is_err());
+        assert!(out.headers.is_empty());
+    }
+}

@@ -1,0 +1,389 @@
+//! The native plugin host: loads a shared library that exports the C ABI of
+//! [`batchbench_core::abi`] (written by `batchbench-plugin-sdk`'s
+//! `export_plugins!`) and registers its plugins beside the built-ins.
+//!
+//! The ABI version symbol is resolved and checked before anything else in the
+//! library is touched, so a library built for another version is a clear error,
+//! not a crash. Libraries are never unloaded (their code may be running on any
+//! thread until the process exits). A native plugin runs with the process's
+//! rights: it is for trusted code; untrusted plugins should be WebAssembly
+//! components.
+
+#![allow(unsafe_code)] // the C ABI boundary; every block states its contract
+
+use batchbench_core::abi::{
+    ABI_VERSION, FinishInput, OwnedBytes, PluginTable, TABLE_SYMBOL, VERSION_SYMBOL, method, status,
+};
+use batchbench_core::engine::RunInfo;
+use batchbench_core::metrics::Summary;
+use batchbench_core::plan::Trajectory;
+use batchbench_core::plugin::{
+    PluginError, Reporter, RequestRecord, RouteContext, RouteExtras, Router, TrajectoryRecord,
+    WorkloadInfo, WorkloadSource,
+};
+use batchbench_core::registry::{self, BuildContext, Loaded, LoadedPlugin};
+use batchbench_core::wire::{WireRequestRecord, WireRouteContext, WireRouteExtras, WireTrajectory};
+use serde::Deserialize;
+use std::ffi::c_void;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+fn failed(plugin: &str, message: String) -> PluginError {
+    PluginError::Failed {
+        plugin: plugin.to_owned(),
+        message,
+    }
+}
+
+/// A library's table; the library is leaked, so the table lives for the process.
+#[derive(Clone, Copy)]
+struct Table(&'static PluginTable);
+
+impl Table {
+    fn take(&self, b: OwnedBytes) -> Vec<u8> {
+        let v = if b.ptr.is_null() || b.len == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: the library returned `len` initialised bytes at `ptr`, valid
+            // until we free them below.
+            unsafe { std::slice::from_raw_parts(b.ptr, b.len) }.to_vec()
+        };
+        // SAFETY: `b` came from this library and is freed once.
+        unsafe { (self.0.free)(b) };
+        v
+    }
+
+    fn last_error(&self) -> String {
+        // SAFETY: `last_error` takes no arguments and returns owned bytes.
+        let b = unsafe { (self.0.last_error)() };
+        let text = String::from_utf8_lossy(&self.take(b)).into_owned();
+        if text.is_empty() {
+            "failed without a message".into()
+        } else {
+            text
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Described {
+    kind: String,
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    example: String,
+}
+
+/// One plugin instance inside a library.
+struct Instance {
+    table: Table,
+    handle: *mut c_void,
+    name: String,
+    /// Set once the instance panicked: it is not called again.
+    broken: AtomicBool,
+}
+
+// SAFETY: the handle is only used through the table, which the ABI requires to be
+// callable from any thread; exclusive methods are serialised by the adapters
+// (`&mut self`), and a router's shared methods are `Router: Sync` in the library.
+unsafe impl Send for Instance {}
+// SAFETY: as above.
+unsafe impl Sync for Instance {}
+
+impl Instance {
+    fn new(
+        table: Table,
+        name: &str,
+        config: &serde_json::Value,
+        ctx: &BuildContext,
+    ) -> Result<Self, PluginError> {
+        let config = config.to_string();
+        let ctx = serde_json::to_string(ctx).unwrap_or_default();
+        // SAFETY: valid (pointer, length) pairs that outlive the call.
+        let handle = unsafe {
+            (table.0.create)(
+                name.as_ptr(),
+                name.len(),
+                config.as_ptr(),
+                config.len(),
+                ctx.as_ptr(),
+                ctx.len(),
+            )
+        };
+        if handle.is_null() {
+            return Err(PluginError::Config {
+                plugin: name.to_owned(),
+                message: table.last_error(),
+            });
+        }
+        Ok(Self {
+            table,
+            handle,
+            name: name.to_owned(),
+            broken: AtomicBool::new(false),
+        })
+    }
+
+    fn call(&self, call: &str, m: u32, input: &[u8]) -> Result<Vec<u8>, PluginError> {
+        if self.broken.load(Ordering::Relaxed) {
+            return Err(failed(
+                &self.name,
+                format!("{call}: not called: the plugin panicked earlier"),
+            ));
+        }
+        let mut out = OwnedBytes::EMPTY;
+        // SAFETY: `handle` is live; input and output are valid for the call.
+        let st =
+            unsafe { (self.table.0.call)(self.handle, m, input.as_ptr(), input.len(), &mut out) };
+        match st {
+            status::OK => Ok(self.table.take(out)),
+            status::PANIC => {
+                self.broken.store(true, Ordering::Relaxed);
+                Err(failed(
+                    &self.name,
+                    format!("{call} failed: the plugin {}", self.table.last_error()),
+                ))
+            }
+            _ => Err(failed(
+                &self.name,
+                format!("{call} returned an error: {}", self.table.last_error()),
+            )),
+        }
+    }
+
+    fn call_json<T: serde::de::DeserializeOwned>(
+        &self,
+        call: &str,
+        m: u32,
+        input: &[u8],
+    ) -> Result<T, PluginError> {
+        let out = self.call(call, m, input)?;
+        serde_json::from_slice(&out)
+            .map_err(|e| failed(&self.name, format!("{call} returned invalid JSON: {e}")))
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        // SAFETY: `handle` came from `create` and is destroyed once.
+        unsafe { (self.table.0.destroy)(self.handle) };
+    }
+}
+
+struct DylibWorkload {
+    inst: Instance,
+    info: WorkloadInfo,
+}
+
+impl WorkloadSource for DylibWorkload {
+    fn info(&self) -> WorkloadInfo {
+        self.info.clone()
+    }
+
+    fn next_trajectory(&mut self) -> Option<Result<Trajectory, PluginError>> {
+        let out = match self
+            .inst
+            .call("next_trajectory", method::NEXT_TRAJECTORY, b"null")
+        {
+            Ok(o) => o,
+            Err(e) => return Some(Err(e)),
+        };
+        if out.as_slice() == b"null" {
+            return None;
+        }
+        Some(WireTrajectory::parse(&self.inst.name, &out).map(WireTrajectory::into_trajectory))
+    }
+
+    fn final_info(&mut self) -> WorkloadInfo {
+        self.inst
+            .call_json("final_info", method::FINAL_INFO, b"null")
+            .unwrap_or_else(|_| self.info.clone())
+    }
+}
+
+struct DylibRouter(Instance);
+
+impl Router for DylibRouter {
+    fn decorate(&self, ctx: &RouteContext<'_>, out: &mut RouteExtras) -> Result<(), PluginError> {
+        let input = serde_json::to_vec(&WireRouteContext::from_context(ctx)).unwrap_or_default();
+        let extras: WireRouteExtras = self.0.call_json("decorate", method::DECORATE, &input)?;
+        extras.append_to(&self.0.name, out)
+    }
+
+    fn dp_rank(&self, routing_slot: u64) -> Option<u64> {
+        self.0
+            .call_json(
+                "dp_rank",
+                method::DP_RANK,
+                routing_slot.to_string().as_bytes(),
+            )
+            .ok()
+            .flatten()
+    }
+}
+
+struct DylibReporter {
+    inst: Instance,
+    first_error: Option<PluginError>,
+}
+
+impl DylibReporter {
+    fn hook(&mut self, call: &str, m: u32, input: &[u8]) {
+        if self.first_error.is_none() {
+            if let Err(e) = self.inst.call(call, m, input) {
+                self.first_error = Some(e);
+            }
+        }
+    }
+}
+
+impl Reporter for DylibReporter {
+    fn on_start(&mut self, run: &RunInfo) -> Result<(), PluginError> {
+        let input = serde_json::to_vec(run).unwrap_or_default();
+        self.inst
+            .call("on_start", method::ON_START, &input)
+            .map(drop)
+    }
+
+    fn on_request(&mut self, rec: &RequestRecord<'_>) {
+        let input = serde_json::to_vec(&WireRequestRecord::from_record(rec)).unwrap_or_default();
+        self.hook("on_request", method::ON_REQUEST, &input);
+    }
+
+    fn on_trajectory(&mut self, rec: &TrajectoryRecord) {
+        let input = serde_json::to_vec(rec).unwrap_or_default();
+        self.hook("on_trajectory", method::ON_TRAJECTORY, &input);
+    }
+
+    fn on_finish(&mut self, run: &RunInfo, summary: &Summary) -> Result<(), PluginError> {
+        if let Some(e) = self.first_error.take() {
+            return Err(e);
+        }
+        let input = serde_json::to_vec(&FinishInput {
+            run: run.clone(),
+            summary: summary.clone(),
+        })
+        .unwrap_or_default();
+        self.inst
+            .call("on_finish", method::ON_FINISH, &input)
+            .map(drop)
+    }
+}
+
+/// What a library registered: `(kind, name)` of each plugin.
+pub type LoadedNames = Vec<(&'static str, String)>;
+
+/// Loads the library at `path`, checks its ABI version, and registers every
+/// plugin it exports. The library is never unloaded.
+pub fn load(path: &Path) -> Result<LoadedNames, PluginError> {
+    let origin = path.display().to_string();
+    // SAFETY: loading a library runs its initialisers: native plugins are trusted
+    // code (the documented safety model).
+    let lib = unsafe { libloading::Library::new(path) }
+        .map_err(|e| failed(&origin, format!("cannot load the library: {e}")))?;
+    let lib: &'static libloading::Library = Box::leak(Box::new(lib));
+    // SAFETY: the symbol's type is fixed by the ABI, version 1 and later alike.
+    let version = unsafe { lib.get::<unsafe extern "C" fn() -> u32>(VERSION_SYMBOL.as_bytes()) }
+        .map_err(|_| {
+            failed(
+                &origin,
+                format!(
+                    "not a batchbench plugin: it exports no `{VERSION_SYMBOL}` (build it with batchbench-plugin-sdk's export_plugins!)"
+                ),
+            )
+        })?;
+    // SAFETY: as above; the function takes nothing and returns a number.
+    let v = unsafe { version() };
+    if v != ABI_VERSION {
+        return Err(failed(
+            &origin,
+            format!(
+                "built for plugin ABI version {v}, but this batchbench speaks version {ABI_VERSION}: rebuild the plugin against batchbench-plugin-sdk {}",
+                env!("CARGO_PKG_VERSION")
+            ),
+        ));
+    }
+    // SAFETY: the version matched, so the table symbol has this type.
+    let table_fn =
+        unsafe { lib.get::<unsafe extern "C" fn() -> *const PluginTable>(TABLE_SYMBOL.as_bytes()) }
+            .map_err(|_| failed(&origin, format!("exports no `{TABLE_SYMBOL}`")))?;
+    // SAFETY: the function returns a pointer to a static table, or null.
+    let table = unsafe { table_fn() };
+    if table.is_null() {
+        return Err(failed(&origin, "returned no plugin table".into()));
+    }
+    // SAFETY: non-null and static in a library that is never unloaded.
+    let table = Table(unsafe { &*table });
+    if table.0.abi_version != ABI_VERSION {
+        return Err(failed(
+            &origin,
+            format!(
+                "its table is of ABI version {}, this batchbench speaks {ABI_VERSION}",
+                table.0.abi_version
+            ),
+        ));
+    }
+    // SAFETY: `describe` takes nothing and returns owned bytes.
+    let described = table.take(unsafe { (table.0.describe)() });
+    let list: Vec<Described> = serde_json::from_slice(&described)
+        .map_err(|e| failed(&origin, format!("describe returned invalid JSON: {e}")))?;
+    if list.is_empty() {
+        return Err(failed(&origin, "exports no plugins".into()));
+    }
+    let mut names = Vec::new();
+    for d in list {
+        let name = Arc::<str>::from(d.name.as_str());
+        let reg = match d.kind.as_str() {
+            "workload" => LoadedPlugin::Workload(Loaded {
+                name: d.name.clone(),
+                description: d.description,
+                example: d.example,
+                origin: origin.clone(),
+                build: Box::new(move |cfg, ctx| {
+                    let inst = Instance::new(table, &name, cfg, ctx)?;
+                    let info = inst.call_json("info", method::INFO, b"null")?;
+                    Ok(Box::new(DylibWorkload { inst, info }))
+                }),
+            }),
+            "router" => LoadedPlugin::Router(Loaded {
+                name: d.name.clone(),
+                description: d.description,
+                example: d.example,
+                origin: origin.clone(),
+                build: Box::new(move |cfg, ctx| {
+                    Ok(Box::new(DylibRouter(Instance::new(
+                        table, &name, cfg, ctx,
+                    )?)))
+                }),
+            }),
+            "reporter" => LoadedPlugin::Reporter(Loaded {
+                name: d.name.clone(),
+                description: d.description,
+                example: d.example,
+                origin: origin.clone(),
+                build: Box::new(move |cfg, ctx| {
+                    Ok(Box::new(DylibReporter {
+                        inst: Instance::new(table, &name, cfg, ctx)?,
+                        first_error: None,
+                    }))
+                }),
+            }),
+            other => {
+                return Err(failed(
+                    &origin,
+                    format!("plugin '{}' has unknown kind '{other}'", d.name),
+                ));
+            }
+        };
+        let kind = match &reg {
+            LoadedPlugin::Workload(_) => "workload",
+            LoadedPlugin::Router(_) => "router",
+            LoadedPlugin::Reporter(_) => "reporter",
+        };
+        registry::register_loaded(reg)?;
+        names.push((kind, d.name));
+    }
+    Ok(names)
+}

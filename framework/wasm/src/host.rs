@@ -1,0 +1,725 @@
+//! Loading components, instantiating them in a sandbox, and mapping them onto the
+//! plugin traits.
+
+use crate::sandbox::Sandbox;
+use batchbench_core::engine::RunInfo;
+use batchbench_core::metrics::Summary;
+use batchbench_core::plan::Trajectory;
+use batchbench_core::plugin::{
+    PluginError, Reporter, RequestRecord, RouteContext, RouteExtras, Router, TrajectoryRecord,
+    WorkloadInfo, WorkloadSource,
+};
+use batchbench_core::registry::{self, BuildContext, Loaded, LoadedPlugin};
+use batchbench_core::wire::{WireRequestRecord, WireRouteExtras, WireTrajectory, check_header};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder, Trap};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+mod bindings {
+    pub mod workload {
+        wasmtime::component::bindgen!({ path: "../wit", world: "workload-plugin" });
+    }
+    pub mod router {
+        wasmtime::component::bindgen!({ path: "../wit", world: "router-plugin" });
+    }
+    pub mod reporter {
+        wasmtime::component::bindgen!({ path: "../wit", world: "reporter-plugin" });
+    }
+}
+
+use bindings::reporter::ReporterPlugin;
+use bindings::router::RouterPlugin;
+use bindings::router::exports::batchbench::plugin::router::RouteContext as GuestRouteContext;
+use bindings::workload::WorkloadPlugin;
+
+/// The interface name prefix of the contract's exports.
+const PACKAGE: &str = "batchbench:plugin/";
+/// The contract version this host implements.
+const VERSION: &str = "@1.0.0";
+/// Epoch tick: the resolution of call deadlines.
+const TICK: Duration = Duration::from_millis(5);
+
+/// Which world a component implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorldKind {
+    /// `workload-plugin`.
+    Workload,
+    /// `router-plugin`.
+    Router,
+    /// `reporter-plugin`.
+    Reporter,
+}
+
+impl WorldKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Workload => "workload",
+            Self::Router => "router",
+            Self::Reporter => "reporter",
+        }
+    }
+}
+
+struct State {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limits: StoreLimits,
+    _grants: Vec<tempfile::TempDir>,
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+struct Runtime {
+    engine: Engine,
+    linker: Linker<State>,
+}
+
+/// The process-wide engine (epoch interruption on, ticked by one thread) and the
+/// linker providing WASI.
+fn runtime() -> Result<&'static Runtime, PluginError> {
+    static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            let mut config = Config::new();
+            config.epoch_interruption(true);
+            config.wasm_component_model(true);
+            let engine = Engine::new(&config).map_err(|e| format!("{e:#}"))?;
+            let mut linker = Linker::new(&engine);
+            wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| format!("{e:#}"))?;
+            let ticker = engine.weak();
+            std::thread::Builder::new()
+                .name("batchbench-wasm-epoch".into())
+                .spawn(move || {
+                    while let Some(engine) = ticker.upgrade() {
+                        drop(engine);
+                        std::thread::sleep(TICK);
+                        match ticker.upgrade() {
+                            Some(e) => e.increment_epoch(),
+                            None => break,
+                        }
+                    }
+                })
+                .map_err(|e| format!("cannot start the epoch thread: {e}"))?;
+            Ok(Runtime { engine, linker })
+        })
+        .as_ref()
+        .map_err(|e| PluginError::Failed {
+            plugin: "wasm".into(),
+            message: format!("cannot start the WebAssembly engine: {e}"),
+        })
+}
+
+fn ticks(ms: u64) -> u64 {
+    ms.div_ceil(TICK.as_millis() as u64) + 1
+}
+
+/// A compiled component, shared by its instances.
+struct Plugin {
+    name: String,
+    origin: String,
+    kind: WorldKind,
+    component: Component,
+}
+
+enum Bound {
+    Workload(WorkloadPlugin),
+    Router(RouterPlugin),
+    Reporter(ReporterPlugin),
+}
+
+/// One sandboxed instance of a plugin.
+struct Instance {
+    plugin: Arc<Plugin>,
+    store: Store<State>,
+    bound: Bound,
+    sandbox: Sandbox,
+    /// Set after a trap or deadline: the instance's state is gone.
+    broken: Option<String>,
+}
+
+fn failed(plugin: &str, message: String) -> PluginError {
+    PluginError::Failed {
+        plugin: plugin.to_owned(),
+        message,
+    }
+}
+
+/// Runs `f` where the WASI implementation may block on its own (it drives its
+/// I/O with Tokio, and may not do so from a runtime worker thread).
+fn off_runtime<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        Ok(_) => std::thread::scope(|s| match s.spawn(f).join() {
+            Ok(r) => r,
+            Err(p) => std::panic::resume_unwind(p),
+        }),
+        Err(_) => f(),
+    }
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
+}
+
+impl Instance {
+    fn new(
+        plugin: &Arc<Plugin>,
+        config: &serde_json::Value,
+        ctx: &BuildContext,
+    ) -> Result<Self, PluginError> {
+        let rt = runtime()?;
+        let (sandbox, own) = Sandbox::split(&plugin.name, config)?;
+        let (wasi, grants) = sandbox.wasi(&plugin.name)?;
+        let limits = StoreLimitsBuilder::new()
+            .memory_size((sandbox.memory_mb as usize) << 20)
+            .trap_on_grow_failure(true)
+            .build();
+        let mut store = Store::new(
+            &rt.engine,
+            State {
+                wasi,
+                table: ResourceTable::new(),
+                limits,
+                _grants: grants,
+            },
+        );
+        store.limiter(|s| &mut s.limits);
+        store.set_epoch_deadline(ticks(sandbox.init_timeout_ms));
+        let name = plugin.name.clone();
+        let instantiate = |store: &mut Store<State>| -> wasmtime::Result<Bound> {
+            Ok(match plugin.kind {
+                WorldKind::Workload => Bound::Workload(WorkloadPlugin::instantiate(
+                    store,
+                    &plugin.component,
+                    &rt.linker,
+                )?),
+                WorldKind::Router => Bound::Router(RouterPlugin::instantiate(
+                    store,
+                    &plugin.component,
+                    &rt.linker,
+                )?),
+                WorldKind::Reporter => Bound::Reporter(ReporterPlugin::instantiate(
+                    store,
+                    &plugin.component,
+                    &rt.linker,
+                )?),
+            })
+        };
+        let bound = off_runtime(|| instantiate(&mut store)).map_err(|e| {
+            failed(
+                &name,
+                format!("cannot instantiate: {}", describe_error(&e, &sandbox)),
+            )
+        })?;
+        let mut inst = Self {
+            plugin: plugin.clone(),
+            store,
+            bound,
+            sandbox,
+            broken: None,
+        };
+        let config_text = own.to_string();
+        let ctx_text = serde_json::to_string(ctx).unwrap_or_default();
+        let timeout = inst.sandbox.init_timeout_ms;
+        let r = inst.call("init", timeout, false, |store, bound| match bound {
+            Bound::Workload(b) => {
+                b.batchbench_plugin_workload()
+                    .call_init(store, &config_text, &ctx_text)
+            }
+            Bound::Router(b) => {
+                b.batchbench_plugin_router()
+                    .call_init(store, &config_text, &ctx_text)
+            }
+            Bound::Reporter(b) => {
+                b.batchbench_plugin_reporter()
+                    .call_init(store, &config_text, &ctx_text)
+            }
+        })?;
+        r.map_err(|message| PluginError::Config {
+            plugin: name,
+            message,
+        })?;
+        Ok(inst)
+    }
+
+    /// Calls the guest under the call deadline. `direct`: on the calling thread
+    /// even inside the async runtime (the request path; see [`off_runtime`]).
+    fn call<R: Send>(
+        &mut self,
+        call: &'static str,
+        timeout_ms: u64,
+        direct: bool,
+        f: impl FnOnce(&mut Store<State>, &Bound) -> wasmtime::Result<R> + Send,
+    ) -> Result<R, PluginError> {
+        let name = &self.plugin.name;
+        if let Some(e) = &self.broken {
+            return Err(failed(
+                name,
+                format!("{call}: not called: the instance failed earlier ({e})"),
+            ));
+        }
+        self.store.set_epoch_deadline(ticks(timeout_ms));
+        let (store, bound) = (&mut self.store, &self.bound);
+        let run = move || catch_unwind(AssertUnwindSafe(|| f(store, bound)));
+        let out = if direct { run() } else { off_runtime(run) };
+        let err = match out {
+            Ok(Ok(r)) => return Ok(r),
+            Ok(Err(e)) => {
+                let text = if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+                    format!("exceeded its {timeout_ms} ms deadline")
+                } else {
+                    describe_error(&e, &self.sandbox)
+                };
+                format!("{call} failed: {text}")
+            }
+            Err(p) => {
+                let text = panic_text(p.as_ref());
+                if text.contains("runtime from within a runtime") {
+                    format!(
+                        "{call} failed: the plugin did I/O (console, files or sockets) on the request path, which a {} may not do",
+                        self.plugin.kind.as_str()
+                    )
+                } else {
+                    format!("{call} failed: the host panicked: {text}")
+                }
+            }
+        };
+        self.broken = Some(err.clone());
+        Err(failed(name, err))
+    }
+}
+
+fn describe_error(e: &wasmtime::Error, sandbox: &Sandbox) -> String {
+    let chain = format!("{e:#}");
+    if chain.contains("forcing trap when growing memory") {
+        return format!("exceeded its memory limit of {} MiB", sandbox.memory_mb);
+    }
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => "exceeded its deadline".into(),
+        Some(t) => format!("trapped: {t}"),
+        None => chain.lines().next().unwrap_or_default().to_owned(),
+    }
+}
+
+fn guest_err(plugin: &str, call: &str, message: String) -> PluginError {
+    failed(plugin, format!("{call} returned an error: {message}"))
+}
+
+// ---------------------------------------------------------------------------
+// Workload
+
+struct WasmWorkload {
+    inst: Instance,
+    info: WorkloadInfo,
+}
+
+impl WasmWorkload {
+    fn new(
+        p: &Arc<Plugin>,
+        config: &serde_json::Value,
+        ctx: &BuildContext,
+    ) -> Result<Self, PluginError> {
+        let mut inst = Instance::new(p, config, ctx)?;
+        let info = Self::fetch_info(&mut inst)?;
+        Ok(Self { inst, info })
+    }
+
+    fn fetch_info(inst: &mut Instance) -> Result<WorkloadInfo, PluginError> {
+        let t = inst.sandbox.call_timeout_ms;
+        let json = inst.call("info", t, false, |store, b| match b {
+            Bound::Workload(b) => b.batchbench_plugin_workload().call_info(store),
+            _ => unreachable_kind(),
+        })?;
+        serde_json::from_str(&json).map_err(|e| {
+            failed(
+                &inst.plugin.name,
+                format!("info returned invalid JSON: {e}"),
+            )
+        })
+    }
+}
+
+fn unreachable_kind<R>() -> wasmtime::Result<R> {
+    Err(wasmtime::Error::msg(
+        "internal error: call on a plugin of another kind",
+    ))
+}
+
+impl WorkloadSource for WasmWorkload {
+    fn info(&self) -> WorkloadInfo {
+        self.info.clone()
+    }
+
+    fn next_trajectory(&mut self) -> Option<Result<Trajectory, PluginError>> {
+        let t = self.inst.sandbox.call_timeout_ms;
+        let name = self.inst.plugin.name.clone();
+        let r = self
+            .inst
+            .call("next_trajectory", t, false, |store, b| match b {
+                Bound::Workload(b) => b.batchbench_plugin_workload().call_next_trajectory(store),
+                _ => unreachable_kind(),
+            });
+        match r {
+            Err(e) => Some(Err(e)),
+            Ok(Err(m)) => Some(Err(guest_err(&name, "next_trajectory", m))),
+            Ok(Ok(None)) => None,
+            Ok(Ok(Some(json))) => Some(
+                WireTrajectory::parse(&name, json.as_bytes()).map(WireTrajectory::into_trajectory),
+            ),
+        }
+    }
+
+    fn final_info(&mut self) -> WorkloadInfo {
+        Self::fetch_info(&mut self.inst).unwrap_or_else(|_| self.info.clone())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Router
+
+struct WasmRouter {
+    inst: Mutex<Instance>,
+    name: String,
+}
+
+impl Router for WasmRouter {
+    fn decorate(&self, ctx: &RouteContext<'_>, out: &mut RouteExtras) -> Result<(), PluginError> {
+        let mut inst = self.inst.lock().unwrap_or_else(|p| p.into_inner());
+        let t = inst.sandbox.call_timeout_ms;
+        let gctx = GuestRouteContext {
+            seed: ctx.seed,
+            agent_id: ctx.agent_id,
+            routing_slot: ctx.routing_slot,
+            trajectory_id: ctx.trajectory_id.to_owned(),
+            request_index: ctx.request_index,
+        };
+        let r = inst.call("decorate", t, true, |store, b| match b {
+            Bound::Router(b) => b.batchbench_plugin_router().call_decorate(store, &gctx),
+            _ => unreachable_kind(),
+        })?;
+        let extras = r.map_err(|m| guest_err(&self.name, "decorate", m))?;
+        for (k, v) in &extras.headers {
+            check_header(&self.name, k, v)?;
+        }
+        let mut fields = Vec::with_capacity(extras.body_fields.len());
+        for (k, v) in extras.body_fields {
+            let value = serde_json::from_str(&v).map_err(|e| {
+                failed(
+                    &self.name,
+                    format!("decorate: body field {k:?} is not JSON: {e}"),
+                )
+            })?;
+            fields.push((k, value));
+        }
+        WireRouteExtras {
+            headers: extras.headers,
+            body_fields: fields,
+        }
+        .append_to(&self.name, out)
+    }
+
+    fn dp_rank(&self, routing_slot: u64) -> Option<u64> {
+        let mut inst = self.inst.lock().unwrap_or_else(|p| p.into_inner());
+        let t = inst.sandbox.call_timeout_ms;
+        inst.call("dp_rank", t, true, |store, b| match b {
+            Bound::Router(b) => b
+                .batchbench_plugin_router()
+                .call_dp_rank(store, routing_slot),
+            _ => unreachable_kind(),
+        })
+        .ok()
+        .flatten()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Reporter
+
+struct WasmReporter {
+    inst: Instance,
+    /// The first failure of a hook without a result (`on_request`,
+    /// `on_trajectory`), reported at the end of the run.
+    first_error: Option<PluginError>,
+}
+
+type ReporterCall = fn(
+    &bindings::reporter::exports::batchbench::plugin::reporter::Guest,
+    &mut Store<State>,
+    &str,
+) -> wasmtime::Result<Result<(), String>>;
+
+impl WasmReporter {
+    fn hook(
+        &mut self,
+        call: &'static str,
+        arg: String,
+        f: ReporterCall,
+    ) -> Result<(), PluginError> {
+        let t = self.inst.sandbox.call_timeout_ms;
+        let name = self.inst.plugin.name.clone();
+        self.inst
+            .call(call, t, false, move |store, b| match b {
+                Bound::Reporter(b) => f(b.batchbench_plugin_reporter(), store, &arg),
+                _ => unreachable_kind(),
+            })?
+            .map_err(|m| guest_err(&name, call, m))
+    }
+
+    fn remember(&mut self, r: Result<(), PluginError>) {
+        if let Err(e) = r {
+            self.first_error.get_or_insert(e);
+        }
+    }
+}
+
+impl Reporter for WasmReporter {
+    fn on_start(&mut self, run: &RunInfo) -> Result<(), PluginError> {
+        let arg = serde_json::to_string(run).unwrap_or_default();
+        self.hook("on_start", arg, |g, s, a| g.call_on_start(s, a))
+    }
+
+    fn on_request(&mut self, rec: &RequestRecord<'_>) {
+        if self.first_error.is_some() {
+            return;
+        }
+        let arg = serde_json::to_string(&WireRequestRecord::from_record(rec)).unwrap_or_default();
+        let r = self.hook("on_request", arg, |g, s, a| g.call_on_request(s, a));
+        self.remember(r);
+    }
+
+    fn on_trajectory(&mut self, rec: &TrajectoryRecord) {
+        if self.first_error.is_some() {
+            return;
+        }
+        let arg = serde_json::to_string(rec).unwrap_or_default();
+        let r = self.hook("on_trajectory", arg, |g, s, a| g.call_on_trajectory(s, a));
+        self.remember(r);
+    }
+
+    fn on_finish(&mut self, run: &RunInfo, summary: &Summary) -> Result<(), PluginError> {
+        if let Some(e) = self.first_error.take() {
+            return Err(e);
+        }
+        let t = self.inst.sandbox.call_timeout_ms;
+        let name = self.inst.plugin.name.clone();
+        let (run, summary) = (
+            serde_json::to_string(run).unwrap_or_default(),
+            serde_json::to_string(summary).unwrap_or_default(),
+        );
+        self.inst
+            .call("on_finish", t, false, |store, b| match b {
+                Bound::Reporter(b) => b
+                    .batchbench_plugin_reporter()
+                    .call_on_finish(store, &run, &summary),
+                _ => unreachable_kind(),
+            })?
+            .map_err(|m| guest_err(&name, "on_finish", m))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Loading
+
+/// What a loaded component registered.
+#[derive(Debug, Clone)]
+pub struct LoadedInfo {
+    /// The world it implements.
+    pub kind: WorldKind,
+    /// Its plugin name.
+    pub name: String,
+}
+
+fn world_of(component: &Component, engine: &Engine) -> Option<WorldKind> {
+    let ty = component.component_type();
+    let mut kind = None;
+    for (name, _) in ty.exports(engine) {
+        let Some(rest) = name.strip_prefix(PACKAGE) else {
+            continue;
+        };
+        kind = match rest.strip_suffix(VERSION) {
+            Some("workload") => Some(WorldKind::Workload),
+            Some("router") => Some(WorldKind::Router),
+            Some("reporter") => Some(WorldKind::Reporter),
+            _ => kind,
+        };
+    }
+    kind
+}
+
+/// Compiles the component at `path`, asks it to describe itself, and registers it
+/// under its name beside the built-in plugins of its kind.
+pub fn load(path: &Path) -> Result<LoadedInfo, PluginError> {
+    let origin = path.display().to_string();
+    let rt = runtime()?;
+    let bytes = std::fs::read(path).map_err(|e| failed(&origin, format!("cannot read: {e}")))?;
+    let component = Component::new(&rt.engine, &bytes).map_err(|e| {
+        failed(
+            &origin,
+            format!(
+                "not a WebAssembly component: {}",
+                format!("{e:#}").lines().next().unwrap_or_default()
+            ),
+        )
+    })?;
+    let kind = world_of(&component, &rt.engine).ok_or_else(|| {
+        let exports: Vec<String> = component
+            .component_type()
+            .exports(&rt.engine)
+            .map(|(n, _)| n.to_owned())
+            .collect();
+        failed(
+            &origin,
+            format!(
+                "exports none of the worlds of batchbench:plugin{VERSION} (workload-plugin, router-plugin, reporter-plugin); it exports: {}",
+                if exports.is_empty() { "nothing".into() } else { exports.join(", ") }
+            ),
+        )
+    })?;
+    // Describe runs in a throwaway instance with the default sandbox.
+    let probe = Arc::new(Plugin {
+        name: origin.clone(),
+        origin: origin.clone(),
+        kind,
+        component: component.clone(),
+    });
+    let info = describe(&probe)?;
+    let plugin = Arc::new(Plugin {
+        name: info.name.clone(),
+        origin: origin.clone(),
+        kind,
+        component,
+    });
+    let (name, description, example, p) =
+        (info.name, info.description, info.example_config, plugin);
+    let reg = match kind {
+        WorldKind::Workload => LoadedPlugin::Workload(Loaded {
+            name: name.clone(),
+            description,
+            example,
+            origin,
+            build: Box::new(move |cfg, ctx| Ok(Box::new(WasmWorkload::new(&p, cfg, ctx)?))),
+        }),
+        WorldKind::Router => LoadedPlugin::Router(Loaded {
+            name: name.clone(),
+            description,
+            example,
+            origin,
+            build: Box::new(move |cfg, ctx| {
+                let inst = Instance::new(&p, cfg, ctx)?;
+                Ok(Box::new(WasmRouter {
+                    name: p.name.clone(),
+                    inst: Mutex::new(inst),
+                }))
+            }),
+        }),
+        WorldKind::Reporter => LoadedPlugin::Reporter(Loaded {
+            name: name.clone(),
+            description,
+            example,
+            origin,
+            build: Box::new(move |cfg, ctx| {
+                Ok(Box::new(WasmReporter {
+                    inst: Instance::new(&p, cfg, ctx)?,
+                    first_error: None,
+                }))
+            }),
+        }),
+    };
+    registry::register_loaded(reg)?;
+    Ok(LoadedInfo { kind, name })
+}
+
+struct Described {
+    name: String,
+    description: String,
+    example_config: String,
+}
+
+fn describe(p: &Arc<Plugin>) -> Result<Described, PluginError> {
+    let rt = runtime()?;
+    let sandbox = Sandbox::default();
+    let (wasi, grants) = sandbox.wasi(&p.origin)?;
+    let mut store = Store::new(
+        &rt.engine,
+        State {
+            wasi,
+            table: ResourceTable::new(),
+            limits: StoreLimitsBuilder::new()
+                .memory_size((sandbox.memory_mb as usize) << 20)
+                .trap_on_grow_failure(true)
+                .build(),
+            _grants: grants,
+        },
+    );
+    store.limiter(|s| &mut s.limits);
+    store.set_epoch_deadline(ticks(sandbox.call_timeout_ms));
+    let r = off_runtime(|| -> wasmtime::Result<_> {
+        catch_unwind(AssertUnwindSafe(|| -> wasmtime::Result<_> {
+            let i = match p.kind {
+                WorldKind::Workload => {
+                    WorkloadPlugin::instantiate(&mut store, &p.component, &rt.linker)?
+                        .batchbench_plugin_meta()
+                        .call_describe(&mut store)?
+                }
+                WorldKind::Router => {
+                    RouterPlugin::instantiate(&mut store, &p.component, &rt.linker)?
+                        .batchbench_plugin_meta()
+                        .call_describe(&mut store)
+                        .map(|i| {
+                            bindings::workload::exports::batchbench::plugin::meta::PluginInfo {
+                                name: i.name,
+                                description: i.description,
+                                example_config: i.example_config,
+                            }
+                        })?
+                }
+                WorldKind::Reporter => {
+                    ReporterPlugin::instantiate(&mut store, &p.component, &rt.linker)?
+                        .batchbench_plugin_meta()
+                        .call_describe(&mut store)
+                        .map(|i| {
+                            bindings::workload::exports::batchbench::plugin::meta::PluginInfo {
+                                name: i.name,
+                                description: i.description,
+                                example_config: i.example_config,
+                            }
+                        })?
+                }
+            };
+            Ok(i)
+        }))
+        .unwrap_or_else(|p| Err(wasmtime::Error::msg(panic_text(p.as_ref()))))
+    })
+    .map_err(|e| {
+        failed(
+            &p.origin,
+            format!("describe failed: {}", describe_error(&e, &sandbox)),
+        )
+    })?;
+    if serde_json::from_str::<serde_json::Value>(&r.example_config).is_err() {
+        return Err(failed(
+            &p.origin,
+            format!("describe: example-config of '{}' is not JSON", r.name),
+        ));
+    }
+    Ok(Described {
+        name: r.name,
+        description: r.description,
+        example_config: r.example_config,
+    })
+}
