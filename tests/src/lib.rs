@@ -206,3 +206,38 @@ pub fn read_csv(p: &Path) -> Vec<HashMap<String, String>> {
         })
         .collect()
 }
+
+/// The target directory this test binary was built in (`.../target`).
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("{e}"));
+    // .../target/<profile>/deps/<test binary>
+    exe.ancestors()
+        .nth(3)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| panic!("unexpected test binary path {}", exe.display()))
+}
+
+/// A plugin built by `examples/plugins/build.sh`: a WebAssembly component
+/// (`header_router.wasm`) or a native library by crate name (`jsonl_reporter`).
+/// Panics with the fix when it is missing.
+pub fn plugin_artifact(name: &str) -> PathBuf {
+    let target = target_dir();
+    let p = if let Some(stem) = name.strip_suffix(".wasm") {
+        target
+            .join("wasm32-wasip2/release")
+            .join(format!("{stem}.wasm"))
+    } else {
+        let file = format!(
+            "{}{name}{}",
+            std::env::consts::DLL_PREFIX,
+            std::env::consts::DLL_SUFFIX
+        );
+        target.join("debug").join(file)
+    };
+    assert!(
+        p.is_file(),
+        "{} is missing: run examples/plugins/build.sh first",
+        p.display()
+    );
+    p
+}

@@ -113,9 +113,15 @@ impl Instance {
             )
         };
         if handle.is_null() {
-            return Err(PluginError::Config {
-                plugin: name.to_owned(),
-                message: table.last_error(),
+            let message = table.last_error();
+            // A refused config is bad input; a panic is the plugin's own failure.
+            return Err(if message.starts_with("panicked:") {
+                failed(name, format!("create failed: the plugin {message}"))
+            } else {
+                PluginError::Config {
+                    plugin: name.to_owned(),
+                    message,
+                }
             });
         }
         Ok(Self {

@@ -1,0 +1,317 @@
+//! External plugins end to end: the example WebAssembly and native plugins against
+//! the simulator, and hostile plugins that must fail cleanly within a deadline.
+//! The plugins are built by `examples/plugins/build.sh`.
+
+use batchbench_tests::{SimServer, plugin_artifact, tokenizer_path};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// No hostile case may take longer than this, start-up included.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+struct Outcome {
+    code: i32,
+    stderr: String,
+    elapsed: Duration,
+}
+
+/// Runs `batchbench-agent` with `args`, killing it (and failing) if it outlives
+/// [`DEADLINE`].
+fn agent(args: &[String]) -> Outcome {
+    let t0 = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_batchbench-agent"))
+        .args(args)
+        .arg("--quiet")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
+    let code = loop {
+        if let Some(st) = child.try_wait().unwrap_or_else(|e| panic!("{e}")) {
+            break st.code().unwrap_or(-1);
+        }
+        if t0.elapsed() > DEADLINE {
+            let _ = child.kill();
+            panic!("batchbench-agent {args:?} hung for {DEADLINE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Outcome {
+        code,
+        stderr: reader.join().unwrap_or_default(),
+        elapsed: t0.elapsed(),
+    }
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+fn sample_trace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/plugins/mooncake-trace/sample-trace.jsonl")
+        .canonicalize()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn base(url: &str) -> Vec<String> {
+    vec![
+        "--host".into(),
+        url.into(),
+        "--tokenizer-model".into(),
+        s(&tokenizer_path("qwen")),
+    ]
+}
+
+#[test]
+fn mooncake_trace_header_router_and_native_reporter_run_end_to_end() {
+    let sim = SimServer::recording("qwen");
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let trace = sample_trace();
+    let records = dir.path().join("requests.jsonl");
+    let summary = dir.path().join("summary.json");
+    let mut args = base(&sim.url());
+    args.extend([
+        "--plugin".into(),
+        s(&plugin_artifact("mooncake_trace.wasm")),
+        "--workload".into(),
+        "mooncake_trace".into(),
+        "--workload-config".into(),
+        json!({"path": trace, "sandbox": {"allow_read": [trace]}}).to_string(),
+        "--admission".into(),
+        "open-loop".into(),
+        "--time-scale".into(),
+        "4".into(),
+        "--disable-user-tagging".into(),
+        "--plugin".into(),
+        s(&plugin_artifact("header_router.wasm")),
+        "--router".into(),
+        "header_router".into(),
+        "--router-config".into(),
+        json!({"header": "X-SMG-Routing-Key", "value": "tenant-{trajectory_id}", "body_field": "user"})
+            .to_string(),
+        "--plugin".into(),
+        s(&plugin_artifact("jsonl_reporter")),
+        "--reporter".into(),
+        "jsonl_requests".into(),
+        "--reporter-config".into(),
+        json!({"path": records}).to_string(),
+        "--summary-json".into(),
+        s(&summary),
+    ]);
+    let out = agent(&args);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+
+    // Every trace line was sent once, with the wasm router's header and body field.
+    let log = sim.requests();
+    assert_eq!(log.len(), 8);
+    let mut keys: Vec<String> = log
+        .iter()
+        .map(|r| {
+            assert_eq!(r.routing_key, r.user, "header and body field agree");
+            r.routing_key.clone().unwrap_or_default()
+        })
+        .collect();
+    keys.sort();
+    let want: Vec<String> = (1..=8).map(|i| format!("tenant-line-{i}")).collect();
+    assert_eq!(keys, want);
+
+    // The native reporter wrote one line per request; shared hash ids were cache
+    // hits on the server: lines 3 and 5 share blocks 0 and 1 with line 1,
+    // line 6 shares block 3 with line 2.
+    let text = std::fs::read_to_string(&records).unwrap_or_default();
+    let by_id: std::collections::BTreeMap<String, Value> = text
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            (
+                v["trajectory_id"].as_str().unwrap_or_default().to_owned(),
+                v,
+            )
+        })
+        .collect();
+    assert_eq!(by_id.len(), 8, "{text}");
+    let cached = |id: &str| by_id[id]["usage"]["cached_tokens"].as_u64().unwrap_or(0);
+    let planned = |id: &str| by_id[id]["planned_prompt_tokens"].as_u64().unwrap_or(0);
+    assert_eq!(planned("line-5"), 1900);
+    assert_eq!(cached("line-1"), 0);
+    assert!(
+        cached("line-3") >= 1024,
+        "line-3 cached {}",
+        cached("line-3")
+    );
+    assert!(
+        cached("line-5") >= 1024,
+        "line-5 cached {}",
+        cached("line-5")
+    );
+    assert!(
+        cached("line-6") >= 512,
+        "line-6 cached {}",
+        cached("line-6")
+    );
+
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report["run"]["workload"]["mode"], "mooncake_trace");
+    assert_eq!(report["run"]["workload"]["planned_requests"], 8);
+    assert!(
+        report["summary"]["server_cached_tokens"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 3072
+    );
+}
+
+/// Runs the hostile workload with `attack` and returns what happened. Nothing may
+/// reach the server: the first trajectory is requested before the clock starts.
+fn hostile(config: Value) -> Outcome {
+    let sim = SimServer::recording("qwen");
+    let mut args = base(&sim.url());
+    args.extend([
+        "--plugin".into(),
+        s(&plugin_artifact("hostile_wasm.wasm")),
+        "--workload".into(),
+        "hostile_workload".into(),
+        "--workload-config".into(),
+        config.to_string(),
+    ]);
+    let out = agent(&args);
+    assert_eq!(sim.requests().len(), 0, "{}", out.stderr);
+    assert!(
+        !out.stderr.contains("sandbox-breached"),
+        "the sandbox was breached: {}",
+        out.stderr
+    );
+    out
+}
+
+#[test]
+fn an_endless_loop_is_stopped_at_its_deadline() {
+    let out = hostile(json!({"attack": "loop", "sandbox": {"call_timeout_ms": 300}}));
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("hostile_workload: next_trajectory failed: exceeded its 300 ms deadline"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.elapsed < Duration::from_secs(30), "{:?}", out.elapsed);
+}
+
+#[test]
+fn a_memory_bomb_is_stopped_at_its_limit() {
+    let out = hostile(json!({"attack": "memory", "sandbox": {"memory_mb": 64}}));
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(
+            "hostile_workload: next_trajectory failed: exceeded its memory limit of 64 MiB"
+        ),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn files_outside_the_grant_cannot_be_read() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, "password").unwrap_or_else(|e| panic!("{e}"));
+    let granted = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    for target in [s(&secret), "/etc/passwd".into()] {
+        let out = hostile(json!({
+            "attack": "read_file",
+            "target": target,
+            "sandbox": {"allow_read": [granted.path()]},
+        }));
+        assert_eq!(out.code, 1, "{}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!(
+                "hostile_workload: next_trajectory returned an error: cannot read {target}"
+            )),
+            "{}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn sockets_cannot_be_opened() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    listener
+        .set_nonblocking(true)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    let out = hostile(json!({"attack": "connect", "target": addr.to_string()}));
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "hostile_workload: next_trajectory returned an error: cannot connect to {addr}"
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        listener.accept().is_err(),
+        "the plugin reached a socket it was not granted"
+    );
+}
+
+#[test]
+fn a_panicking_native_plugin_is_contained() {
+    let sim = SimServer::recording("qwen");
+    let lib = s(&plugin_artifact("hostile_dylib"));
+    // A panic while building is caught before anything is sent; a panic in a hook
+    // lets the run finish (its results are valid) and fails it at the end.
+    for (panic_in, sends) in [("on_request", true), ("create", false)] {
+        let mut args = base(&sim.url());
+        let before = sim.requests().len();
+        args.extend([
+            "--agents".into(),
+            "2".into(),
+            "--plugin".into(),
+            lib.clone(),
+            "--reporter".into(),
+            "panicking_reporter".into(),
+            "--reporter-config".into(),
+            json!({ "panic_in": panic_in }).to_string(),
+        ]);
+        let out = agent(&args);
+        assert_eq!(out.code, 1, "{panic_in}: {}", out.stderr);
+        assert_eq!(sim.requests().len() > before, sends, "{panic_in}");
+        assert!(
+            out.stderr.contains("panicking_reporter:")
+                && out.stderr.contains("panicked: hostile reporter"),
+            "{panic_in}: {}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn a_library_of_another_abi_version_is_refused() {
+    let sim = SimServer::recording("qwen");
+    let lib = plugin_artifact("other_abi");
+    let mut args = base(&sim.url());
+    args.extend(["--plugin".into(), s(&lib)]);
+    let out = agent(&args);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "cannot load plugin {}: built for plugin ABI version 999, but this batchbench speaks version 1",
+            s(&lib)
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(sim.requests().is_empty());
+}
