@@ -41,6 +41,7 @@ __all__ = [
     "generate_requests",
     "run_agent",
     "plugins",
+    "load_plugin",
     "count_tokens",
     "__version__",
 ]
@@ -319,8 +320,20 @@ def count_tokens(tokenizer_model: str, text: Union[str, Sequence[str]]) -> Any:
 
 
 def plugins() -> List[Dict[str, Any]]:
-    """Every registered plugin: kind, name, description, example config."""
+    """Every registered plugin: kind, name, description, example config, and origin
+    (``"built-in"`` or the file a loaded plugin came from)."""
     return json.loads(_core.plugins())
+
+
+def load_plugin(path: Union[str, "os.PathLike[str]"]) -> List[Dict[str, str]]:
+    """Loads an external plugin into this process: a WebAssembly component
+    (``.wasm``, sandboxed) or a native library (trusted code only). Its plugins are
+    then selected by name like the built-ins (``run_agent(workload=..., router=[...],
+    reporter=[...])``) and listed by :func:`plugins`. Returns ``[{"kind", "name"}]``.
+    Raises :class:`ConfigurationError` for a missing file and :class:`PluginError`
+    for one that does not load. Loading the same file again is a no-op."""
+    out = _result(_core.load_plugin(os.fspath(path)))
+    return [{"kind": kind, "name": name} for kind, name in out]
 
 
 _MANAGED = {"summary_json", "requests_jsonl", "help", "version"}

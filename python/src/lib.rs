@@ -139,6 +139,21 @@ fn cli_flags(program: &str) -> Vec<(String, bool)> {
     }
 }
 
+/// Loads an external plugin (a `.wasm` component or a native library) into this
+/// process's registries; returns `("report", json)` with the `[kind, name]` pairs it
+/// registered, or `("error", kind, message)`.
+#[pyfunction]
+fn load_plugin(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Py<PyAny>> {
+    let out = py.detach(move || match batchbench::common::load_plugin(&path) {
+        Ok(names) => Outcome::Report(serde_json::json!(names).to_string()),
+        Err(f) if f.code == batchbench::common::EXIT_BAD_INPUT => {
+            Outcome::Error("config", format!("{:#}", f.error))
+        }
+        Err(f) => Outcome::Error("plugin", format!("{:#}", f.error)),
+    });
+    out.into_py(py)
+}
+
 /// Every registered plugin, as JSON text.
 #[pyfunction]
 fn plugins() -> String {
@@ -636,6 +651,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(start_cli, m)?)?;
     m.add_function(wrap_pyfunction!(cli_flags, m)?)?;
     m.add_function(wrap_pyfunction!(plugins, m)?)?;
+    m.add_function(wrap_pyfunction!(load_plugin, m)?)?;
     m.add_function(wrap_pyfunction!(start_benchmark, m)?)?;
     m.add_function(wrap_pyfunction!(generate_requests, m)?)?;
     m.add_function(wrap_pyfunction!(count_tokens, m)?)?;

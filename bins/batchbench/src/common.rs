@@ -621,27 +621,30 @@ pub struct PluginArgs {
     pub reporter_configs: Vec<String>,
 }
 
-/// Loads the external plugins at `paths` into the registries. A missing file is
-/// bad input (exit 2); a file that does not load is a failure (exit 1).
-pub fn load_plugins(paths: &[std::path::PathBuf]) -> Result<(), Failure> {
-    for p in paths {
-        if !p.is_file() {
-            return Err(Failure::bad_input(anyhow::anyhow!(
-                "--plugin {}: no such file",
-                p.display()
-            )));
-        }
-        let is_wasm = p
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("wasm"));
-        let r = if is_wasm {
-            batchbench_wasm::load(p).map(drop)
-        } else {
-            batchbench_dylib::load(p).map(drop)
-        };
-        r.map_err(|e| Failure::failed(anyhow::anyhow!("cannot load plugin {e}")))?;
+/// Loads the external plugin at `path` into the registries and returns the
+/// `(kind, name)` of each plugin it registered. A missing file is bad input (exit
+/// 2); a file that does not load is a failure (exit 1).
+pub fn load_plugin(path: &std::path::Path) -> Result<Vec<(&'static str, String)>, Failure> {
+    if !path.is_file() {
+        return Err(Failure::bad_input(anyhow::anyhow!(
+            "--plugin {}: no such file",
+            path.display()
+        )));
     }
-    Ok(())
+    let is_wasm = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("wasm"));
+    let r = if is_wasm {
+        batchbench_wasm::load(path).map(|l| vec![(l.kind.as_str(), l.name)])
+    } else {
+        batchbench_dylib::load(path)
+    };
+    r.map_err(|e| Failure::failed(anyhow::anyhow!("cannot load plugin {e}")))
+}
+
+/// Loads every plugin of `paths` ([`load_plugin`]).
+pub fn load_plugins(paths: &[std::path::PathBuf]) -> Result<(), Failure> {
+    paths.iter().try_for_each(|p| load_plugin(p).map(drop))
 }
 
 impl PluginArgs {

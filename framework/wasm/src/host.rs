@@ -55,7 +55,8 @@ pub enum WorldKind {
 }
 
 impl WorldKind {
-    fn as_str(self) -> &'static str {
+    /// The plugin kind's name: `workload`, `router` or `reporter`.
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Workload => "workload",
             Self::Router => "router",
