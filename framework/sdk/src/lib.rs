@@ -1,7 +1,6 @@
 //! Write a native batchbench plugin.
 //!
-//! Implement [`WorkloadSource`](plugin::WorkloadSource),
-//! [`Router`](plugin::Router) or [`Reporter`](plugin::Reporter) exactly as a
+//! Implement [`WorkloadSource`], [`Router`] or [`Reporter`] exactly as a
 //! built-in plugin does, then export the implementations from a `cdylib` with
 //! [`export_plugins!`]. The macro writes the C ABI of [`abi`] for you: the version
 //! symbol, the function table, JSON across the boundary, panics caught at every
