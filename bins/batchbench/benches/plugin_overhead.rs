@@ -118,13 +118,13 @@ fn main() {
         println!("{name:<26} {ns:>12.0} {:>22.0}", ns - reference);
     }
     let wasm_added = figures[2].1 - reference;
+    let verdict = match (smoke, wasm_added < 5_000.0) {
+        (true, _) => "not judged in a smoke run",
+        (false, true) => "met",
+        (false, false) => "NOT MET",
+    };
     println!(
-        "wasm router adds {:.2} us per request (target: under 5 us): {}",
-        wasm_added / 1000.0,
-        if wasm_added < 5_000.0 {
-            "met"
-        } else {
-            "NOT MET"
-        }
+        "wasm router adds {:.2} us per request (target: under 5 us): {verdict}",
+        wasm_added / 1000.0
     );
 }
