@@ -222,16 +222,25 @@ fn a_memory_bomb_is_stopped_at_its_limit() {
 }
 
 #[test]
-fn files_outside_the_grant_cannot_be_read() {
+fn files_outside_the_grant_cannot_be_read_and_grants_are_read_only() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let secret = dir.path().join("secret.txt");
-    std::fs::write(&secret, "password").unwrap_or_else(|e| panic!("{e}"));
-    let granted = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    for target in [s(&secret), "/etc/passwd".into()] {
+    let granted = dir.path().join("granted.txt");
+    for f in [&secret, &granted] {
+        std::fs::write(f, "password").unwrap_or_else(|e| panic!("{e}"));
+    }
+    let other = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // A granted file does not expose its directory; a granted directory exposes
+    // nothing outside it; nothing else is visible at all.
+    for (grant, target) in [
+        (s(&granted), s(&secret)),
+        (s(other.path()), s(&secret)),
+        (s(other.path()), "/etc/passwd".to_owned()),
+    ] {
         let out = hostile(json!({
             "attack": "read_file",
             "target": target,
-            "sandbox": {"allow_read": [granted.path()]},
+            "sandbox": {"allow_read": [grant]},
         }));
         assert_eq!(out.code, 1, "{}", out.stderr);
         assert!(
@@ -242,6 +251,70 @@ fn files_outside_the_grant_cannot_be_read() {
             out.stderr
         );
     }
+    // What is granted is readable (the Mooncake test reads its trace) but not
+    // writable.
+    for grant in [s(&granted), s(dir.path())] {
+        let out = hostile(json!({
+            "attack": "write_file",
+            "target": s(&granted),
+            "sandbox": {"allow_read": [grant]},
+        }));
+        assert_eq!(out.code, 1, "{}", out.stderr);
+        assert!(
+            out.stderr
+                .contains("next_trajectory returned an error: cannot write"),
+            "{}",
+            out.stderr
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&granted).unwrap_or_default(),
+        "password"
+    );
+}
+
+/// Runs the synthetic agents with the hostile router and returns what happened.
+fn hostile_router(attack: &str) -> (Outcome, usize) {
+    let sim = SimServer::recording("qwen");
+    let mut args = base(&sim.url());
+    args.extend([
+        "--agents".into(),
+        "2".into(),
+        "--plugin".into(),
+        s(&plugin_artifact("hostile_router.wasm")),
+        "--router".into(),
+        "hostile_router".into(),
+        "--router-config".into(),
+        json!({"attack": attack, "sandbox": {"call_timeout_ms": 300}}).to_string(),
+    ]);
+    let out = agent(&args);
+    (out, sim.requests().len())
+}
+
+#[test]
+fn a_router_that_loops_or_does_io_stops_the_run_before_sending() {
+    let (out, sent) = hostile_router("loop");
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(
+        sent, 0,
+        "a request went out without its router's decoration"
+    );
+    assert!(
+        out.stderr
+            .contains("hostile_router: decorate failed: exceeded its 300 ms deadline"),
+        "{}",
+        out.stderr
+    );
+    let (out, sent) = hostile_router("log");
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(sent, 0);
+    assert!(
+        out.stderr.contains(
+            "hostile_router: decorate failed: the plugin did I/O (console, files or sockets) on the request path, which a router may not do"
+        ),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

@@ -170,6 +170,32 @@ fn off_runtime<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     }
 }
 
+thread_local! {
+    /// Set while this thread runs a guest call whose panics are caught and
+    /// reported as plugin errors.
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f`, whose panics the caller catches and reports, without the panic
+/// hook's message and backtrace: a router doing I/O on the request path panics
+/// inside WASI, and the user should read one clear line, not a backtrace. The hook
+/// installed once here defers to the previous one everywhere else.
+fn quiet_panics<R>(f: impl FnOnce() -> R) -> R {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    QUIET.with(|q| q.set(true));
+    let r = f();
+    QUIET.with(|q| q.set(false));
+    r
+}
+
 fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
@@ -269,15 +295,18 @@ impl Instance {
     ) -> Result<R, PluginError> {
         let name = &self.plugin.name;
         if let Some(e) = &self.broken {
-            return Err(failed(
-                name,
-                format!("{call}: not called: the instance failed earlier ({e})"),
-            ));
+            // The instance's state is gone: every later call reports the root cause
+            // (concurrent callers of a router see the same error as the first).
+            return Err(failed(name, e.clone()));
         }
         self.store.set_epoch_deadline(ticks(timeout_ms));
         let (store, bound) = (&mut self.store, &self.bound);
         let run = move || catch_unwind(AssertUnwindSafe(|| f(store, bound)));
-        let out = if direct { run() } else { off_runtime(run) };
+        let out = if direct {
+            quiet_panics(run)
+        } else {
+            off_runtime(run)
+        };
         let err = match out {
             Ok(Ok(r)) => return Ok(r),
             Ok(Err(e)) => {

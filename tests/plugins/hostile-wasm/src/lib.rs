@@ -1,6 +1,7 @@
 //! A workload component that attacks its sandbox from `next_trajectory`, as its
 //! config says: `loop` (never returns), `memory` (allocates without end),
-//! `read_file` (opens `target`, which was not granted) or `connect` (opens a TCP
+//! `read_file` (opens `target`, which was not granted), `write_file` (writes
+//! `target`, which may be granted read-only) or `connect` (opens a TCP
 //! connection to `target`). Should an attack succeed, it returns a trajectory
 //! whose id says so, and the test fails.
 
@@ -63,6 +64,10 @@ impl workload::Guest for Hostile {
                     std::hint::black_box(&hoard);
                 }
             }
+            "write_file" => match std::fs::write(&target, b"overwritten") {
+                Ok(()) => breach("write_file"),
+                Err(e) => Err(format!("cannot write {target}: {e}")),
+            },
             "read_file" => match std::fs::read(&target) {
                 Ok(_) => breach("read_file"),
                 Err(e) => Err(format!("cannot read {target}: {e}")),
