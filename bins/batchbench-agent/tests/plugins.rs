@@ -388,3 +388,34 @@ fn a_library_of_another_abi_version_is_refused() {
     );
     assert!(sim.requests().is_empty());
 }
+
+#[test]
+#[cfg(unix)]
+fn a_grant_is_readable_under_the_path_as_written_through_a_symbolic_link() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(sample_trace(), real.join("trace.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap_or_else(|e| panic!("{e}"));
+    let trace = link.join("trace.jsonl");
+    for grant in [trace.clone(), link.clone()] {
+        let out = agent(&[
+            "--host".into(),
+            "sim://".into(),
+            "--dry-run".into(),
+            "--plugin".into(),
+            s(&plugin_artifact("mooncake_trace.wasm")),
+            "--workload".into(),
+            "mooncake_trace".into(),
+            "--workload-config".into(),
+            json!({"path": trace, "sandbox": {"allow_read": [grant]}}).to_string(),
+        ]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert!(
+            out.stderr.contains("dry run: 8 trajectories, 8 requests"),
+            "{}",
+            out.stderr
+        );
+    }
+}

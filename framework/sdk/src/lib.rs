@@ -191,17 +191,6 @@ fn dispatch(h: &mut Handle, m: u32, input: &[u8]) -> Result<Vec<u8>, String> {
                 requests: t.requests.collect(),
             }),
         },
-        (Built::Router(r), method::DECORATE) => {
-            let ctx: WireRouteContext = parse(input, "route context")?;
-            let mut out = RouteExtras::default();
-            r.decorate(&ctx.context(), &mut out)
-                .map_err(|e| e.to_string())?;
-            json(&WireRouteExtras {
-                headers: out.headers,
-                body_fields: out.body_fields,
-            })
-        }
-        (Built::Router(r), method::DP_RANK) => json(&r.dp_rank(parse(input, "routing slot")?)),
         (Built::Reporter(r), method::ON_START) => {
             let run: RunInfo = parse(input, "run info")?;
             r.on_start(&run).map_err(|e| e.to_string())?;
@@ -225,6 +214,25 @@ fn dispatch(h: &mut Handle, m: u32, input: &[u8]) -> Result<Vec<u8>, String> {
     }
 }
 
+/// A router's methods, which the host calls from many threads at once: through a
+/// shared reference only (`Router: Sync`).
+fn dispatch_shared(h: &Handle, m: u32, input: &[u8]) -> Result<Vec<u8>, String> {
+    match (&h.built, m) {
+        (Built::Router(r), method::DECORATE) => {
+            let ctx: WireRouteContext = parse(input, "route context")?;
+            let mut out = RouteExtras::default();
+            r.decorate(&ctx.context(), &mut out)
+                .map_err(|e| e.to_string())?;
+            json(&WireRouteExtras {
+                headers: out.headers,
+                body_fields: out.body_fields,
+            })
+        }
+        (Built::Router(r), method::DP_RANK) => json(&r.dp_rank(parse(input, "routing slot")?)),
+        (_, m) => Err(format!("method {m} is not one of this plugin's kind")),
+    }
+}
+
 unsafe extern "C" fn call(
     instance: *mut c_void,
     m: u32,
@@ -236,13 +244,22 @@ unsafe extern "C" fn call(
         set_error("null instance or output".into());
         return status::ERROR;
     }
-    // SAFETY: `instance` came from `create` and is not destroyed; the host calls a
-    // router from many threads at once only through `&self` methods (DECORATE,
-    // DP_RANK), and every other kind from one thread at a time.
-    let h = unsafe { &mut *instance.cast::<Handle>() };
+    let h = instance.cast::<Handle>();
     // SAFETY: the host passes a valid (pointer, length) pair.
     let input = unsafe { slice(input, input_len) };
-    match catch_unwind(AssertUnwindSafe(|| dispatch(h, m, input))) {
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        if matches!(m, method::DECORATE | method::DP_RANK) {
+            // SAFETY: `instance` came from `create` and is not destroyed; router
+            // methods may run on many threads at once, so only a shared reference
+            // is formed (`Router: Sync`).
+            dispatch_shared(unsafe { &*h }, m, input)
+        } else {
+            // SAFETY: as above; the host calls every other method of an instance
+            // from one thread at a time, so this reference is unique.
+            dispatch(unsafe { &mut *h }, m, input)
+        }
+    }));
+    match r {
         Ok(Ok(bytes)) => {
             // SAFETY: `output` is non-null and points to the host's OwnedBytes.
             unsafe { output.write(owned(bytes)) };

@@ -98,26 +98,41 @@ impl Sandbox {
         };
         let mut b = WasiCtx::builder();
         b.inherit_stderr();
-        let mut dirs = Vec::new();
-        let mut files: BTreeMap<PathBuf, Vec<PathBuf>> = BTreeMap::new();
+        // Each grant is visible under its absolute path as written and, when
+        // symbolic links make it differ, under its canonical path too.
+        let mut dirs: Vec<(PathBuf, Vec<PathBuf>)> = Vec::new();
+        let mut files: BTreeMap<PathBuf, (Vec<PathBuf>, Vec<PathBuf>)> = BTreeMap::new();
         for p in &self.allow_read {
-            let abs = std::fs::canonicalize(p)
+            let real = std::fs::canonicalize(p)
                 .map_err(|e| bad(format!("sandbox.allow_read: {}: {e}", p.display())))?;
-            if abs.is_dir() {
-                dirs.push(abs);
+            let written = std::path::absolute(p).unwrap_or_else(|_| real.clone());
+            if real.is_dir() {
+                let mut names = vec![real.clone()];
+                if written != real {
+                    names.push(written);
+                }
+                dirs.push((real, names));
             } else {
-                let parent = abs.parent().map(Path::to_path_buf).unwrap_or_default();
-                files.entry(parent).or_default().push(abs);
+                let parent = real.parent().map(Path::to_path_buf).unwrap_or_default();
+                let entry = files.entry(parent.clone()).or_default();
+                entry.0.push(real.clone());
+                let written_parent = written.parent().map(Path::to_path_buf);
+                if let Some(wp) = written_parent.filter(|wp| *wp != parent) {
+                    if !entry.1.contains(&wp) {
+                        entry.1.push(wp);
+                    }
+                }
             }
         }
-        for d in &dirs {
-            let guest = guest_path(plugin, d)?;
-            b.preopened_dir(d, guest, FsPerms::ReadOnly)
-                .map_err(|e| bad(format!("sandbox.allow_read: {}: {e}", d.display())))?;
+        for (d, names) in &dirs {
+            for name in names {
+                b.preopened_dir(d, guest_path(plugin, name)?, FsPerms::ReadOnly)
+                    .map_err(|e| bad(format!("sandbox.allow_read: {}: {e}", d.display())))?;
+            }
         }
         let mut guards = Vec::new();
-        for (parent, list) in files {
-            if dirs.iter().any(|d| parent.starts_with(d)) {
+        for (parent, (list, aliases)) in files {
+            if dirs.iter().any(|(d, _)| parent.starts_with(d)) {
                 continue; // already readable through a granted directory
             }
             let tmp = tempfile::Builder::new()
@@ -132,8 +147,10 @@ impl Sandbox {
                         .map_err(|e| bad(format!("sandbox.allow_read: {}: {e}", f.display())))?;
                 }
             }
-            b.preopened_dir(tmp.path(), guest_path(plugin, &parent)?, FsPerms::ReadOnly)
-                .map_err(|e| bad(format!("sandbox.allow_read: {}: {e}", parent.display())))?;
+            for name in std::iter::once(&parent).chain(&aliases) {
+                b.preopened_dir(tmp.path(), guest_path(plugin, name)?, FsPerms::ReadOnly)
+                    .map_err(|e| bad(format!("sandbox.allow_read: {}: {e}", name.display())))?;
+            }
             guards.push(tmp);
         }
         Ok((b.build(), guards))
