@@ -209,6 +209,20 @@ fn an_endless_loop_is_stopped_at_its_deadline() {
 }
 
 #[test]
+fn a_call_blocked_in_the_host_is_abandoned_at_its_deadline() {
+    let out = hostile(json!({"attack": "sleep", "sandbox": {"call_timeout_ms": 300}}));
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(
+            "hostile_workload: next_trajectory failed: exceeded its 300 ms deadline (blocked in a host call; the instance was abandoned)"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(out.elapsed < Duration::from_secs(30), "{:?}", out.elapsed);
+}
+
+#[test]
 fn a_memory_bomb_is_stopped_at_its_limit() {
     let out = hostile(json!({"attack": "memory", "sandbox": {"memory_mb": 64}}));
     assert_eq!(out.code, 1, "{}", out.stderr);

@@ -55,6 +55,7 @@ fn plugins_lists_builtins_and_loaded_plugins_with_their_origin() {
 
     // The table form names the file too.
     let o = run(&["plugins".into(), "--plugin".into(), s(&wasm)]);
+    assert_eq!(o.status.code(), Some(0));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains(&format!("from: {}", s(&wasm))), "{text}");
 }

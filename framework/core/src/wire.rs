@@ -30,18 +30,23 @@ impl WireTrajectory {
     /// Parses and checks a trajectory document from plugin `plugin`. Errors name the
     /// plugin, the trajectory, the request and the field.
     pub fn parse(plugin: &str, json: &[u8]) -> Result<Self, PluginError> {
-        let t: Self = serde_json::from_slice(json).map_err(|e| {
-            PluginError::Plan(format!(
-                "{plugin}: next_trajectory returned an invalid trajectory: {e}"
-            ))
+        let t: Self = serde_json::from_slice(json).map_err(|e| PluginError::Failed {
+            plugin: plugin.to_owned(),
+            message: format!("next_trajectory returned an invalid trajectory: {e}"),
         })?;
         t.check(plugin)?;
         Ok(t)
     }
 
-    /// Checks what the engine relies on.
+    /// Checks what the engine relies on. A bad trajectory is the plugin's failure
+    /// (exit 1), not the user's input: it may come after requests were sent.
     pub fn check(&self, plugin: &str) -> Result<(), PluginError> {
-        let bad = |m: String| Err(PluginError::Plan(format!("{plugin}: {m}")));
+        let bad = |message: String| {
+            Err(PluginError::Failed {
+                plugin: plugin.to_owned(),
+                message,
+            })
+        };
         if self.id.is_empty() {
             return bad("a trajectory has an empty id".into());
         }

@@ -26,8 +26,7 @@ use batchbench_core::wire::{WireRequestRecord, WireRouteContext, WireRouteExtras
 use serde::Deserialize;
 use std::ffi::c_void;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 fn failed(plugin: &str, message: String) -> PluginError {
     PluginError::Failed {
@@ -81,8 +80,9 @@ struct Instance {
     table: Table,
     handle: *mut c_void,
     name: String,
-    /// Set once the instance panicked: it is not called again.
-    broken: AtomicBool,
+    /// The panic that broke the instance: it is not called again, and every later
+    /// call reports this root cause.
+    broken: OnceLock<String>,
 }
 
 // SAFETY: the handle is only used through the table, which the ABI requires to be
@@ -128,16 +128,13 @@ impl Instance {
             table,
             handle,
             name: name.to_owned(),
-            broken: AtomicBool::new(false),
+            broken: OnceLock::new(),
         })
     }
 
     fn call(&self, call: &str, m: u32, input: &[u8]) -> Result<Vec<u8>, PluginError> {
-        if self.broken.load(Ordering::Relaxed) {
-            return Err(failed(
-                &self.name,
-                format!("{call}: not called: the plugin panicked earlier"),
-            ));
+        if let Some(e) = self.broken.get() {
+            return Err(failed(&self.name, e.clone()));
         }
         let mut out = OwnedBytes::EMPTY;
         // SAFETY: `handle` is live; input and output are valid for the call.
@@ -146,11 +143,9 @@ impl Instance {
         match st {
             status::OK => Ok(self.table.take(out)),
             status::PANIC => {
-                self.broken.store(true, Ordering::Relaxed);
-                Err(failed(
-                    &self.name,
-                    format!("{call} failed: the plugin {}", self.table.last_error()),
-                ))
+                let e = format!("{call} failed: the plugin {}", self.table.last_error());
+                let _ = self.broken.set(e.clone());
+                Err(failed(&self.name, e))
             }
             _ => Err(failed(
                 &self.name,
@@ -284,7 +279,11 @@ pub type LoadedNames = Vec<(&'static str, String)>;
 /// Loads the library at `path`, checks its ABI version, and registers every
 /// plugin it exports. The library is never unloaded.
 pub fn load(path: &Path) -> Result<LoadedNames, PluginError> {
-    let origin = path.display().to_string();
+    // One file, one identity, however it is named.
+    let origin = std::fs::canonicalize(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string();
     // SAFETY: loading a library runs its initialisers: native plugins are trusted
     // code (the documented safety model).
     let lib = unsafe { libloading::Library::new(path) }
@@ -337,6 +336,16 @@ pub fn load(path: &Path) -> Result<LoadedNames, PluginError> {
         .map_err(|e| failed(&origin, format!("describe returned invalid JSON: {e}")))?;
     if list.is_empty() {
         return Err(failed(&origin, "exports no plugins".into()));
+    }
+    // Refuse the whole library before registering any of it.
+    if let Some(d) = list
+        .iter()
+        .find(|d| !matches!(d.kind.as_str(), "workload" | "router" | "reporter"))
+    {
+        return Err(failed(
+            &origin,
+            format!("plugin '{}' has unknown kind '{}'", d.name, d.kind),
+        ));
     }
     let mut names = Vec::new();
     for d in list {

@@ -139,34 +139,42 @@ enum Bound {
     Reporter(ReporterPlugin),
 }
 
+/// A store and what was instantiated in it.
+struct Inner {
+    store: Store<State>,
+    bound: Option<Bound>,
+}
+
+type Job = Box<dyn FnOnce(&mut Inner) + Send>;
+
+/// Where an instance's calls run.
+enum Exec {
+    /// On the calling thread (routers: the request path, where a thread hop would
+    /// cost more than the call).
+    Direct(Inner),
+    /// On the instance's own thread, which the caller waits for with a timeout: a
+    /// call blocked in a host function (a sleep, a blocking read), which epoch
+    /// interruption cannot stop, is abandoned there instead of hanging the run.
+    Thread(std::sync::mpsc::Sender<Job>),
+}
+
 /// One sandboxed instance of a plugin.
 struct Instance {
     plugin: Arc<Plugin>,
-    store: Store<State>,
-    bound: Bound,
+    exec: Exec,
     sandbox: Sandbox,
     /// Set after a trap or deadline: the instance's state is gone.
     broken: Option<String>,
 }
 
+/// How long past its deadline a call may take to come back (a trap unwinds in
+/// microseconds; this covers a busy machine) before it is abandoned.
+const GRACE: Duration = Duration::from_secs(2);
+
 fn failed(plugin: &str, message: String) -> PluginError {
     PluginError::Failed {
         plugin: plugin.to_owned(),
         message,
-    }
-}
-
-/// Runs `f` where the WASI implementation may block on its own (it drives its
-/// I/O with Tokio, and may not do so from a runtime worker thread).
-fn off_runtime<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
-        Ok(_) => std::thread::scope(|s| match s.spawn(f).join() {
-            Ok(r) => r,
-            Err(p) => std::panic::resume_unwind(p),
-        }),
-        Err(_) => f(),
     }
 }
 
@@ -203,67 +211,99 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic".into())
 }
 
+fn new_store(sandbox: &Sandbox, plugin: &str) -> Result<Store<State>, PluginError> {
+    let rt = runtime()?;
+    let (wasi, grants) = sandbox.wasi(plugin)?;
+    // Linear memory is what a guest allocates; tables and instances are bounded
+    // too, so that growing them is no way around the limit.
+    let limits = StoreLimitsBuilder::new()
+        .memory_size((sandbox.memory_mb as usize) << 20)
+        .memories(8)
+        .tables(32)
+        .table_elements(100_000)
+        .instances(64)
+        .trap_on_grow_failure(true)
+        .build();
+    let mut store = Store::new(
+        &rt.engine,
+        State {
+            wasi,
+            table: ResourceTable::new(),
+            limits,
+            _grants: grants,
+        },
+    );
+    store.limiter(|s| &mut s.limits);
+    Ok(store)
+}
+
 impl Instance {
+    /// Instantiates `plugin` in a fresh sandbox; `threaded`: calls run on the
+    /// instance's own thread.
+    fn start(plugin: &Arc<Plugin>, sandbox: Sandbox, threaded: bool) -> Result<Self, PluginError> {
+        let inner = Inner {
+            store: new_store(&sandbox, &plugin.name)?,
+            bound: None,
+        };
+        let exec = if threaded {
+            let (tx, rx) = std::sync::mpsc::channel::<Job>();
+            std::thread::Builder::new()
+                .name(format!("wasm-{}", plugin.name))
+                .spawn(move || {
+                    let mut inner = inner;
+                    while let Ok(job) = rx.recv() {
+                        job(&mut inner);
+                    }
+                })
+                .map_err(|e| failed(&plugin.name, format!("cannot start its thread: {e}")))?;
+            Exec::Thread(tx)
+        } else {
+            Exec::Direct(inner)
+        };
+        let mut inst = Self {
+            plugin: plugin.clone(),
+            exec,
+            sandbox,
+            broken: None,
+        };
+        let p = plugin.clone();
+        let timeout = inst.sandbox.init_timeout_ms;
+        inst.run("instantiate", timeout, move |inner| {
+            let rt = runtime().map_err(|e| wasmtime::Error::msg(e.to_string()))?;
+            let store = &mut inner.store;
+            inner.bound = Some(match p.kind {
+                WorldKind::Workload => Bound::Workload(WorkloadPlugin::instantiate(
+                    store,
+                    &p.component,
+                    &rt.linker,
+                )?),
+                WorldKind::Router => {
+                    Bound::Router(RouterPlugin::instantiate(store, &p.component, &rt.linker)?)
+                }
+                WorldKind::Reporter => Bound::Reporter(ReporterPlugin::instantiate(
+                    store,
+                    &p.component,
+                    &rt.linker,
+                )?),
+            });
+            Ok(())
+        })?;
+        Ok(inst)
+    }
+
+    /// A plugin instance built from the user's config: the sandbox part
+    /// configures the host, the rest goes to the plugin's `init`.
     fn new(
         plugin: &Arc<Plugin>,
         config: &serde_json::Value,
         ctx: &BuildContext,
     ) -> Result<Self, PluginError> {
-        let rt = runtime()?;
         let (sandbox, own) = Sandbox::split(&plugin.name, config)?;
-        let (wasi, grants) = sandbox.wasi(&plugin.name)?;
-        let limits = StoreLimitsBuilder::new()
-            .memory_size((sandbox.memory_mb as usize) << 20)
-            .trap_on_grow_failure(true)
-            .build();
-        let mut store = Store::new(
-            &rt.engine,
-            State {
-                wasi,
-                table: ResourceTable::new(),
-                limits,
-                _grants: grants,
-            },
-        );
-        store.limiter(|s| &mut s.limits);
-        store.set_epoch_deadline(ticks(sandbox.init_timeout_ms));
-        let name = plugin.name.clone();
-        let instantiate = |store: &mut Store<State>| -> wasmtime::Result<Bound> {
-            Ok(match plugin.kind {
-                WorldKind::Workload => Bound::Workload(WorkloadPlugin::instantiate(
-                    store,
-                    &plugin.component,
-                    &rt.linker,
-                )?),
-                WorldKind::Router => Bound::Router(RouterPlugin::instantiate(
-                    store,
-                    &plugin.component,
-                    &rt.linker,
-                )?),
-                WorldKind::Reporter => Bound::Reporter(ReporterPlugin::instantiate(
-                    store,
-                    &plugin.component,
-                    &rt.linker,
-                )?),
-            })
-        };
-        let bound = off_runtime(|| instantiate(&mut store)).map_err(|e| {
-            failed(
-                &name,
-                format!("cannot instantiate: {}", describe_error(&e, &sandbox)),
-            )
-        })?;
-        let mut inst = Self {
-            plugin: plugin.clone(),
-            store,
-            bound,
-            sandbox,
-            broken: None,
-        };
+        let mut inst = Self::start(plugin, sandbox, plugin.kind != WorldKind::Router)?;
         let config_text = own.to_string();
         let ctx_text = serde_json::to_string(ctx).unwrap_or_default();
         let timeout = inst.sandbox.init_timeout_ms;
-        let r = inst.call("init", timeout, false, |store, bound| match bound {
+        let r = inst.call("init", timeout, move |store, bound| match bound {
             Bound::Workload(b) => {
                 b.batchbench_plugin_workload()
                     .call_init(store, &config_text, &ctx_text)
@@ -278,20 +318,31 @@ impl Instance {
             }
         })?;
         r.map_err(|message| PluginError::Config {
-            plugin: name,
+            plugin: plugin.name.clone(),
             message,
         })?;
         Ok(inst)
     }
 
-    /// Calls the guest under the call deadline. `direct`: on the calling thread
-    /// even inside the async runtime (the request path; see [`off_runtime`]).
-    fn call<R: Send>(
+    /// Calls an export of the instantiated plugin under the deadline.
+    fn call<R: Send + 'static>(
         &mut self,
         call: &'static str,
         timeout_ms: u64,
-        direct: bool,
-        f: impl FnOnce(&mut Store<State>, &Bound) -> wasmtime::Result<R> + Send,
+        f: impl FnOnce(&mut Store<State>, &Bound) -> wasmtime::Result<R> + Send + 'static,
+    ) -> Result<R, PluginError> {
+        self.run(call, timeout_ms, move |inner| match &inner.bound {
+            Some(b) => f(&mut inner.store, b),
+            None => Err(wasmtime::Error::msg("called before instantiation")),
+        })
+    }
+
+    /// Runs `job` under the deadline, where this instance's calls run.
+    fn run<R: Send + 'static>(
+        &mut self,
+        call: &'static str,
+        timeout_ms: u64,
+        job: impl FnOnce(&mut Inner) -> wasmtime::Result<R> + Send + 'static,
     ) -> Result<R, PluginError> {
         let name = &self.plugin.name;
         if let Some(e) = &self.broken {
@@ -299,13 +350,33 @@ impl Instance {
             // (concurrent callers of a router see the same error as the first).
             return Err(failed(name, e.clone()));
         }
-        self.store.set_epoch_deadline(ticks(timeout_ms));
-        let (store, bound) = (&mut self.store, &self.bound);
-        let run = move || catch_unwind(AssertUnwindSafe(|| f(store, bound)));
-        let out = if direct {
-            quiet_panics(run)
-        } else {
-            off_runtime(run)
+        let guarded = move |inner: &mut Inner| {
+            inner.store.set_epoch_deadline(ticks(timeout_ms));
+            catch_unwind(AssertUnwindSafe(|| job(inner)))
+        };
+        let out = match &mut self.exec {
+            Exec::Direct(inner) => quiet_panics(|| guarded(inner)),
+            Exec::Thread(tx) => {
+                let (done_tx, done_rx) = std::sync::mpsc::sync_channel(1);
+                let sent = tx.send(Box::new(move |inner: &mut Inner| {
+                    let _ = done_tx.send(guarded(inner));
+                }));
+                let wait = Duration::from_millis(timeout_ms) + GRACE;
+                match sent.map(|()| done_rx.recv_timeout(wait)) {
+                    Ok(Ok(out)) => out,
+                    Ok(Err(_)) | Err(_) => {
+                        // Blocked in a host call: abandon the thread (it ends when
+                        // the call returns, or with the process).
+                        let (dead_tx, _) = std::sync::mpsc::channel();
+                        self.exec = Exec::Thread(dead_tx);
+                        let err = format!(
+                            "{call} failed: exceeded its {timeout_ms} ms deadline (blocked in a host call; the instance was abandoned)"
+                        );
+                        self.broken = Some(err.clone());
+                        return Err(failed(name, err));
+                    }
+                }
+            }
         };
         let err = match out {
             Ok(Ok(r)) => return Ok(r),
@@ -371,7 +442,7 @@ impl WasmWorkload {
 
     fn fetch_info(inst: &mut Instance) -> Result<WorkloadInfo, PluginError> {
         let t = inst.sandbox.call_timeout_ms;
-        let json = inst.call("info", t, false, |store, b| match b {
+        let json = inst.call("info", t, |store, b| match b {
             Bound::Workload(b) => b.batchbench_plugin_workload().call_info(store),
             _ => unreachable_kind(),
         })?;
@@ -398,12 +469,10 @@ impl WorkloadSource for WasmWorkload {
     fn next_trajectory(&mut self) -> Option<Result<Trajectory, PluginError>> {
         let t = self.inst.sandbox.call_timeout_ms;
         let name = self.inst.plugin.name.clone();
-        let r = self
-            .inst
-            .call("next_trajectory", t, false, |store, b| match b {
-                Bound::Workload(b) => b.batchbench_plugin_workload().call_next_trajectory(store),
-                _ => unreachable_kind(),
-            });
+        let r = self.inst.call("next_trajectory", t, |store, b| match b {
+            Bound::Workload(b) => b.batchbench_plugin_workload().call_next_trajectory(store),
+            _ => unreachable_kind(),
+        });
         match r {
             Err(e) => Some(Err(e)),
             Ok(Err(m)) => Some(Err(guest_err(&name, "next_trajectory", m))),
@@ -438,7 +507,7 @@ impl Router for WasmRouter {
             trajectory_id: ctx.trajectory_id.to_owned(),
             request_index: ctx.request_index,
         };
-        let r = inst.call("decorate", t, true, |store, b| match b {
+        let r = inst.call("decorate", t, move |store, b| match b {
             Bound::Router(b) => b.batchbench_plugin_router().call_decorate(store, &gctx),
             _ => unreachable_kind(),
         })?;
@@ -466,7 +535,7 @@ impl Router for WasmRouter {
     fn dp_rank(&self, routing_slot: u64) -> Option<u64> {
         let mut inst = self.inst.lock().unwrap_or_else(|p| p.into_inner());
         let t = inst.sandbox.call_timeout_ms;
-        inst.call("dp_rank", t, true, |store, b| match b {
+        inst.call("dp_rank", t, move |store, b| match b {
             Bound::Router(b) => b
                 .batchbench_plugin_router()
                 .call_dp_rank(store, routing_slot),
@@ -503,7 +572,7 @@ impl WasmReporter {
         let t = self.inst.sandbox.call_timeout_ms;
         let name = self.inst.plugin.name.clone();
         self.inst
-            .call(call, t, false, move |store, b| match b {
+            .call(call, t, move |store, b| match b {
                 Bound::Reporter(b) => f(b.batchbench_plugin_reporter(), store, &arg),
                 _ => unreachable_kind(),
             })?
@@ -552,7 +621,7 @@ impl Reporter for WasmReporter {
             serde_json::to_string(summary).unwrap_or_default(),
         );
         self.inst
-            .call("on_finish", t, false, |store, b| match b {
+            .call("on_finish", t, move |store, b| match b {
                 Bound::Reporter(b) => b
                     .batchbench_plugin_reporter()
                     .call_on_finish(store, &run, &summary),
@@ -594,7 +663,11 @@ fn world_of(component: &Component, engine: &Engine) -> Option<WorldKind> {
 /// Compiles the component at `path`, asks it to describe itself, and registers it
 /// under its name beside the built-in plugins of its kind.
 pub fn load(path: &Path) -> Result<LoadedInfo, PluginError> {
-    let origin = path.display().to_string();
+    // One file, one identity, however it is named.
+    let origin = std::fs::canonicalize(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string();
     let rt = runtime()?;
     let bytes = std::fs::read(path).map_err(|e| failed(&origin, format!("cannot read: {e}")))?;
     let component = Component::new(&rt.engine, &bytes).map_err(|e| {
@@ -681,66 +754,30 @@ struct Described {
 }
 
 fn describe(p: &Arc<Plugin>) -> Result<Described, PluginError> {
-    let rt = runtime()?;
-    let sandbox = Sandbox::default();
-    let (wasi, grants) = sandbox.wasi(&p.origin)?;
-    let mut store = Store::new(
-        &rt.engine,
-        State {
-            wasi,
-            table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size((sandbox.memory_mb as usize) << 20)
-                .trap_on_grow_failure(true)
-                .build(),
-            _grants: grants,
-        },
-    );
-    store.limiter(|s| &mut s.limits);
-    store.set_epoch_deadline(ticks(sandbox.call_timeout_ms));
-    let r = off_runtime(|| -> wasmtime::Result<_> {
-        catch_unwind(AssertUnwindSafe(|| -> wasmtime::Result<_> {
-            let i = match p.kind {
-                WorldKind::Workload => {
-                    WorkloadPlugin::instantiate(&mut store, &p.component, &rt.linker)?
-                        .batchbench_plugin_meta()
-                        .call_describe(&mut store)?
-                }
-                WorldKind::Router => {
-                    RouterPlugin::instantiate(&mut store, &p.component, &rt.linker)?
-                        .batchbench_plugin_meta()
-                        .call_describe(&mut store)
-                        .map(|i| {
-                            bindings::workload::exports::batchbench::plugin::meta::PluginInfo {
-                                name: i.name,
-                                description: i.description,
-                                example_config: i.example_config,
-                            }
-                        })?
-                }
-                WorldKind::Reporter => {
-                    ReporterPlugin::instantiate(&mut store, &p.component, &rt.linker)?
-                        .batchbench_plugin_meta()
-                        .call_describe(&mut store)
-                        .map(|i| {
-                            bindings::workload::exports::batchbench::plugin::meta::PluginInfo {
-                                name: i.name,
-                                description: i.description,
-                                example_config: i.example_config,
-                            }
-                        })?
-                }
-            };
-            Ok(i)
-        }))
-        .unwrap_or_else(|p| Err(wasmtime::Error::msg(panic_text(p.as_ref()))))
-    })
-    .map_err(|e| {
-        failed(
-            &p.origin,
-            format!("describe failed: {}", describe_error(&e, &sandbox)),
-        )
+    // A throwaway instance on its own thread, with the default sandbox and deadline.
+    let mut inst = Instance::start(p, Sandbox::default(), true)?;
+    let t = inst.sandbox.call_timeout_ms;
+    let (name, description, example_config) = inst.call("describe", t, |store, b| {
+        Ok(match b {
+            Bound::Workload(b) => {
+                let i = b.batchbench_plugin_meta().call_describe(store)?;
+                (i.name, i.description, i.example_config)
+            }
+            Bound::Router(b) => {
+                let i = b.batchbench_plugin_meta().call_describe(store)?;
+                (i.name, i.description, i.example_config)
+            }
+            Bound::Reporter(b) => {
+                let i = b.batchbench_plugin_meta().call_describe(store)?;
+                (i.name, i.description, i.example_config)
+            }
+        })
     })?;
+    let r = Described {
+        name,
+        description,
+        example_config,
+    };
     if serde_json::from_str::<serde_json::Value>(&r.example_config).is_err() {
         return Err(failed(
             &p.origin,

@@ -100,60 +100,74 @@ impl Sandbox {
         b.inherit_stderr();
         // Each grant is visible under its absolute path as written and, when
         // symbolic links make it differ, under its canonical path too.
-        let mut dirs: Vec<(PathBuf, Vec<PathBuf>)> = Vec::new();
-        let mut files: BTreeMap<PathBuf, (Vec<PathBuf>, Vec<PathBuf>)> = BTreeMap::new();
+        let mut dirs: Vec<(PathBuf, PathBuf)> = Vec::new(); // (host dir, guest path)
+        // Files by the guest directory that shows them: name -> host file.
+        let mut files: BTreeMap<PathBuf, BTreeMap<std::ffi::OsString, PathBuf>> = BTreeMap::new();
         for p in &self.allow_read {
             let real = std::fs::canonicalize(p)
                 .map_err(|e| bad(format!("sandbox.allow_read: {}: {e}", p.display())))?;
             let written = std::path::absolute(p).unwrap_or_else(|_| real.clone());
+            let mut names = vec![real.clone()];
+            if written != real {
+                names.push(written);
+            }
             if real.is_dir() {
-                let mut names = vec![real.clone()];
-                if written != real {
-                    names.push(written);
+                for n in names {
+                    if !dirs.iter().any(|(_, g)| *g == n) {
+                        dirs.push((real.clone(), n));
+                    }
                 }
-                dirs.push((real, names));
             } else {
-                let parent = real.parent().map(Path::to_path_buf).unwrap_or_default();
-                let entry = files.entry(parent.clone()).or_default();
-                entry.0.push(real.clone());
-                let written_parent = written.parent().map(Path::to_path_buf);
-                if let Some(wp) = written_parent.filter(|wp| *wp != parent) {
-                    if !entry.1.contains(&wp) {
-                        entry.1.push(wp);
+                for n in names {
+                    if let (Some(parent), Some(file)) = (n.parent(), n.file_name()) {
+                        files
+                            .entry(parent.to_path_buf())
+                            .or_default()
+                            .insert(file.to_owned(), real.clone());
                     }
                 }
             }
         }
-        for (d, names) in &dirs {
-            for name in names {
-                b.preopened_dir(d, guest_path(plugin, name)?, FsPerms::ReadOnly)
-                    .map_err(|e| bad(format!("sandbox.allow_read: {}: {e}", d.display())))?;
-            }
+        for (host, guest) in &dirs {
+            b.preopened_dir(host, guest_path(plugin, guest)?, FsPerms::ReadOnly)
+                .map_err(|e| bad(format!("sandbox.allow_read: {}: {e}", guest.display())))?;
         }
         let mut guards = Vec::new();
-        for (parent, (list, aliases)) in files {
-            if dirs.iter().any(|(d, _)| parent.starts_with(d)) {
+        for (parent, list) in files {
+            if dirs.iter().any(|(_, g)| parent.starts_with(g)) {
                 continue; // already readable through a granted directory
             }
             let tmp = tempfile::Builder::new()
                 .prefix("batchbench-grant-")
                 .tempdir()
                 .map_err(|e| bad(format!("sandbox.allow_read: cannot stage files: {e}")))?;
-            for f in &list {
-                let Some(name) = f.file_name() else { continue };
-                let dst = tmp.path().join(name);
-                if std::fs::hard_link(f, &dst).is_err() {
-                    std::fs::copy(f, &dst)
-                        .map_err(|e| bad(format!("sandbox.allow_read: {}: {e}", f.display())))?;
-                }
+            for (name, src) in &list {
+                stage(src, &tmp.path().join(name))
+                    .map_err(|e| bad(format!("sandbox.allow_read: {}: {e}", src.display())))?;
             }
-            for name in std::iter::once(&parent).chain(&aliases) {
-                b.preopened_dir(tmp.path(), guest_path(plugin, name)?, FsPerms::ReadOnly)
-                    .map_err(|e| bad(format!("sandbox.allow_read: {}: {e}", name.display())))?;
-            }
+            b.preopened_dir(tmp.path(), guest_path(plugin, &parent)?, FsPerms::ReadOnly)
+                .map_err(|e| bad(format!("sandbox.allow_read: {}: {e}", parent.display())))?;
             guards.push(tmp);
         }
         Ok((b.build(), guards))
+    }
+}
+
+/// Makes `src` visible at `dst` (a new name in a fresh private directory): a hard
+/// link, or a copy when the two are on different filesystems. Never writes to an
+/// existing file: `dst` is created new.
+fn stage(src: &Path, dst: &Path) -> std::io::Result<()> {
+    match std::fs::hard_link(src, dst) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(e),
+        Err(_) => {
+            let mut from = std::fs::File::open(src)?;
+            let mut to = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(dst)?;
+            std::io::copy(&mut from, &mut to).map(drop)
+        }
     }
 }
 
@@ -187,5 +201,33 @@ mod tests {
         );
         assert!(Sandbox::split("p", &serde_json::json!([1])).is_err());
         assert!(Sandbox::split("p", &serde_json::json!({"sandbox": {"memory_mb": 0}})).is_err());
+    }
+
+    #[test]
+    fn a_file_granted_twice_is_staged_once_and_left_intact() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let f = dir.path().join("trace.jsonl");
+        std::fs::write(&f, "content").unwrap_or_else(|e| panic!("{e}"));
+        let link = dir.path().join("current.jsonl");
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(&f, &link).unwrap_or_else(|e| panic!("{e}"));
+        #[cfg(not(unix))]
+        std::fs::copy(&f, &link).unwrap_or_else(|e| panic!("{e}"));
+        let s = Sandbox {
+            allow_read: vec![f.clone(), f.clone(), link],
+            ..Sandbox::default()
+        };
+        let (_ctx, guards) = s.wasi("p").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(std::fs::read_to_string(&f).unwrap_or_default(), "content");
+        // One private directory shows both names, each with the file's content.
+        assert_eq!(guards.len(), 1);
+        for name in ["trace.jsonl", "current.jsonl"] {
+            let staged = guards[0].path().join(name);
+            assert_eq!(
+                std::fs::read_to_string(&staged).unwrap_or_default(),
+                "content",
+                "{name}"
+            );
+        }
     }
 }

@@ -7,7 +7,9 @@
 //! generated from its hash id alone, so requests that share leading hash ids share
 //! a byte-identical prompt prefix, and a server's prefix cache sees what the
 //! production cluster saw. Each request becomes a one-request trajectory started
-//! at its timestamp (use `--arrival-mode open-loop` to honour it).
+//! at its timestamp (use `--admission open-loop` to honour it). Each block is sent
+//! as its own user message, so a server counts a few template tokens per block on
+//! top of `input_length` (the planned prompt tokens).
 //!
 //! The trace is read through the sandbox: grant it in the config,
 //! `{"path": "/abs/trace.jsonl", "sandbox": {"allow_read": ["/abs/trace.jsonl"]}}`.
@@ -105,9 +107,6 @@ fn load(c: &Config) -> Result<Vec<(usize, Row)>, String> {
             ));
         }
         rows.push((n, row));
-        if c.limit.is_some_and(|l| rows.len() >= l) {
-            break;
-        }
     }
     Ok(rows)
 }
@@ -122,6 +121,10 @@ impl workload::Guest for Mooncake {
         let mut rows = load(&c)?;
         if ctx["order_by_start"].as_bool() == Some(true) {
             rows.sort_by_key(|(_, r)| r.timestamp);
+        }
+        // The first `limit` requests in replay order.
+        if let Some(l) = c.limit {
+            rows.truncate(l);
         }
         STATE.with(|s| {
             *s.borrow_mut() = Some(State {

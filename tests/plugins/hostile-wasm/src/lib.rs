@@ -1,5 +1,6 @@
 //! A workload component that attacks its sandbox from `next_trajectory`, as its
-//! config says: `loop` (never returns), `memory` (allocates without end),
+//! config says: `loop` (never returns), `sleep` (blocks in a host call for an
+//! hour, where epoch interruption cannot reach it), `memory` (allocates without end),
 //! `read_file` (opens `target`, which was not granted), `write_file` (writes
 //! `target`, which may be granted read-only) or `connect` (opens a TCP
 //! connection to `target`). Should an attack succeed, it returns a trajectory
@@ -63,6 +64,10 @@ impl workload::Guest for Hostile {
                     hoard.push(vec![1u8; 16 << 20]);
                     std::hint::black_box(&hoard);
                 }
+            }
+            "sleep" => {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+                Ok(None)
             }
             "write_file" => match std::fs::write(&target, b"overwritten") {
                 Ok(()) => breach("write_file"),
