@@ -243,11 +243,12 @@ struct BenchmarkConfig {
 struct Collect(Arc<Mutex<Vec<Value>>>);
 
 impl Reporter for Collect {
-    fn on_request(&mut self, rec: &RequestRecord<'_>) {
+    fn on_request(&mut self, rec: &RequestRecord<'_>) -> Result<(), PluginError> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(batchbench_plugins::requests_jsonl::record_json(rec));
+        Ok(())
     }
 }
 

@@ -80,23 +80,6 @@ pub struct Cli {
     /// of sampling a synthetic workload.
     #[arg(long, value_name = "PATH", help_heading = "Replay")]
     pub agent_plans_jsonl: Option<PathBuf>,
-    /// Replay the trajectories of a registered workload plugin instead (for example
-    /// clickhouse: sessions reconstructed from the warehouse); see `batchbench plugins`.
-    #[arg(
-        long,
-        value_name = "NAME",
-        help_heading = "Replay",
-        conflicts_with = "agent_plans_jsonl"
-    )]
-    pub workload: Option<String>,
-    /// The --workload plugin's config, a JSON object.
-    #[arg(
-        long,
-        value_name = "JSON",
-        help_heading = "Replay",
-        requires = "workload"
-    )]
-    pub workload_config: Option<String>,
     /// closed-loop: manifest order into --max-active-agents slots, offsets ignored;
     /// open-loop: each trajectory at its start_after_ms / --time-scale.
     #[arg(
@@ -332,8 +315,13 @@ fn check_mode(c: &Cli) -> Result<(), Failure> {
             c.time_scale
         )));
     }
-    if c.agent_plans_jsonl.is_some() || c.workload.is_some() {
-        let what = if c.workload.is_some() {
+    if c.agent_plans_jsonl.is_some() && c.plugins.workload.is_some() {
+        return Err(bad(
+            "--workload and --agent-plans-jsonl are two workloads: give one".into(),
+        ));
+    }
+    if c.agent_plans_jsonl.is_some() || c.plugins.workload.is_some() {
+        let what = if c.plugins.workload.is_some() {
             "--workload"
         } else {
             "--agent-plans-jsonl"
@@ -559,9 +547,10 @@ fn agents(c: Cli, cancel: Option<CancellationToken>) -> Result<i32, Failure> {
         let t = t.clone();
         rt.spawn(async move { t.load_tokenizer().await })
     });
-    let (mut source, workload_cfg, latency) = match (&c.agent_plans_jsonl, &c.workload) {
+    let (mut source, workload_cfg, latency) = match (&c.agent_plans_jsonl, &c.plugins.workload) {
         (None, Some(name)) => {
-            let cfg = common::json_config("--workload-config", c.workload_config.as_deref())?;
+            let cfg =
+                common::json_config("--workload-config", c.plugins.workload_config.as_deref())?;
             let source = registry::workload(name, &cfg, &ctx).map_err(common::plugin_failure)?;
             (source, cfg, None)
         }

@@ -359,10 +359,14 @@ fn a_panicking_native_plugin_is_contained() {
     let lib = s(&plugin_artifact("hostile_dylib"));
     // A panic while building is caught before anything is sent; a panic in a hook
     // lets the run finish (its results are valid) and fails it at the end.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     for (panic_in, sends) in [("on_request", true), ("create", false)] {
         let mut args = base(&sim.url());
         let before = sim.requests().len();
+        let summary = dir.path().join(format!("{panic_in}.json"));
         args.extend([
+            "--summary-json".into(),
+            s(&summary),
             "--agents".into(),
             "2".into(),
             "--plugin".into(),
@@ -375,6 +379,8 @@ fn a_panicking_native_plugin_is_contained() {
         let out = agent(&args);
         assert_eq!(out.code, 1, "{panic_in}: {}", out.stderr);
         assert_eq!(sim.requests().len() > before, sends, "{panic_in}");
+        // The other reporters still finished: nothing of the run is lost.
+        assert_eq!(summary.exists(), sends, "{panic_in}");
         assert!(
             out.stderr.contains("panicking_reporter:")
                 && out.stderr.contains("panicked: hostile reporter"),
@@ -432,4 +438,23 @@ fn a_grant_is_readable_under_the_path_as_written_through_a_symbolic_link() {
             out.stderr
         );
     }
+}
+
+#[test]
+fn a_workload_plugin_and_a_manifest_are_not_combined() {
+    let out = agent(&[
+        "--host".into(),
+        "sim://".into(),
+        "--workload".into(),
+        "clickhouse".into(),
+        "--agent-plans-jsonl".into(),
+        "plans.jsonl".into(),
+    ]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr
+            .contains("--workload and --agent-plans-jsonl are two workloads: give one"),
+        "{}",
+        out.stderr
+    );
 }

@@ -254,11 +254,12 @@ impl Progress {
 }
 
 impl Reporter for Progress {
-    fn on_request(&mut self, rec: &RequestRecord<'_>) {
+    fn on_request(&mut self, rec: &RequestRecord<'_>) -> Result<(), PluginError> {
         self.bar.inc(1);
         if rec.failure.is_some() {
             self.bar.set_message("(failures: see summary)");
         }
+        Ok(())
     }
 
     fn on_finish(
@@ -598,6 +599,19 @@ pub fn json_config(flag: &str, text: Option<&str>) -> Result<serde_json::Value, 
 /// External plugins and plugin selection, shared by both commands.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PluginArgs {
+    /// Take the trajectories from a workload plugin (a built-in such as clickhouse,
+    /// or one loaded with --plugin) instead of the synthetic workload; see
+    /// `batchbench plugins`.
+    #[arg(long, value_name = "NAME", help_heading = "Plugins")]
+    pub workload: Option<String>,
+    /// The --workload plugin's config, a JSON object.
+    #[arg(
+        long,
+        value_name = "JSON",
+        help_heading = "Plugins",
+        requires = "workload"
+    )]
+    pub workload_config: Option<String>,
     /// Load an external plugin: a WebAssembly component (.wasm, sandboxed) or a
     /// native library (.so, .dylib, .dll; trusted code only). Repeatable; its plugins
     /// are then selected by name like the built-ins (see `batchbench plugins`).

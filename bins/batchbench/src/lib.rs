@@ -127,18 +127,6 @@ pub struct BenchArgs {
     /// Seed for reproducible sampling and text (random when absent; reported).
     #[arg(long, help_heading = "Workload")]
     pub seed: Option<u64>,
-    /// Run the trajectories of a registered workload plugin instead of the synthetic
-    /// users (--users then caps how many run at once); see `batchbench plugins`.
-    #[arg(long, value_name = "NAME", help_heading = "Workload")]
-    pub workload: Option<String>,
-    /// The --workload plugin's config, a JSON object.
-    #[arg(
-        long,
-        value_name = "JSON",
-        help_heading = "Workload",
-        requires = "workload"
-    )]
-    pub workload_config: Option<String>,
 
     /// External plugins.
     #[command(flatten)]
@@ -346,7 +334,7 @@ fn bench(a: BenchArgs, cancel: Option<CancellationToken>) -> Result<i32, Failure
     };
     a.plugins.check()?;
     a.plugins.load()?;
-    let (mut source, total) = match &a.workload {
+    let (mut source, total) = match &a.plugins.workload {
         Some(name) => {
             let synthetic = [
                 ("--requests-per-user", a.requests_per_user != 1),
@@ -359,7 +347,8 @@ fn bench(a: BenchArgs, cancel: Option<CancellationToken>) -> Result<i32, Failure
                     "--workload {name} replaces the synthetic users: drop {flag}"
                 )));
             }
-            let cfg = common::json_config("--workload-config", a.workload_config.as_deref())?;
+            let cfg =
+                common::json_config("--workload-config", a.plugins.workload_config.as_deref())?;
             let source = registry::workload(name, &cfg, &ctx).map_err(common::plugin_failure)?;
             let total = source.info().planned_requests;
             (source, total)
@@ -407,7 +396,7 @@ fn bench(a: BenchArgs, cancel: Option<CancellationToken>) -> Result<i32, Failure
                 "output_lognorm_mu": out_mu, "output_lognorm_sigma": out_sigma, "output_lognorm_max": out_max,
                 "input_tokens": a.input_tokens, "input_vary": a.input_vary, "input_prefix_overlap": a.input_prefix_overlap,
                 "input_lognorm_mu": in_mu, "input_lognorm_sigma": in_sigma, "input_lognorm_max": in_max,
-                "workload": a.workload, "workload_config": a.workload_config.as_deref().and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok()),
+                "workload": a.plugins.workload, "workload_config": a.plugins.workload_config.as_deref().and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok()),
                 "plugins": a.plugins.config_json(),
             })
             .as_object()
@@ -415,7 +404,7 @@ fn bench(a: BenchArgs, cancel: Option<CancellationToken>) -> Result<i32, Failure
             .unwrap_or_default(),
         );
     }
-    let needs_tokens = plan.input.is_some() || a.workload.is_some();
+    let needs_tokens = plan.input.is_some() || a.plugins.workload.is_some();
     common::runtime()?.block_on(async move {
         let session = common::Session::open(
             t,

@@ -147,6 +147,23 @@ pub struct RunOutput {
 struct Collector {
     metrics: Metrics,
     reporters: Vec<Box<dyn Reporter>>,
+    /// The first failure of each reporter's per-event hooks: a failed reporter
+    /// gets no further events, and its error ends the run (exit 1) once every
+    /// reporter has finished.
+    failed: Vec<Option<PluginError>>,
+}
+
+impl Collector {
+    /// Calls `hook` on every reporter that has not failed.
+    fn notify(&mut self, mut hook: impl FnMut(&mut dyn Reporter) -> Result<(), PluginError>) {
+        for (r, failed) in self.reporters.iter_mut().zip(&mut self.failed) {
+            if failed.is_none() {
+                if let Err(e) = hook(r.as_mut()) {
+                    *failed = Some(e);
+                }
+            }
+        }
+    }
 }
 
 /// Token synthesis: the tokenizer and the bounded pool its jobs run on.
@@ -374,6 +391,7 @@ impl Engine {
             start,
             collector: Mutex::new(Collector {
                 metrics: Metrics::default(),
+                failed: reporters.iter().map(|_| None).collect(),
                 reporters,
             }),
         });
@@ -477,12 +495,19 @@ impl Engine {
         summary.late_admissions = late;
         summary.admission_lag = lag.stats();
         summary.max_admission_lag_ms = summary.admission_lag.map_or(0.0, |l| l.max_ms);
-        for r in &mut c.reporters {
-            r.on_finish(&info, &summary)?;
+        // Every reporter finishes (a failed one too, to flush what it has), so
+        // that one reporter's failure loses no other reporter's results.
+        let mut reporter_error = None;
+        for (r, failed) in c.reporters.iter_mut().zip(&mut c.failed) {
+            let finished = r.on_finish(&info, &summary);
+            if let Some(e) = failed.take().or(finished.err()) {
+                reporter_error.get_or_insert(e);
+            }
         }
-        match fatal {
-            Some(e) => Err(e),
-            None => Ok(RunOutput { info, summary }),
+        match (fatal, reporter_error) {
+            (Some(e), _) => Err(e),
+            (None, Some(e)) => Err(e.into()),
+            (None, None) => Ok(RunOutput { info, summary }),
         }
     }
 }
@@ -1012,9 +1037,7 @@ async fn run_trajectory(
     };
     let mut c = sh.collector();
     c.metrics.record_trajectory(&rec);
-    for r in &mut c.reporters {
-        r.on_trajectory(&rec);
-    }
+    c.notify(|r| r.on_trajectory(&rec));
     Ok(slot)
 }
 
@@ -1151,9 +1174,7 @@ async fn drive(
                 failure,
             };
             c.metrics.record_request(&rec);
-            for r in &mut c.reporters {
-                r.on_request(&rec);
-            }
+            c.notify(|r| r.on_request(&rec));
         }
         match result {
             Ok(reply) => {

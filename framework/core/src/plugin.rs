@@ -346,16 +346,22 @@ pub struct TrajectoryRecord {
 }
 
 /// Observes a run. Every hook has a no-op default; the engine calls them from one
-/// place at a time, in event order.
+/// place at a time, in event order. A per-event hook that fails gets no further
+/// events; the run goes on (its results are valid), every reporter still
+/// finishes, and the first such error ends the run with exit code 1.
 pub trait Reporter: Send {
     /// Before the first request.
     fn on_start(&mut self, _run: &crate::engine::RunInfo) -> Result<(), PluginError> {
         Ok(())
     }
     /// After each request (all attempts).
-    fn on_request(&mut self, _rec: &RequestRecord<'_>) {}
+    fn on_request(&mut self, _rec: &RequestRecord<'_>) -> Result<(), PluginError> {
+        Ok(())
+    }
     /// After each trajectory.
-    fn on_trajectory(&mut self, _rec: &TrajectoryRecord) {}
+    fn on_trajectory(&mut self, _rec: &TrajectoryRecord) -> Result<(), PluginError> {
+        Ok(())
+    }
     /// At the end of the run, also after Ctrl+C with a partial summary.
     fn on_finish(
         &mut self,

@@ -117,14 +117,9 @@ pub type LoadedBuilder<T> =
 /// A plugin registered at run time by a plugin host (a WebAssembly component or a
 /// native library), selected exactly like a built-in.
 pub struct Loaded<T: ?Sized + 'static> {
-    /// snake_case name used to select it.
-    pub name: String,
-    /// One line for `batchbench plugins`.
-    pub description: String,
-    /// An example config (JSON).
-    pub example: String,
-    /// The file it was loaded from.
-    pub origin: String,
+    /// Its listing: name, description, example config and the file it came from
+    /// (`kind` is set from the [`LoadedPlugin`] variant when registered).
+    pub info: PluginInfo,
     /// The constructor.
     pub build: LoadedBuilder<T>,
 }
@@ -139,14 +134,21 @@ pub enum LoadedPlugin {
     Reporter(Loaded<dyn Reporter>),
 }
 
+impl LoadedPlugin {
+    /// Its listing.
+    pub fn info(&self) -> &PluginInfo {
+        match self {
+            Self::Workload(p) => &p.info,
+            Self::Router(p) => &p.info,
+            Self::Reporter(p) => &p.info,
+        }
+    }
+}
+
 impl std::fmt::Debug for LoadedPlugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (kind, name, origin) = match self {
-            Self::Workload(p) => ("workload", &p.name, &p.origin),
-            Self::Router(p) => ("router", &p.name, &p.origin),
-            Self::Reporter(p) => ("reporter", &p.name, &p.origin),
-        };
-        write!(f, "LoadedPlugin({kind} {name} from {origin})")
+        let i = self.info();
+        write!(f, "LoadedPlugin({} {} from {})", i.kind, i.name, i.origin)
     }
 }
 
@@ -167,44 +169,47 @@ fn shelve<T: ?Sized + 'static>(
     kind: Kind,
     shelf: &Shelf<T>,
     builtins: impl Iterator<Item = &'static Registration<T>>,
-    p: Loaded<T>,
+    mut p: Loaded<T>,
 ) -> Result<(), PluginError> {
-    let valid = !p.name.is_empty()
-        && p.name
+    p.info.kind = kind.as_str();
+    let info = &p.info;
+    let valid = !info.name.is_empty()
+        && info
+            .name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
     if !valid {
         return Err(PluginError::Failed {
-            plugin: p.origin.clone(),
+            plugin: info.origin.clone(),
             message: format!(
                 "plugin name {:?} is not a lower-case identifier ([a-z0-9_-]+)",
-                p.name
+                info.name
             ),
         });
     }
-    if builtins.into_iter().any(|r| r.name == p.name) {
+    if builtins.into_iter().any(|r| r.name == info.name) {
         return Err(PluginError::Failed {
-            plugin: p.origin.clone(),
+            plugin: info.origin.clone(),
             message: format!(
                 "a built-in {} plugin is already named '{}'",
                 kind.as_str(),
-                p.name
+                info.name
             ),
         });
     }
     let mut v = shelf.write().unwrap_or_else(|e| e.into_inner());
-    if let Some(other) = v.iter().find(|o| o.name == p.name) {
-        if other.origin == p.origin {
+    if let Some(other) = v.iter().find(|o| o.info.name == info.name) {
+        if other.info.origin == info.origin {
             // The same file loaded twice (two runs in one process): keep the first.
             return Ok(());
         }
         return Err(PluginError::Failed {
-            plugin: p.origin.clone(),
+            plugin: info.origin.clone(),
             message: format!(
                 "a {} plugin named '{}' was already loaded from {}",
                 kind.as_str(),
-                p.name,
-                other.origin
+                info.name,
+                other.info.origin
             ),
         });
     }
@@ -252,13 +257,7 @@ fn sorted<T: ?Sized + 'static>(
             origin: "built-in".to_owned(),
         })
         .collect();
-    v.extend(shelf_snapshot(loaded).iter().map(|r| PluginInfo {
-        kind: kind.as_str(),
-        name: r.name.clone(),
-        description: r.description.clone(),
-        example: r.example.clone(),
-        origin: r.origin.clone(),
-    }));
+    v.extend(shelf_snapshot(loaded).iter().map(|r| r.info.clone()));
     v.sort_by(|a, b| a.name.cmp(&b.name));
     v
 }
@@ -302,11 +301,11 @@ fn build<T: ?Sized + 'static>(
         return (r.build)(config, ctx);
     }
     let loaded = shelf_snapshot(loaded);
-    if let Some(r) = loaded.iter().find(|r| r.name == name) {
+    if let Some(r) = loaded.iter().find(|r| r.info.name == name) {
         return (r.build)(config, ctx);
     }
     let mut known: Vec<&str> = it.map(|r| r.name).collect();
-    known.extend(loaded.iter().map(|r| r.name.as_str()));
+    known.extend(loaded.iter().map(|r| r.info.name.as_str()));
     known.sort_unstable();
     Err(PluginError::Unknown {
         kind: kind.as_str(),

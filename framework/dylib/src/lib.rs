@@ -12,7 +12,7 @@
 #![allow(unsafe_code)] // the C ABI boundary; every block states its contract
 
 use batchbench_core::abi::{
-    ABI_VERSION, FinishInput, OwnedBytes, PluginTable, TABLE_SYMBOL, VERSION_SYMBOL, method, status,
+    ABI_VERSION, OwnedBytes, PluginTable, TABLE_SYMBOL, VERSION_SYMBOL, method, status,
 };
 use batchbench_core::engine::RunInfo;
 use batchbench_core::metrics::Summary;
@@ -21,7 +21,7 @@ use batchbench_core::plugin::{
     PluginError, Reporter, RequestRecord, RouteContext, RouteExtras, Router, TrajectoryRecord,
     WorkloadInfo, WorkloadSource,
 };
-use batchbench_core::registry::{self, BuildContext, Loaded, LoadedPlugin};
+use batchbench_core::registry::{self, BuildContext, Kind, Loaded, LoadedPlugin, PluginInfo};
 use batchbench_core::wire::{WireRequestRecord, WireRouteContext, WireRouteExtras, WireTrajectory};
 use serde::Deserialize;
 use std::ffi::c_void;
@@ -225,49 +225,39 @@ impl Router for DylibRouter {
     }
 }
 
-struct DylibReporter {
-    inst: Instance,
-    first_error: Option<PluginError>,
-}
+struct DylibReporter(Instance);
 
-impl DylibReporter {
-    fn hook(&mut self, call: &str, m: u32, input: &[u8]) {
-        if self.first_error.is_none() {
-            if let Err(e) = self.inst.call(call, m, input) {
-                self.first_error = Some(e);
-            }
-        }
-    }
+/// The `{"run", "summary"}` input of `on_finish` (the shape of
+/// [`FinishInput`](batchbench_core::abi::FinishInput)), serialised without copies.
+#[derive(serde::Serialize)]
+struct FinishRef<'a> {
+    run: &'a RunInfo,
+    summary: &'a Summary,
 }
 
 impl Reporter for DylibReporter {
     fn on_start(&mut self, run: &RunInfo) -> Result<(), PluginError> {
         let input = serde_json::to_vec(run).unwrap_or_default();
-        self.inst
-            .call("on_start", method::ON_START, &input)
+        self.0.call("on_start", method::ON_START, &input).map(drop)
+    }
+
+    fn on_request(&mut self, rec: &RequestRecord<'_>) -> Result<(), PluginError> {
+        let input = serde_json::to_vec(&WireRequestRecord::from_record(rec)).unwrap_or_default();
+        self.0
+            .call("on_request", method::ON_REQUEST, &input)
             .map(drop)
     }
 
-    fn on_request(&mut self, rec: &RequestRecord<'_>) {
-        let input = serde_json::to_vec(&WireRequestRecord::from_record(rec)).unwrap_or_default();
-        self.hook("on_request", method::ON_REQUEST, &input);
-    }
-
-    fn on_trajectory(&mut self, rec: &TrajectoryRecord) {
+    fn on_trajectory(&mut self, rec: &TrajectoryRecord) -> Result<(), PluginError> {
         let input = serde_json::to_vec(rec).unwrap_or_default();
-        self.hook("on_trajectory", method::ON_TRAJECTORY, &input);
+        self.0
+            .call("on_trajectory", method::ON_TRAJECTORY, &input)
+            .map(drop)
     }
 
     fn on_finish(&mut self, run: &RunInfo, summary: &Summary) -> Result<(), PluginError> {
-        if let Some(e) = self.first_error.take() {
-            return Err(e);
-        }
-        let input = serde_json::to_vec(&FinishInput {
-            run: run.clone(),
-            summary: summary.clone(),
-        })
-        .unwrap_or_default();
-        self.inst
+        let input = serde_json::to_vec(&FinishRef { run, summary }).unwrap_or_default();
+        self.0
             .call("on_finish", method::ON_FINISH, &input)
             .map(drop)
     }
@@ -338,53 +328,12 @@ pub fn load(path: &Path) -> Result<LoadedNames, PluginError> {
         return Err(failed(&origin, "exports no plugins".into()));
     }
     // Refuse the whole library before registering any of it.
-    if let Some(d) = list
-        .iter()
-        .find(|d| !matches!(d.kind.as_str(), "workload" | "router" | "reporter"))
-    {
-        return Err(failed(
-            &origin,
-            format!("plugin '{}' has unknown kind '{}'", d.name, d.kind),
-        ));
-    }
-    let mut names = Vec::new();
+    let mut plugins = Vec::with_capacity(list.len());
     for d in list {
-        let name = Arc::<str>::from(d.name.as_str());
-        let reg = match d.kind.as_str() {
-            "workload" => LoadedPlugin::Workload(Loaded {
-                name: d.name.clone(),
-                description: d.description,
-                example: d.example,
-                origin: origin.clone(),
-                build: Box::new(move |cfg, ctx| {
-                    let inst = Instance::new(table, &name, cfg, ctx)?;
-                    let info = inst.call_json("info", method::INFO, b"null")?;
-                    Ok(Box::new(DylibWorkload { inst, info }))
-                }),
-            }),
-            "router" => LoadedPlugin::Router(Loaded {
-                name: d.name.clone(),
-                description: d.description,
-                example: d.example,
-                origin: origin.clone(),
-                build: Box::new(move |cfg, ctx| {
-                    Ok(Box::new(DylibRouter(Instance::new(
-                        table, &name, cfg, ctx,
-                    )?)))
-                }),
-            }),
-            "reporter" => LoadedPlugin::Reporter(Loaded {
-                name: d.name.clone(),
-                description: d.description,
-                example: d.example,
-                origin: origin.clone(),
-                build: Box::new(move |cfg, ctx| {
-                    Ok(Box::new(DylibReporter {
-                        inst: Instance::new(table, &name, cfg, ctx)?,
-                        first_error: None,
-                    }))
-                }),
-            }),
+        let kind = match d.kind.as_str() {
+            "workload" => Kind::Workload,
+            "router" => Kind::Router,
+            "reporter" => Kind::Reporter,
             other => {
                 return Err(failed(
                     &origin,
@@ -392,13 +341,45 @@ pub fn load(path: &Path) -> Result<LoadedNames, PluginError> {
                 ));
             }
         };
-        let kind = match &reg {
-            LoadedPlugin::Workload(_) => "workload",
-            LoadedPlugin::Router(_) => "router",
-            LoadedPlugin::Reporter(_) => "reporter",
+        plugins.push((kind, d));
+    }
+    let mut names = Vec::new();
+    for (kind, d) in plugins {
+        let name = Arc::<str>::from(d.name.as_str());
+        let info = PluginInfo {
+            kind: kind.as_str(),
+            name: d.name,
+            description: d.description,
+            example: d.example,
+            origin: origin.clone(),
         };
-        registry::register_loaded(reg)?;
-        names.push((kind, d.name));
+        names.push((kind.as_str(), info.name.clone()));
+        registry::register_loaded(match kind {
+            Kind::Workload => LoadedPlugin::Workload(Loaded {
+                info,
+                build: Box::new(move |cfg, ctx| {
+                    let inst = Instance::new(table, &name, cfg, ctx)?;
+                    let info = inst.call_json("info", method::INFO, b"null")?;
+                    Ok(Box::new(DylibWorkload { inst, info }))
+                }),
+            }),
+            Kind::Router => LoadedPlugin::Router(Loaded {
+                info,
+                build: Box::new(move |cfg, ctx| {
+                    Ok(Box::new(DylibRouter(Instance::new(
+                        table, &name, cfg, ctx,
+                    )?)))
+                }),
+            }),
+            Kind::Reporter | Kind::Codec => LoadedPlugin::Reporter(Loaded {
+                info,
+                build: Box::new(move |cfg, ctx| {
+                    Ok(Box::new(DylibReporter(Instance::new(
+                        table, &name, cfg, ctx,
+                    )?)))
+                }),
+            }),
+        })?;
     }
     Ok(names)
 }

@@ -198,11 +198,12 @@ fn dispatch(h: &mut Handle, m: u32, input: &[u8]) -> Result<Vec<u8>, String> {
         }
         (Built::Reporter(r), method::ON_REQUEST) => {
             let rec: WireRequestRecord = parse(input, "request record")?;
-            r.on_request(&rec.record());
+            r.on_request(&rec.record()).map_err(|e| e.to_string())?;
             Ok(b"null".to_vec())
         }
         (Built::Reporter(r), method::ON_TRAJECTORY) => {
-            r.on_trajectory(&parse(input, "trajectory record")?);
+            r.on_trajectory(&parse(input, "trajectory record")?)
+                .map_err(|e| e.to_string())?;
             Ok(b"null".to_vec())
         }
         (Built::Reporter(r), method::ON_FINISH) => {

@@ -9,8 +9,8 @@ use batchbench_core::plugin::{
     PluginError, Reporter, RequestRecord, RouteContext, RouteExtras, Router, TrajectoryRecord,
     WorkloadInfo, WorkloadSource,
 };
-use batchbench_core::registry::{self, BuildContext, Loaded, LoadedPlugin};
-use batchbench_core::wire::{WireRequestRecord, WireRouteExtras, WireTrajectory, check_header};
+use batchbench_core::registry::{self, BuildContext, Loaded, LoadedPlugin, PluginInfo};
+use batchbench_core::wire::{WireRequestRecord, WireRouteExtras, WireTrajectory};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -127,8 +127,8 @@ fn ticks(ms: u64) -> u64 {
 
 /// A compiled component, shared by its instances.
 struct Plugin {
+    /// Its plugin name (a probe during loading: the file).
     name: String,
-    origin: String,
     kind: WorldKind,
     component: Component,
 }
@@ -468,17 +468,17 @@ impl WorkloadSource for WasmWorkload {
 
     fn next_trajectory(&mut self) -> Option<Result<Trajectory, PluginError>> {
         let t = self.inst.sandbox.call_timeout_ms;
-        let name = self.inst.plugin.name.clone();
         let r = self.inst.call("next_trajectory", t, |store, b| match b {
             Bound::Workload(b) => b.batchbench_plugin_workload().call_next_trajectory(store),
             _ => unreachable_kind(),
         });
+        let name = &self.inst.plugin.name;
         match r {
             Err(e) => Some(Err(e)),
-            Ok(Err(m)) => Some(Err(guest_err(&name, "next_trajectory", m))),
+            Ok(Err(m)) => Some(Err(guest_err(name, "next_trajectory", m))),
             Ok(Ok(None)) => None,
             Ok(Ok(Some(json))) => Some(
-                WireTrajectory::parse(&name, json.as_bytes()).map(WireTrajectory::into_trajectory),
+                WireTrajectory::parse(name, json.as_bytes()).map(WireTrajectory::into_trajectory),
             ),
         }
     }
@@ -512,9 +512,6 @@ impl Router for WasmRouter {
             _ => unreachable_kind(),
         })?;
         let extras = r.map_err(|m| guest_err(&self.name, "decorate", m))?;
-        for (k, v) in &extras.headers {
-            check_header(&self.name, k, v)?;
-        }
         let mut fields = Vec::with_capacity(extras.body_fields.len());
         for (k, v) in extras.body_fields {
             let value = serde_json::from_str(&v).map_err(|e| {
@@ -551,9 +548,6 @@ impl Router for WasmRouter {
 
 struct WasmReporter {
     inst: Instance,
-    /// The first failure of a hook without a result (`on_request`,
-    /// `on_trajectory`), reported at the end of the run.
-    first_error: Option<PluginError>,
 }
 
 type ReporterCall = fn(
@@ -570,19 +564,12 @@ impl WasmReporter {
         f: ReporterCall,
     ) -> Result<(), PluginError> {
         let t = self.inst.sandbox.call_timeout_ms;
-        let name = self.inst.plugin.name.clone();
         self.inst
             .call(call, t, move |store, b| match b {
                 Bound::Reporter(b) => f(b.batchbench_plugin_reporter(), store, &arg),
                 _ => unreachable_kind(),
             })?
-            .map_err(|m| guest_err(&name, call, m))
-    }
-
-    fn remember(&mut self, r: Result<(), PluginError>) {
-        if let Err(e) = r {
-            self.first_error.get_or_insert(e);
-        }
+            .map_err(|m| guest_err(&self.inst.plugin.name, call, m))
     }
 }
 
@@ -592,30 +579,18 @@ impl Reporter for WasmReporter {
         self.hook("on_start", arg, |g, s, a| g.call_on_start(s, a))
     }
 
-    fn on_request(&mut self, rec: &RequestRecord<'_>) {
-        if self.first_error.is_some() {
-            return;
-        }
+    fn on_request(&mut self, rec: &RequestRecord<'_>) -> Result<(), PluginError> {
         let arg = serde_json::to_string(&WireRequestRecord::from_record(rec)).unwrap_or_default();
-        let r = self.hook("on_request", arg, |g, s, a| g.call_on_request(s, a));
-        self.remember(r);
+        self.hook("on_request", arg, |g, s, a| g.call_on_request(s, a))
     }
 
-    fn on_trajectory(&mut self, rec: &TrajectoryRecord) {
-        if self.first_error.is_some() {
-            return;
-        }
+    fn on_trajectory(&mut self, rec: &TrajectoryRecord) -> Result<(), PluginError> {
         let arg = serde_json::to_string(rec).unwrap_or_default();
-        let r = self.hook("on_trajectory", arg, |g, s, a| g.call_on_trajectory(s, a));
-        self.remember(r);
+        self.hook("on_trajectory", arg, |g, s, a| g.call_on_trajectory(s, a))
     }
 
     fn on_finish(&mut self, run: &RunInfo, summary: &Summary) -> Result<(), PluginError> {
-        if let Some(e) = self.first_error.take() {
-            return Err(e);
-        }
         let t = self.inst.sandbox.call_timeout_ms;
-        let name = self.inst.plugin.name.clone();
         let (run, summary) = (
             serde_json::to_string(run).unwrap_or_default(),
             serde_json::to_string(summary).unwrap_or_default(),
@@ -627,7 +602,7 @@ impl Reporter for WasmReporter {
                     .call_on_finish(store, &run, &summary),
                 _ => unreachable_kind(),
             })?
-            .map_err(|m| guest_err(&name, "on_finish", m))
+            .map_err(|m| guest_err(&self.inst.plugin.name, "on_finish", m))
     }
 }
 
@@ -696,32 +671,23 @@ pub fn load(path: &Path) -> Result<LoadedInfo, PluginError> {
     // Describe runs in a throwaway instance with the default sandbox.
     let probe = Arc::new(Plugin {
         name: origin.clone(),
-        origin: origin.clone(),
         kind,
         component: component.clone(),
     });
-    let info = describe(&probe)?;
-    let plugin = Arc::new(Plugin {
+    let info = describe(&probe, kind, &origin)?;
+    let p = Arc::new(Plugin {
         name: info.name.clone(),
-        origin: origin.clone(),
         kind,
         component,
     });
-    let (name, description, example, p) =
-        (info.name, info.description, info.example_config, plugin);
-    let reg = match kind {
+    let name = info.name.clone();
+    registry::register_loaded(match kind {
         WorldKind::Workload => LoadedPlugin::Workload(Loaded {
-            name: name.clone(),
-            description,
-            example,
-            origin,
+            info,
             build: Box::new(move |cfg, ctx| Ok(Box::new(WasmWorkload::new(&p, cfg, ctx)?))),
         }),
         WorldKind::Router => LoadedPlugin::Router(Loaded {
-            name: name.clone(),
-            description,
-            example,
-            origin,
+            info,
             build: Box::new(move |cfg, ctx| {
                 let inst = Instance::new(&p, cfg, ctx)?;
                 Ok(Box::new(WasmRouter {
@@ -731,33 +697,23 @@ pub fn load(path: &Path) -> Result<LoadedInfo, PluginError> {
             }),
         }),
         WorldKind::Reporter => LoadedPlugin::Reporter(Loaded {
-            name: name.clone(),
-            description,
-            example,
-            origin,
+            info,
             build: Box::new(move |cfg, ctx| {
                 Ok(Box::new(WasmReporter {
                     inst: Instance::new(&p, cfg, ctx)?,
-                    first_error: None,
                 }))
             }),
         }),
-    };
-    registry::register_loaded(reg)?;
+    })?;
     Ok(LoadedInfo { kind, name })
 }
 
-struct Described {
-    name: String,
-    description: String,
-    example_config: String,
-}
-
-fn describe(p: &Arc<Plugin>) -> Result<Described, PluginError> {
-    // A throwaway instance on its own thread, with the default sandbox and deadline.
+/// The plugin's own description, from a throwaway instance on its own thread with
+/// the default sandbox and deadline.
+fn describe(p: &Arc<Plugin>, kind: WorldKind, origin: &str) -> Result<PluginInfo, PluginError> {
     let mut inst = Instance::start(p, Sandbox::default(), true)?;
     let t = inst.sandbox.call_timeout_ms;
-    let (name, description, example_config) = inst.call("describe", t, |store, b| {
+    let (name, description, example) = inst.call("describe", t, |store, b| {
         Ok(match b {
             Bound::Workload(b) => {
                 let i = b.batchbench_plugin_meta().call_describe(store)?;
@@ -773,20 +729,17 @@ fn describe(p: &Arc<Plugin>) -> Result<Described, PluginError> {
             }
         })
     })?;
-    let r = Described {
-        name,
-        description,
-        example_config,
-    };
-    if serde_json::from_str::<serde_json::Value>(&r.example_config).is_err() {
+    if serde_json::from_str::<serde_json::Value>(&example).is_err() {
         return Err(failed(
-            &p.origin,
-            format!("describe: example-config of '{}' is not JSON", r.name),
+            origin,
+            format!("describe: example-config of '{name}' is not JSON"),
         ));
     }
-    Ok(Described {
-        name: r.name,
-        description: r.description,
-        example_config: r.example_config,
+    Ok(PluginInfo {
+        kind: kind.as_str(),
+        name,
+        description,
+        example,
+        origin: origin.to_owned(),
     })
 }

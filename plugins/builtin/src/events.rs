@@ -24,17 +24,12 @@ pub struct AgentEventsConfig {
 pub struct AgentEvents {
     cfg: AgentEventsConfig,
     file: Option<std::fs::File>,
-    error: Option<String>,
 }
 
 impl AgentEvents {
     /// A reporter with this config.
     pub fn new(cfg: AgentEventsConfig, _ctx: &BuildContext) -> Result<Self, PluginError> {
-        Ok(Self {
-            cfg,
-            file: None,
-            error: None,
-        })
+        Ok(Self { cfg, file: None })
     }
 
     fn fail(&self, m: impl std::fmt::Display) -> PluginError {
@@ -51,26 +46,20 @@ impl Reporter for AgentEvents {
         Ok(())
     }
 
-    fn on_trajectory(&mut self, rec: &TrajectoryRecord) {
-        let Some(f) = self.file.as_mut() else { return };
+    fn on_trajectory(&mut self, rec: &TrajectoryRecord) -> Result<(), PluginError> {
+        let Some(f) = self.file.as_mut() else {
+            return Ok(());
+        };
         // One write per line: a line is either wholly in the file or not at all.
         let mut line = serde_json::to_vec(rec).unwrap_or_default();
         line.push(b'\n');
-        if let Err(e) = f.write_all(&line) {
-            self.error.get_or_insert(e.to_string());
-        }
+        f.write_all(&line).map_err(|e| self.fail(e))
     }
 
     fn on_finish(&mut self, _run: &RunInfo, _summary: &Summary) -> Result<(), PluginError> {
-        if let Some(f) = self.file.as_mut() {
-            f.flush().map_err(|e| PluginError::Failed {
-                plugin: "agent_events".into(),
-                message: e.to_string(),
-            })?;
-        }
-        match self.error.take() {
-            Some(e) => Err(self.fail(e)),
-            None => Ok(()),
+        match self.file.as_mut().map(std::io::Write::flush) {
+            Some(Err(e)) => Err(self.fail(e)),
+            _ => Ok(()),
         }
     }
 }

@@ -46,17 +46,12 @@ struct Line<'a> {
 pub struct RequestsJsonl {
     cfg: RequestsJsonlConfig,
     file: Option<std::io::BufWriter<std::fs::File>>,
-    error: Option<String>,
 }
 
 impl RequestsJsonl {
     /// A reporter with this config.
     pub fn new(cfg: RequestsJsonlConfig, _ctx: &BuildContext) -> Result<Self, PluginError> {
-        Ok(Self {
-            cfg,
-            file: None,
-            error: None,
-        })
+        Ok(Self { cfg, file: None })
     }
 
     fn fail(&self, m: impl std::fmt::Display) -> PluginError {
@@ -111,27 +106,22 @@ impl Reporter for RequestsJsonl {
         Ok(())
     }
 
-    fn on_request(&mut self, rec: &RequestRecord<'_>) {
-        let Some(f) = self.file.as_mut() else { return };
+    fn on_request(&mut self, rec: &RequestRecord<'_>) -> Result<(), PluginError> {
+        let Some(f) = self.file.as_mut() else {
+            return Ok(());
+        };
         let line = line(rec);
         // Serialised whole, then written: the buffer only ever holds whole lines
         // when on_finish flushes it (also after Ctrl+C).
         let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
         bytes.push(b'\n');
-        if let Err(e) = f.write_all(&bytes) {
-            self.error.get_or_insert(e.to_string());
-        }
+        f.write_all(&bytes).map_err(|e| self.fail(e))
     }
 
     fn on_finish(&mut self, _run: &RunInfo, _summary: &Summary) -> Result<(), PluginError> {
-        if let Some(f) = self.file.as_mut() {
-            if let Err(e) = f.flush() {
-                self.error.get_or_insert(e.to_string());
-            }
-        }
-        match self.error.take() {
-            Some(e) => Err(self.fail(e)),
-            None => Ok(()),
+        match self.file.as_mut().map(std::io::Write::flush) {
+            Some(Err(e)) => Err(self.fail(e)),
+            _ => Ok(()),
         }
     }
 }

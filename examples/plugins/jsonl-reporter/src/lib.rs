@@ -25,7 +25,6 @@ pub struct JsonlConfig {
 pub struct JsonlRequests {
     path: String,
     out: std::io::BufWriter<std::fs::File>,
-    error: Option<std::io::Error>,
 }
 
 impl JsonlRequests {
@@ -38,35 +37,27 @@ impl JsonlRequests {
         Ok(Self {
             path: c.path,
             out: std::io::BufWriter::new(file),
-            error: None,
         })
+    }
+
+    fn fail(&self, e: std::io::Error) -> PluginError {
+        PluginError::Failed {
+            plugin: "jsonl_requests".into(),
+            message: format!("cannot write {}: {e}", self.path),
+        }
     }
 }
 
 impl Reporter for JsonlRequests {
-    fn on_request(&mut self, rec: &RequestRecord<'_>) {
-        if self.error.is_some() {
-            return;
-        }
-        let line = serde_json::to_vec(&WireRequestRecord::from_record(rec)).unwrap_or_default();
-        let r = self
-            .out
-            .write_all(&line)
-            .and_then(|()| self.out.write_all(b"\n"));
-        if let Err(e) = r {
-            self.error = Some(e);
-        }
+    fn on_request(&mut self, rec: &RequestRecord<'_>) -> Result<(), PluginError> {
+        // One write per whole line.
+        let mut line = serde_json::to_vec(&WireRequestRecord::from_record(rec)).unwrap_or_default();
+        line.push(b'\n');
+        self.out.write_all(&line).map_err(|e| self.fail(e))
     }
 
     fn on_finish(&mut self, _run: &RunInfo, _summary: &Summary) -> Result<(), PluginError> {
-        let r = match self.error.take() {
-            Some(e) => Err(e),
-            None => self.out.flush(),
-        };
-        r.map_err(|e| PluginError::Failed {
-            plugin: "jsonl_requests".into(),
-            message: format!("cannot write {}: {e}", self.path),
-        })
+        self.out.flush().map_err(|e| self.fail(e))
     }
 }
 

@@ -16,7 +16,7 @@ pub struct Config {
 pub struct Panicky;
 
 impl Reporter for Panicky {
-    fn on_request(&mut self, rec: &RequestRecord<'_>) {
+    fn on_request(&mut self, rec: &RequestRecord<'_>) -> Result<(), PluginError> {
         panic!(
             "hostile reporter: request {} of {}",
             rec.request_index, rec.trajectory_id
