@@ -13,4 +13,4 @@ if ! rustup target list --installed | grep -qx wasm32-wasip2; then
 fi
 cargo build --locked --release --target wasm32-wasip2 \
     -p header-router -p mooncake-trace -p hostile-wasm -p hostile-router
-cargo build --locked -p jsonl-reporter -p hostile-dylib -p other-abi
+cargo build --locked -p jsonl-reporter -p hostile-dylib -p other-abi -p native-codec

@@ -171,9 +171,12 @@ _BENCHMARK_KEYS: Dict[str, Tuple[type, ...]] = {
     "headers": (dict,),
     "verbose": (bool,),
     "sglang": (bool,),
+    "codec": (str,),
+    "codec_config": (dict,),
     "seed": (int,),
     "dry_run": (bool,),
     "output_lognorm": (dict,),
+    "load": (dict,),
 }
 
 
@@ -267,6 +270,15 @@ def run_benchmark(config: Mapping[str, Any]) -> Dict[str, Any]:
     ``failures`` list and per-request ``records`` (a list of dicts, ready for
     ``pandas.DataFrame``). Request ``m`` of user ``n`` uses
     ``requests[m * user_count + n]`` (recycled when the list is shorter).
+
+    ``load`` releases requests at a rate instead of each user's next request after
+    its reply, with the keys of a run spec's ``[load]`` table: ``{"rate": 50,
+    "arrival": "poisson", "max_concurrency": 16, "warmup_requests": 100}``
+    (``arrival`` is ``constant``, ``poisson`` or ``gamma`` with ``burstiness``;
+    ``stages`` is a list of ``{"secs", "rate"}``; ``ramp_up_secs``,
+    ``warmup_secs``, ``at_deadline``). The report's ``load`` then holds the
+    achieved rate, latency from the intended send time, the client queue wait and
+    the send lag.
 
     With ``dry_run`` nothing is sent and ``report["run"]["plan"]`` lists the plan.
     Ctrl+C (``KeyboardInterrupt``) cancels the run and returns the partial report,
@@ -366,17 +378,25 @@ def _argv(program: str, options: Mapping[str, Any]) -> List[str]:
     return argv
 
 
-def run_agent(config: Optional[Mapping[str, Any]] = None, **options: Any) -> Dict[str, Any]:
+def run_agent(
+    config: Union[Mapping[str, Any], str, "os.PathLike[str]", None] = None, **options: Any
+) -> Dict[str, Any]:
     """Runs ``batchbench-agent`` in process: synthetic agent loops, or trajectory
     replay with ``agent_plans_jsonl``. Options are the command line's flags with
     underscores (``max_active_agents=8``, ``ignore_eos=True``), as a dict, keyword
-    arguments, or both. Returns ``{"exit_code", "summary", "run", "records"}``;
-    ``records`` holds one dict per request. Ctrl+C cancels the run and returns the
-    partial result (exit code 130)."""
+    arguments, or both. ``config`` may also be a run-spec file (TOML, or a recorded
+    summary JSON), as ``--config`` on the command line: the options then override
+    it. Returns ``{"exit_code", "summary", "run", "records"}``; ``records`` holds
+    one dict per request. Ctrl+C cancels the run and returns the partial result
+    (exit code 130)."""
     merged: Dict[str, Any] = {}
-    if config is not None:
+    if isinstance(config, (str, os.PathLike)):
+        merged["config"] = os.fspath(config)
+    elif config is not None:
         if not isinstance(config, Mapping):
-            raise ConfigurationError(f"run_agent config must be a dict, got {type(config).__name__}")
+            raise ConfigurationError(
+                f"run_agent config must be a dict or a run-spec file, got {type(config).__name__}"
+            )
         merged.update(config)
     merged.update(options)
     for key in ("summary_json", "requests_jsonl"):

@@ -8,21 +8,23 @@
 //! engine.
 
 use batchbench_core::dist::{LengthDist, LogNormalFlags, lognormal_from_flags};
-use batchbench_core::engine::{Engine, EngineOptions};
-use batchbench_core::metrics::{Metrics, Summary};
-use batchbench_core::plugin::{PluginError, Reporter, RequestRecord};
-use batchbench_core::registry::{self, BuildContext};
+use batchbench_core::engine::DryRunStats;
+use batchbench_core::plugin::{PluginError, Reporter, RequestRecord, WorkloadInfo};
+use batchbench_core::record::Summary;
+use batchbench_core::registry;
 use batchbench_core::rng;
-use batchbench_core::transport::{TargetConfig, Transport};
+use batchbench_core::spec::{LoadSpec, PluginSpec, Release, RunSpec};
+use batchbench_plugins::bodies::{RequestBodiesConfig, RequestEntry};
+use batchbench_plugins::openai::OpenAiChatConfig;
+use batchbench_run::assemble::{self, Host, Outcome as RunOutcome, Profile};
+use batchbench_run::commands::{agent, batchbench};
 use pyo3::prelude::*;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-use batchbench_plugins as _;
 
 /// How a run ended, as the Python layer sees it.
 #[derive(Debug, Clone)]
@@ -124,7 +126,7 @@ impl Run {
 fn start_cli(program: String, argv: Vec<String>) -> PyResult<Run> {
     Run::spawn(move |cancel| {
         Outcome::Code(match program.as_str() {
-            "batchbench-agent" => batchbench_agent::run_embedded(argv, cancel),
+            "batchbench-agent" => agent::run_embedded(argv, cancel),
             _ => batchbench::run_embedded(argv, cancel),
         })
     })
@@ -134,7 +136,7 @@ fn start_cli(program: String, argv: Vec<String>) -> PyResult<Run> {
 #[pyfunction]
 fn cli_flags(program: &str) -> Vec<(String, bool)> {
     match program {
-        "batchbench-agent" => batchbench_agent::flags(),
+        "batchbench-agent" => agent::flags(),
         _ => batchbench::flags(),
     }
 }
@@ -144,11 +146,9 @@ fn cli_flags(program: &str) -> Vec<(String, bool)> {
 /// registered, or `("error", kind, message)`.
 #[pyfunction]
 fn load_plugin(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Py<PyAny>> {
-    let out = py.detach(move || match batchbench::common::load_plugin(&path) {
+    let out = py.detach(move || match batchbench_run::plugins::load_plugin(&path) {
         Ok(names) => Outcome::Report(serde_json::json!(names).to_string()),
-        Err(f) if f.code == batchbench::common::EXIT_BAD_INPUT => {
-            Outcome::Error("config", format!("{:#}", f.error))
-        }
+        Err(f) if f.is_bad_input() => Outcome::Error("config", format!("{:#}", f.error)),
         Err(f) => Outcome::Error("plugin", format!("{:#}", f.error)),
     });
     out.into_py(py)
@@ -231,11 +231,19 @@ struct BenchmarkConfig {
     #[serde(default)]
     sglang: bool,
     #[serde(default)]
+    codec: Option<String>,
+    #[serde(default)]
+    codec_config: Option<serde_json::Map<String, Value>>,
+    #[serde(default)]
     seed: Option<u64>,
     #[serde(default)]
     dry_run: bool,
     #[serde(default)]
     output_lognorm: Option<LogNormal>,
+    /// The run spec's load table: arrival rate and process, concurrency cap,
+    /// warmup (the duration comes from `long_running_mode`).
+    #[serde(default)]
+    load: Option<LoadSpec>,
 }
 
 /// Collects every request as a record (the report's `records`).
@@ -286,129 +294,219 @@ fn report(summary: &Summary, run: Value, records: Vec<Value>, dry_run: bool) -> 
     Outcome::Report(Value::Object(v).to_string())
 }
 
-fn benchmark(config: &str, cancel: CancellationToken) -> Outcome {
-    let cfg: BenchmarkConfig = match serde_json::from_str(config) {
-        Ok(c) => c,
-        Err(e) => return config_error(e),
+/// The report's `run` description of a `run_benchmark` run, from its spec.
+#[derive(Debug, Serialize)]
+struct BenchmarkView<'a> {
+    endpoint: &'a str,
+    user_count: u64,
+    mode: &'a str,
+    seed: Option<u64>,
+    sglang: bool,
+    request_timeout_secs: f64,
+    max_retries: u32,
+    retry_delay_ms: u64,
+}
+
+fn benchmark_view(spec: &RunSpec, info: &WorkloadInfo) -> Value {
+    let users = spec
+        .workload
+        .config_as::<RequestBodiesConfig>()
+        .map_or(0, |c| c.users);
+    let v = BenchmarkView {
+        endpoint: &spec.target.endpoint,
+        user_count: users,
+        mode: &info.mode,
+        seed: spec.seed,
+        sglang: spec
+            .codec
+            .config_as::<OpenAiChatConfig>()
+            .is_ok_and(|c| c.sglang),
+        request_timeout_secs: spec.target.request_timeout_secs,
+        max_retries: spec.target.max_retries,
+        retry_delay_ms: spec.target.retry_delay_ms,
     };
+    serde_json::to_value(v).unwrap_or_default()
+}
+
+fn no_dry_run_line(_: &DryRunStats) -> String {
+    String::new()
+}
+
+/// How `run_benchmark` reports: no CSV; its own `run` description.
+const BENCHMARK: Profile = Profile {
+    command: "run_benchmark",
+    csv_columns: &[],
+    view: benchmark_view,
+    dry_run_line: no_dry_run_line,
+};
+
+/// The run spec of a `run_benchmark` configuration.
+fn benchmark_spec(cfg: &BenchmarkConfig) -> Result<RunSpec, Outcome> {
     if cfg.user_count == 0 {
-        return config_error("user_count: must be at least 1");
+        return Err(config_error("user_count: must be at least 1"));
     }
     if !(cfg.request_timeout_secs.is_finite() && cfg.request_timeout_secs > 0.0) {
-        return config_error("request_timeout_secs: must be a positive number");
+        return Err(config_error(
+            "request_timeout_secs: must be a positive number",
+        ));
     }
     let entries: Vec<Value> = match (&cfg.requests, &cfg.request_body) {
         (Some(r), _) if !r.is_empty() => r.clone(),
         (_, Some(b)) => vec![b.clone()],
-        _ => return config_error("requests or request_body: at least one request is needed"),
+        _ => {
+            return Err(config_error(
+                "requests or request_body: at least one request is needed",
+            ));
+        }
     };
+    let requests = entries
+        .into_iter()
+        .map(serde_json::from_value::<RequestEntry>)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            plugin_error(PluginError::Config {
+                plugin: "request_bodies".into(),
+                message: e.to_string(),
+            })
+        })?;
     let output = match &cfg.output_lognorm {
         None => None,
-        Some(l) => match lognormal("output_lognorm", l) {
-            Ok(d) => Some(d),
-            Err(e) => return config_error(e),
-        },
+        Some(l) => Some(lognormal("output_lognorm", l).map_err(config_error)?),
     };
     let (requests_per_user, duration_secs) = match cfg.mode {
         Mode::Finite { requests_per_user } => (Some(requests_per_user), None),
         // A dry run plans one cycle through the entries; the run repeats it.
         Mode::LongRunning { .. } if cfg.dry_run => (
-            Some((entries.len() as u64).div_ceil(cfg.user_count).max(1)),
+            Some((requests.len() as u64).div_ceil(cfg.user_count).max(1)),
             None,
         ),
         Mode::LongRunning { duration_secs } => (None, Some(duration_secs)),
     };
-    let seed = cfg.seed.unwrap_or_else(batchbench::common::fresh_seed);
-    let ctx = BuildContext {
-        seed,
-        ..BuildContext::default()
+    // A long-running mode is the engine's duration: the users go on until its
+    // deadline, whatever the rate.
+    let workload = RequestBodiesConfig {
+        users: cfg.user_count,
+        requests_per_user,
+        duration_secs: None,
+        requests,
+        output,
     };
-    let workload = json!({
-        "users": cfg.user_count,
-        "requests_per_user": requests_per_user,
-        "duration_secs": duration_secs,
-        "requests": entries,
-        "output": output,
-    });
-    let mut source = match registry::workload("request_bodies", &workload, &ctx) {
-        Ok(s) => s,
-        Err(e) => return plugin_error(e),
-    };
-    let run = json!({
-        "endpoint": cfg.endpoint,
-        "user_count": cfg.user_count,
-        "mode": source.info().mode,
-        "seed": seed,
-        "sglang": cfg.sglang,
-        "request_timeout_secs": cfg.request_timeout_secs,
-        "max_retries": cfg.max_retries,
-        "retry_delay_ms": cfg.retry_delay_ms,
-    });
-    if cfg.dry_run {
-        let mut plan = Vec::new();
-        if let Err(e) = batchbench_core::engine::dry_run(source.as_mut(), &mut plan) {
-            return Outcome::Error("run", e.to_string());
+    let workload = PluginSpec::typed("request_bodies", &workload).map_err(config_error)?;
+    let mut spec = RunSpec::new(workload);
+    if let Some(load) = &cfg.load {
+        if load.duration_secs.is_some() {
+            return Err(config_error(
+                "load.duration_secs: the duration is the mode's: use batchbench.long_running_mode(seconds)",
+            ));
         }
-        let plan: Vec<Value> = String::from_utf8_lossy(&plan)
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        let summary = Summary::from_metrics(&Metrics::default(), Duration::ZERO);
-        let mut run = run;
-        run["planned_requests"] = json!(plan.len());
-        run["plan"] = Value::Array(plan);
-        return report(&summary, run, Vec::new(), true);
+        spec.load = load.clone();
     }
-    let transport = match Transport::new(TargetConfig {
-        url: cfg.endpoint.clone(),
-        api_key: cfg.api_key.clone().filter(|k| !k.is_empty()),
-        timeout: Duration::from_secs_f64(cfg.request_timeout_secs),
-        max_retries: cfg.max_retries,
-        retry_delay: Duration::from_millis(cfg.retry_delay_ms),
-        headers: cfg.headers.clone().into_iter().collect(),
-        pool_size: usize::try_from(cfg.user_count).unwrap_or(usize::MAX),
-        verbose: cfg.verbose,
-    }) {
-        Ok(t) => t,
-        Err(e) => return config_error(format!("endpoint: {e}")),
-    };
-    let codec = match registry::codec(
-        "openai_chat",
-        &json!({ "sglang": cfg.sglang, "ignore_eos": false }),
-        &ctx,
-    ) {
+    spec.load.release = Release::Requests;
+    spec.load.duration_secs = duration_secs;
+    spec.seed = Some(cfg.seed.unwrap_or_else(assemble::fresh_seed));
+    let t = &mut spec.target;
+    // The endpoint is a full URL: the host part stays empty.
+    t.host = String::new();
+    t.endpoint.clone_from(&cfg.endpoint);
+    t.model = String::new();
+    t.request_timeout_secs = cfg.request_timeout_secs;
+    t.max_retries = cfg.max_retries;
+    t.retry_delay_ms = cfg.retry_delay_ms;
+    t.headers = cfg.headers.clone();
+    let default_codec = batchbench_core::spec::defaults::CODEC;
+    let name = cfg
+        .codec
+        .clone()
+        .unwrap_or_else(|| default_codec.to_owned());
+    let mut config = Value::Object(cfg.codec_config.clone().unwrap_or_default());
+    if cfg.sglang {
+        if name != default_codec {
+            return Err(config_error(format!(
+                "sglang: an option of the {default_codec} codec; the codec is {name}: put it in codec_config"
+            )));
+        }
+        let mut chat: OpenAiChatConfig = serde_json::from_value(config)
+            .map_err(|e| config_error(format!("codec_config: {e}")))?;
+        chat.sglang = true;
+        config = serde_json::to_value(chat).map_err(config_error)?;
+    }
+    spec.codec = PluginSpec::new(name, config);
+    spec.admission.max_active = Some(cfg.user_count);
+    spec.output.verbose = cfg.verbose;
+    spec.output.quiet = true;
+    spec.output.dry_run = cfg.dry_run;
+    Ok(spec)
+}
+
+/// Collects what a dry run writes (one JSON plan line per request).
+#[derive(Debug, Clone, Default)]
+struct PlanSink(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for PlanSink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn benchmark(config: &str, cancel: CancellationToken) -> Outcome {
+    let cfg: BenchmarkConfig = match serde_json::from_str(config) {
         Ok(c) => c,
-        Err(e) => return plugin_error(e),
+        Err(e) => return config_error(e),
+    };
+    let spec = match benchmark_spec(&cfg) {
+        Ok(s) => s,
+        Err(o) => return o,
     };
     let records = Collect::default();
-    let opts = EngineOptions {
-        model: String::new(),
-        seed,
-        max_active: usize::try_from(cfg.user_count).unwrap_or(usize::MAX),
-        ..EngineOptions::default()
+    let plan = PlanSink::default();
+    let host = Host {
+        cancel: Some(cancel),
+        api_key: cfg.api_key.clone().filter(|k| !k.is_empty()),
+        reporters: vec![Box::new(records.clone())],
+        plan_out: Some(Box::new(plan.clone())),
     };
-    let engine = Engine::new(opts, transport, Arc::from(codec))
-        .cancel_token(cancel)
-        .config(run.clone())
-        .reporter(Box::new(records.clone()));
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return Outcome::Error("run", format!("cannot start the async runtime: {e}")),
-    };
-    match rt.block_on(engine.run(source)) {
-        Ok(out) => {
+    match assemble::execute(spec, &BENCHMARK, host) {
+        Ok(RunOutcome::DryRun { view: mut run, .. }) => {
+            let text = std::mem::take(
+                &mut *plan
+                    .0
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            );
+            let plan: Vec<Value> = String::from_utf8_lossy(&text)
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect();
+            run["planned_requests"] = json!(plan.len());
+            run["plan"] = Value::Array(plan);
+            report(&Summary::default(), run, Vec::new(), true)
+        }
+        Ok(RunOutcome::Ran(out)) => {
             let records = std::mem::take(
                 &mut *records
                     .0
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner),
             );
+            let mut run = out.info.config.clone();
+            if let (Value::Object(m), Some(spec)) = (&mut run, &out.info.spec) {
+                m.insert(
+                    "spec".into(),
+                    serde_json::to_value(spec).unwrap_or_default(),
+                );
+            }
             report(&out.summary, run, records, false)
         }
-        Err(e) => Outcome::Error("run", e.to_string()),
+        Err(f) if f.is_bad_input() => Outcome::Error("config", format!("{:#}", f.error)),
+        Err(f) => Outcome::Error("run", format!("{:#}", f.error)),
     }
 }
 
@@ -573,7 +671,7 @@ fn count_tokens(
 #[pyclass(module = "batchbench._core")]
 struct Simulator {
     rt: Option<tokio::runtime::Runtime>,
-    sim: Option<batchbench_sim::Sim>,
+    sim: Option<batchbench_simulator::Sim>,
     url: String,
 }
 
@@ -585,7 +683,8 @@ impl Simulator {
     #[pyo3(signature = (tokenizer_model, query=String::new()))]
     fn new(py: Python<'_>, tokenizer_model: String, query: String) -> PyResult<Self> {
         let started = py.detach(move || -> Result<_, (&'static str, String)> {
-            let cfg = batchbench_sim::SimConfig::from_query(&query).map_err(|e| ("config", e))?;
+            let cfg =
+                batchbench_simulator::SimConfig::from_query(&query).map_err(|e| ("config", e))?;
             cfg.validate().map_err(|e| ("config", e.to_string()))?;
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -597,7 +696,7 @@ impl Simulator {
                 .map_err(|e| ("tokenizer", e.to_string()))?;
             let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
             let sim = rt
-                .block_on(batchbench_sim::Sim::start(cfg, tok, addr))
+                .block_on(batchbench_simulator::Sim::start(cfg, tok, addr))
                 .map_err(|e| ("run", format!("cannot start the simulator: {e}")))?;
             Ok((rt, sim))
         });

@@ -161,3 +161,21 @@ def test_python_dash_m_export_plans_re_exports_a_rows_file(tmp_path):
     p = subprocess.run([sys.executable, "-m", "batchbench.export_plans", "--start", "x"],
                        capture_output=True, text=True)
     assert p.returncode == 2
+
+
+def test_run_agent_takes_a_session_rate(sim, qwen):
+    result = batchbench.run_agent(
+        host=sim.url,
+        tokenizer_model=qwen,
+        agents=4,
+        tool_invocations=2,
+        input_tokens=32,
+        output_tokens=4,
+        session_rate=20,
+        arrival="constant",
+    )
+    assert result["exit_code"] == 0
+    load = result["summary"]["load"]
+    assert load["release"] == "sessions" and load["arrivals"] == 4
+    assert sim.stats()["requests"] == 8
+    assert all("intended_ms" in r for r in result["records"])

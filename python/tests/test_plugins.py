@@ -66,3 +66,40 @@ def test_missing_and_foreign_plugins_raise(bin_dir):
         batchbench.load_plugin("/nonexistent/plugin.wasm")
     with pytest.raises(batchbench.PluginError, match="ABI version 999"):
         batchbench.load_plugin(_native(bin_dir, "other_abi"))
+
+
+def test_a_native_codec_is_selected_by_name_in_both_apis(sim, qwen, bin_dir):
+    lib = _native(bin_dir, "native_codec")
+    assert batchbench.load_plugin(lib) == [{"kind": "codec", "name": "openai_chat_native"}]
+    body = {"model": "m", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 4}
+    report = batchbench.run_benchmark({
+        "endpoint": sim.url + "/v1/chat/completions",
+        "user_count": 2,
+        "mode": batchbench.finite_mode(2),
+        "request_body": batchbench.request_entry(body),
+        "codec": "openai_chat_native",
+        "seed": 3,
+    })
+    assert report["successful_requests"] == 4
+    assert report["run"]["spec"]["codec"]["name"] == "openai_chat_native"
+    result = batchbench.run_agent(
+        host=sim.url,
+        tokenizer_model=qwen,
+        agents=2,
+        tool_invocations=2,
+        input_tokens=24,
+        output_tokens=4,
+        codec="openai_chat_native",
+        codec_config=json.dumps({"sglang": True}),
+    )
+    assert result["exit_code"] == 0
+    assert result["run"]["spec"]["codec"] == {"name": "openai_chat_native", "config": {"sglang": True}}
+    with pytest.raises(batchbench.ConfigurationError, match="sglang"):
+        batchbench.run_benchmark({
+            "endpoint": sim.url + "/v1/chat/completions",
+            "user_count": 1,
+            "mode": batchbench.finite_mode(1),
+            "request_body": batchbench.request_entry(body),
+            "codec": "openai_chat_native",
+            "sglang": True,
+        })

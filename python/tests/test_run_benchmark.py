@@ -234,3 +234,59 @@ def test_a_dry_run_of_long_running_mode_plans_one_cycle_at_once():
     plan = report["run"]["plan"]
     assert len(plan) == 6
     assert {p["body"]["messages"][0]["content"] for p in plan} == {f"q{i}" for i in range(5)}
+
+
+def test_a_load_table_releases_requests_at_a_rate_with_the_same_bodies(sim):
+    entries = [batchbench.request_entry(body(f"q{i}"), line_idx=i) for i in range(6)]
+    config = {
+        "endpoint": sim.endpoint,
+        "user_count": 3,
+        "mode": batchbench.finite_mode(requests_per_user=2),
+        "requests": entries,
+        "seed": 3,
+    }
+    closed = batchbench.run_benchmark(config)
+    assert closed["load"] is None
+    report = batchbench.run_benchmark(
+        {**config, "load": {"rate": 50, "arrival": "constant", "max_concurrency": 2, "warmup_requests": 1}}
+    )
+    load = report["load"]
+    assert load["arrivals"] == 6 and load["release"] == "requests"
+    assert load["warmup_requests"] == 1
+    assert report["total_requests"] == 5, "the warmup request is left out"
+    assert load["latency_from_intended"]["count"] == 5
+    assert load["queue_wait"] is not None
+    assert sim.stats()["requests"] == 12
+    # Each record says when it was due and when it went out.
+    rec = report["records"]
+    assert len(rec) == 6 and sum(r["warmup"] for r in rec) == 1
+    assert all(r["sent_ms"] >= r["intended_ms"] >= 0 for r in rec)
+    # The same entries went to the same users and positions.
+    key = lambda r: (r["agent_id"], r["request_index"], r["prompt_tokens"])
+    assert sorted(map(key, rec)) == sorted(map(key, closed["records"]))
+
+
+@pytest.mark.parametrize(
+    "load, words",
+    [
+        ({"rate": 0}, ["load.rate", "positive"]),
+        ({"rate": 5, "burstiness": 2}, ["load.burstiness", "gamma"]),
+        ({"rate": 5, "arrival": "weibull"}, ["weibull"]),
+        ({"rte": 5}, ["rte"]),
+        ({"duration_secs": 5}, ["long_running_mode"]),
+    ],
+)
+def test_a_bad_load_table_is_a_configuration_error_naming_the_field(sim, load, words):
+    with pytest.raises(batchbench.ConfigurationError) as e:
+        batchbench.run_benchmark(
+            {
+                "endpoint": sim.endpoint,
+                "user_count": 1,
+                "mode": batchbench.finite_mode(1),
+                "request_body": batchbench.request_entry(body()),
+                "load": load,
+            }
+        )
+    for w in words:
+        assert w in str(e.value)
+    assert sim.stats()["requests"] == 0

@@ -2,7 +2,7 @@
 //! its own runtime, in-process runs of the CLIs, and result-file readers.
 
 use batchbench_core::tokens::TokenizerHandle;
-use batchbench_sim::{RequestLog, Sim, SimConfig, SimStats};
+use batchbench_simulator::{RequestLog, Sim, SimConfig, SimStats};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -106,6 +106,14 @@ impl SimServer {
         self.sim().requests()
     }
 
+    /// The SHA-256 of every request body received, sorted: two runs that sent
+    /// the same bodies in any order compare equal.
+    pub fn sorted_body_hashes(&self) -> Vec<String> {
+        let mut h: Vec<String> = self.requests().into_iter().map(|l| l.body_sha256).collect();
+        h.sort();
+        h
+    }
+
     /// The counters.
     pub fn stats(&self) -> SimStats {
         self.sim().stats()
@@ -125,6 +133,22 @@ impl Drop for SimServer {
     }
 }
 
+/// Waits until `sim` has received `n` requests, panicking after a minute.
+///
+/// Tests that interrupt a run wait on this rather than on a fixed sleep: a
+/// loaded machine can take seconds to start the client.
+pub fn wait_for_requests(sim: &SimServer, n: u64) {
+    let start = std::time::Instant::now();
+    while sim.stats().requests < n {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "the simulator received {} of {n} requests in a minute",
+            sim.stats().requests
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// The result of an in-process `batchbench` run.
 #[derive(Debug)]
 pub struct RunResult {
@@ -134,6 +158,9 @@ pub struct RunResult {
     pub json: Option<serde_json::Value>,
     /// CSV rows, when `--results-csv` was written.
     pub csv: Vec<HashMap<String, String>>,
+    /// Where the CSV was written (gone once the result is dropped).
+    pub csv_path: PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 impl RunResult {
@@ -155,12 +182,20 @@ impl RunResult {
 /// Runs `batchbench` in process with `args` plus a summary JSON and a CSV in a
 /// temporary directory.
 pub fn run_batchbench(args: &[&str]) -> RunResult {
-    run_tool(batchbench::run, "batchbench", args)
+    run_tool(
+        batchbench_run::commands::batchbench::run,
+        "batchbench",
+        args,
+    )
 }
 
 /// Runs `batchbench-agent` in process, like [`run_batchbench`].
 pub fn run_agent(args: &[&str]) -> RunResult {
-    run_tool(batchbench_agent::run, "batchbench-agent", args)
+    run_tool(
+        batchbench_run::commands::agent::run,
+        "batchbench-agent",
+        args,
+    )
 }
 
 fn run_tool(run: fn(Vec<String>) -> i32, name: &str, args: &[&str]) -> RunResult {
@@ -180,6 +215,8 @@ fn run_tool(run: fn(Vec<String>) -> i32, name: &str, args: &[&str]) -> RunResult
         code,
         json: read_json(&json),
         csv: read_csv(&csv),
+        csv_path: csv,
+        _dir: dir,
     }
 }
 
@@ -240,4 +277,85 @@ pub fn plugin_artifact(name: &str) -> PathBuf {
         p.display()
     );
     p
+}
+
+/// The console summary with what varies between runs masked: measured figures
+/// become `<t>` on the duration, throughput, think-time and latency lines, and the
+/// simulator's loopback address becomes `<sim>`.
+pub fn mask_console(text: &str) -> String {
+    const MEASURED: &[&str] = &[
+        "duration",
+        "throughput",
+        "tool / think time",
+        "request ",
+        "time to first token",
+        "inter-token",
+        "time per output token",
+        "trajectory end-to-end",
+    ];
+    let mut out = String::new();
+    for line in text.lines() {
+        let body = line.trim_start();
+        let mut l = line.to_owned();
+        if MEASURED.iter().any(|m| body.starts_with(m)) {
+            // Keep the label (the first 24 columns), mask every number after it.
+            let (label, rest) = l.split_at(l.len().min(25));
+            let mut masked = String::new();
+            let mut in_num = false;
+            for c in rest.chars() {
+                if c.is_ascii_digit() || (in_num && c == '.') {
+                    if !in_num {
+                        masked.push_str("<t>");
+                        in_num = true;
+                    }
+                } else {
+                    in_num = false;
+                    masked.push(c);
+                }
+            }
+            l = format!("{label}{masked}");
+            // Column widths vary with the numbers: fold runs of spaces.
+            l = l
+                .split(' ')
+                .filter(|w| !w.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ");
+            l = format!("  {l}");
+        }
+        if let Some(at) = l.find("http://127.0.0.1:") {
+            let end = l[at + 17..]
+                .find(|c: char| !c.is_ascii_digit())
+                .map_or(l.len(), |i| at + 17 + i);
+            l.replace_range(at..end, "<sim>");
+        }
+        out.push_str(&l);
+        out.push('\n');
+    }
+    out
+}
+
+/// Compares `got` with the snapshot file `tests/golden/<name>`, or records it
+/// when `BATCHBENCH_BLESS` is set.
+pub fn check_snapshot(name: &str, got: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("golden")
+        .join(name);
+    if std::env::var_os("BATCHBENCH_BLESS").is_some() {
+        std::fs::write(&path, got).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    if want != got {
+        let first = want
+            .lines()
+            .zip(got.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(want.lines().count().min(got.lines().count()));
+        panic!(
+            "{name} changed at line {}:\nrecorded: {:?}\nnow:      {:?}\n--- whole output now ---\n{got}",
+            first + 1,
+            want.lines().nth(first),
+            got.lines().nth(first)
+        );
+    }
 }

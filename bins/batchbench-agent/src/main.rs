@@ -1,3 +1,3 @@
 fn main() {
-    std::process::exit(batchbench_agent::run(std::env::args_os()));
+    std::process::exit(batchbench_run::commands::agent::run(std::env::args_os()));
 }

@@ -1,9 +1,9 @@
 //! The `batchbench-agent` binary as a user runs it.
 
-use batchbench_tests::{SimServer, read_csv, tokenizer_path};
+use batchbench_simulator::SimConfig;
+use batchbench_tests::{SimServer, read_csv, tokenizer_path, wait_for_requests};
 use serde_json::{Value, json};
 use std::process::{Command, Output, Stdio};
-use std::time::Duration;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_batchbench-agent"))
@@ -54,6 +54,14 @@ fn help_lists_every_compatible_flag() {
         "--tool-call-latency-lognorm-median-ms",
         "--tool-call-latency-lognorm-sigma",
         "--tool-call-latency-lognorm-max-ms",
+        "--session-rate",
+        "--arrival",
+        "--burstiness",
+        "--stages",
+        "--max-concurrency",
+        "--warmup-requests",
+        "--duration-secs",
+        "--at-deadline",
     ];
     let families: Vec<String> = ["input", "output", "environment", "tool-invocations"]
         .iter()
@@ -159,10 +167,17 @@ fn ctrl_c_leaves_a_partial_summary_csv_and_complete_event_lines() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (csv, events) = (dir.path().join("r.csv"), dir.path().join("e.jsonl"));
     let tok = tokenizer_path("qwen").display().to_string();
+    let sim = SimServer::start(
+        SimConfig {
+            decode_ms_per_token: 10.0,
+            ..SimConfig::default()
+        },
+        "qwen",
+    );
     let child = bin()
         .args([
             "--host",
-            "sim://?decode-ms-per-token=10",
+            &sim.url(),
             "--tokenizer-model",
             &tok,
             "--agents",
@@ -185,7 +200,8 @@ fn ctrl_c_leaves_a_partial_summary_csv_and_complete_event_lines() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"));
-    std::thread::sleep(Duration::from_millis(2000));
+    // Three active agents: a fourth request means some turn has completed.
+    wait_for_requests(&sim, 4);
     assert!(
         Command::new("kill")
             .args(["-INT", &child.id().to_string()])
@@ -380,4 +396,35 @@ fn malformed_manifests_are_rejected_line_by_line_and_nothing_is_sent() {
         "the good line is not reported"
     );
     assert_eq!(sim.stats().requests, 0, "nothing was sent");
+}
+
+#[test]
+fn console_summary_of_a_fixed_seed_simulator_run_is_pinned() {
+    let tok = batchbench_tests::tokenizer_path("qwen")
+        .display()
+        .to_string();
+    let o = run(&[
+        "--host",
+        "sim://",
+        "--tokenizer-model",
+        &tok,
+        "--agents",
+        "2",
+        "--tool-invocations",
+        "3",
+        "--input-tokens",
+        "48",
+        "--environment-tokens",
+        "16",
+        "--output-tokens",
+        "4",
+        "--tool-call-latency-ms",
+        "2",
+        "--seed",
+        "23",
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&o.stdout);
+    batchbench_tests::check_snapshot("agent.console.snap", &batchbench_tests::mask_console(&text));
 }

@@ -1,5 +1,5 @@
 use anyhow::Context;
-use batchbench_sim::{Sim, SimConfig};
+use batchbench_simulator::{Sim, SimConfig};
 use clap::Parser;
 use std::net::SocketAddr;
 

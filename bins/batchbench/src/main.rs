@@ -1,3 +1,5 @@
 fn main() {
-    std::process::exit(batchbench::run(std::env::args_os()));
+    std::process::exit(batchbench_run::commands::batchbench::run(
+        std::env::args_os(),
+    ));
 }

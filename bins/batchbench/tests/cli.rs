@@ -1,7 +1,8 @@
 //! The `batchbench` binary as a user runs it: exit codes, one-line errors with
 //! nothing sent, Ctrl+C, the hub cache.
 
-use batchbench_tests::{SimServer, read_csv, tokenizer_path};
+use batchbench_simulator::SimConfig;
+use batchbench_tests::{SimServer, read_csv, tokenizer_path, wait_for_requests};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -59,6 +60,16 @@ fn help_lists_every_compatible_flag() {
         "--results-csv",
         "--seed",
         "--quiet",
+        "--request-rate",
+        "--arrival",
+        "--burstiness",
+        "--ramp-up-secs",
+        "--stages",
+        "--max-concurrency",
+        "--warmup-requests",
+        "--warmup-secs",
+        "--duration-secs",
+        "--at-deadline",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}");
     }
@@ -125,6 +136,24 @@ fn bad_input_is_one_line_naming_the_flag_exit_2_and_nothing_sent() {
             "--request-timeout-secs",
         ),
         (vec!["--bogus-flag"], "--bogus-flag"),
+        (vec!["--request-rate", "0"], "--request-rate"),
+        (vec!["--request-rate", "-3"], "--request-rate"),
+        (
+            vec!["--request-rate", "5", "--burstiness", "2"],
+            "--arrival gamma",
+        ),
+        (vec!["--stages", "60s-10"], "--stages"),
+        (vec!["--stages", "60x@10"], "--stages"),
+        (vec!["--request-rate", "5", "--stages", "1s@2"], "--stages"),
+        (vec!["--ramp-up-secs", "5"], "--ramp-up-secs"),
+        (vec!["--max-concurrency", "0"], "--max-concurrency"),
+        (vec!["--at-deadline", "cancel"], "--duration-secs"),
+        (vec!["--arrival", "weibull"], "--arrival"),
+        (
+            vec!["--duration-secs", "5", "--requests-per-user", "3"],
+            "--requests-per-user",
+        ),
+        (vec!["--duration-secs", "5", "--dry-run"], "--duration-secs"),
     ];
     for (args, needle) in cases {
         let mut all = vec!["--host", &url, "--quiet"];
@@ -153,10 +182,17 @@ fn ctrl_c_prints_a_partial_summary_writes_the_csv_and_exits_130() {
     let csv = dir.path().join("r.csv");
     let tok = tokenizer_path("qwen").display().to_string();
     // 4 users x 50 requests of 20 tokens at 25 ms per token: about 25 s of work.
+    let sim = SimServer::start(
+        SimConfig {
+            decode_ms_per_token: 25.0,
+            ..SimConfig::default()
+        },
+        "qwen",
+    );
     let child = bin()
         .args([
             "--host",
-            "sim://?decode-ms-per-token=25",
+            &sim.url(),
             "--tokenizer-model",
             &tok,
             "--users",
@@ -173,7 +209,9 @@ fn ctrl_c_prints_a_partial_summary_writes_the_csv_and_exits_130() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"));
-    std::thread::sleep(Duration::from_millis(2500));
+    // A closed loop sends a user's next request only after the last one ended:
+    // eight requests received means some have completed, however slow the start.
+    wait_for_requests(&sim, 8);
     let t = Instant::now();
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
@@ -336,4 +374,33 @@ fn ctrl_c_stops_an_export_with_130_and_writes_nothing() {
         .filter(|n| n != "rows.jsonl")
         .collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn console_summary_of_a_fixed_seed_simulator_run_is_pinned() {
+    let tok = tokenizer_path("qwen").display().to_string();
+    let o = run(&[
+        "--host",
+        "sim://",
+        "--tokenizer-model",
+        &tok,
+        "--users",
+        "2",
+        "--requests-per-user",
+        "3",
+        "--input-tokens",
+        "32",
+        "--output-tokens",
+        "4",
+        "--stream",
+        "--seed",
+        "21",
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    batchbench_tests::check_snapshot(
+        "batchbench.console.snap",
+        &batchbench_tests::mask_console(&text),
+    );
 }

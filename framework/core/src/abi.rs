@@ -13,8 +13,9 @@
 
 use std::ffi::c_void;
 
-/// The ABI version this host speaks. A change to anything in this module is a
-/// new version.
+/// The ABI version this host speaks. Adding a method or a plugin kind is
+/// compatible (a library that does not export it never describes it); changing
+/// anything that exists is a new version.
 pub const ABI_VERSION: u32 = 1;
 
 /// `extern "C" fn() -> u32`: the library's ABI version.
@@ -52,7 +53,7 @@ pub struct PluginTable {
     /// Must equal [`ABI_VERSION`] too.
     pub abi_version: u32,
     /// A JSON array describing every plugin of the library:
-    /// `[{"kind": "workload"|"router"|"reporter", "name", "description", "example"}]`.
+    /// `[{"kind": "workload"|"codec"|"router"|"reporter", "name", "description", "example"}]`.
     pub describe: unsafe extern "C" fn() -> OwnedBytes,
     /// Builds the plugin named `name` from its JSON `config` and the JSON
     /// [`BuildContext`](crate::registry::BuildContext). Returns an instance, or null
@@ -96,7 +97,7 @@ pub mod method {
     pub const DECORATE: u32 = 10;
     /// Router: a routing slot (number) → a rank or `null`.
     pub const DP_RANK: u32 = 11;
-    /// Reporter: [`RunInfo`](crate::engine::RunInfo) → `null`.
+    /// Reporter: [`RunInfo`](crate::record::RunInfo) → `null`.
     pub const ON_START: u32 = 20;
     /// Reporter: [`WireRequestRecord`](crate::wire::WireRequestRecord) → `null`.
     pub const ON_REQUEST: u32 = 21;
@@ -104,6 +105,22 @@ pub mod method {
     pub const ON_TRAJECTORY: u32 = 22;
     /// Reporter: `{"run": RunInfo, "summary": Summary}` → `null`.
     pub const ON_FINISH: u32 = 23;
+    /// Codec: [`WireEncodeRequest`](crate::wire::WireEncodeRequest) → the request
+    /// body's bytes (not a JSON document of their own).
+    pub const ENCODE: u32 = 30;
+    /// Codec: a response body's bytes → [`WireReply`](crate::wire::WireReply).
+    pub const DECODE: u32 = 31;
+    /// Codec: `null` → a stream id (a number): a decoder for one streamed response.
+    pub const STREAM_OPEN: u32 = 32;
+    /// Codec: the stream id (8 bytes, little-endian) followed by the next bytes of
+    /// the body → `null`. The host stamps each feed's arrival itself.
+    pub const STREAM_FEED: u32 = 33;
+    /// Codec: the stream id (8 bytes, little-endian) → [`WireReply`](crate::wire::WireReply),
+    /// whose timings name feeds by their index; the stream is closed.
+    pub const STREAM_FINISH: u32 = 34;
+    /// Codec: the stream id (8 bytes, little-endian) → `null`: a stream dropped
+    /// before it finished.
+    pub const STREAM_CLOSE: u32 = 35;
 }
 
 /// Return codes of [`PluginTable::call`].
@@ -121,9 +138,9 @@ pub mod status {
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct FinishInput {
     /// Run facts.
-    pub run: crate::engine::RunInfo,
+    pub run: crate::record::RunInfo,
     /// The summary.
-    pub summary: crate::metrics::Summary,
+    pub summary: crate::record::Summary,
 }
 
 /// A raw instance pointer; only the host that created it dereferences it.

@@ -8,7 +8,7 @@
 //! appended to the conversation, so the conversation's wire cache (and the server's
 //! prefix cache) keep working.
 
-use crate::conversation::{Conversation, Message, Role, ToolCall};
+use crate::conversation::{Conversation, Message, Role, turn};
 use crate::plan::{Block, BlockRole};
 use crate::plugin::Reply;
 use crate::rng;
@@ -16,8 +16,8 @@ use crate::tokens::{TokenError, TokenizerHandle};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// The name of every synthetic tool call.
-pub const TOOL_CALL_NAME: &str = "tool";
+/// The name of every replayed tool call.
+pub const TOOL_CALL_NAME: &str = turn::BLOCK_TOOL;
 
 /// What a trajectory has sent so far, by seed.
 #[derive(Debug, Default)]
@@ -128,10 +128,6 @@ pub(crate) fn synthesise(
         .collect()
 }
 
-fn call_id(seed: &str) -> Arc<str> {
-    Arc::from(format!("call_{:016x}", rng::hash_str(seed)))
-}
-
 fn same(a: &Message, b: &Message) -> bool {
     let eq = |x: &Arc<str>, y: &Arc<str>| Arc::ptr_eq(x, y) || x == y;
     a.role == b.role
@@ -193,20 +189,8 @@ pub(crate) fn apply(
         match b.role {
             BlockRole::ToolDefinition => tools.push(text),
             BlockRole::ToolCall => {
-                let id = call_id(&b.seed);
-                let call = ToolCall {
-                    id: id.clone(),
-                    name: Arc::from(TOOL_CALL_NAME),
-                    arguments: text,
-                };
-                match messages.last_mut() {
-                    Some(m) if m.role == Role::Assistant => m.tool_calls.push(call),
-                    _ => {
-                        let mut m = Message::new(Role::Assistant, "");
-                        m.tool_calls.push(call);
-                        messages.push(m);
-                    }
-                }
+                let id = turn::seeded_call_id(&b.seed);
+                turn::call(&mut messages, id.clone(), TOOL_CALL_NAME, text);
                 pending_call = Some(id);
             }
             role => {
@@ -216,12 +200,17 @@ pub(crate) fn apply(
                     BlockRole::Assistant => Role::Assistant,
                     _ => Role::Tool,
                 };
-                let mut m = Message::new(role, text);
-                m.reasoning = reasoning;
-                if role == Role::Tool {
-                    // A tool result answers the latest synthetic call (or stands alone).
-                    m.tool_call_id = Some(pending_call.take().unwrap_or_else(|| call_id(&b.seed)));
-                }
+                let m = if role == Role::Tool {
+                    // A tool result answers the latest replayed call (or stands alone).
+                    let id = pending_call
+                        .take()
+                        .unwrap_or_else(|| turn::seeded_call_id(&b.seed));
+                    turn::tool_result(text, id)
+                } else {
+                    let mut m = Message::new(role, text);
+                    m.reasoning = reasoning;
+                    m
+                };
                 messages.push(m);
             }
         }
@@ -241,4 +230,124 @@ pub(crate) fn apply(
         };
     }
     fallbacks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(seed: &str, role: BlockRole, live: bool) -> Block {
+        Block {
+            seed: Arc::from(seed),
+            tokens: 4,
+            role,
+            live,
+        }
+    }
+
+    fn made(seeds: &[&str]) -> Made {
+        seeds
+            .iter()
+            .map(|s| (Arc::from(*s), Arc::from(format!("text of {s}"))))
+            .collect()
+    }
+
+    fn reply(content: &str) -> Reply {
+        Reply {
+            content: content.into(),
+            reasoning: Some("thinking".into()),
+            ..Reply::default()
+        }
+    }
+
+    #[test]
+    fn blocks_become_tools_messages_and_answered_calls() {
+        let bs = [
+            block("tools", BlockRole::ToolDefinition, false),
+            block("sys", BlockRole::System, false),
+            block("u0", BlockRole::User, false),
+            block("a0", BlockRole::Assistant, true),
+            block("c0", BlockRole::ToolCall, false),
+            block("t0", BlockRole::Tool, false),
+        ];
+        let first = &bs[..3];
+        let first_needs: Vec<Arc<str>> = needs(first, true, &BlockState::default())
+            .into_iter()
+            .map(|n| n.seed)
+            .collect();
+        assert_eq!(first_needs, ["tools", "sys", "u0"].map(Arc::from));
+        let mut state = BlockState::default();
+        let mut conv = Conversation::default();
+        let fb = apply(
+            &mut conv,
+            first,
+            true,
+            made(&["tools", "sys", "u0"]),
+            None,
+            &mut state,
+        );
+        assert_eq!(fb, 0);
+        assert_eq!(conv.tools, vec![Arc::from("text of tools")]);
+        assert_eq!(conv.messages.len(), 2);
+
+        // The next request continues: the live block carries the reply, the call
+        // joins that assistant message, and the tool result answers it by id.
+        let next_needs: Vec<Arc<str>> = needs(&bs, false, &state)
+            .into_iter()
+            .map(|n| n.seed)
+            .collect();
+        assert_eq!(
+            next_needs,
+            ["c0", "t0"].map(Arc::from),
+            "sent blocks and the live reply are not made again"
+        );
+        let r = reply("the answer");
+        let fb = apply(
+            &mut conv,
+            &bs,
+            false,
+            made(&["c0", "t0"]),
+            Some(&r),
+            &mut state,
+        );
+        assert_eq!(fb, 0);
+        let m = &conv.messages;
+        assert_eq!(m.len(), 4, "system, user, assistant with call, tool");
+        assert_eq!(m[2].role, Role::Assistant);
+        assert_eq!(m[2].content.as_ref(), "the answer");
+        assert_eq!(m[2].reasoning.as_deref(), Some("thinking"));
+        let call = &m[2].tool_calls[0];
+        assert_eq!(call.id, turn::seeded_call_id("c0"));
+        assert_eq!(call.name.as_ref(), TOOL_CALL_NAME);
+        assert_eq!(call.arguments.as_ref(), "text of c0");
+        assert_eq!(m[3].tool_call_id.as_ref(), Some(&call.id));
+    }
+
+    #[test]
+    fn a_live_block_without_a_reply_falls_back_to_its_seed() {
+        let bs = [
+            block("u0", BlockRole::User, false),
+            block("a0", BlockRole::Assistant, true),
+        ];
+        let seeds: Vec<Arc<str>> = needs(&bs, true, &BlockState::default())
+            .into_iter()
+            .map(|n| n.seed)
+            .collect();
+        assert_eq!(
+            seeds,
+            ["u0", "a0"].map(Arc::from),
+            "a fresh live block is made from its seed"
+        );
+        let mut conv = Conversation::default();
+        let fb = apply(
+            &mut conv,
+            &bs,
+            true,
+            made(&["u0", "a0"]),
+            None,
+            &mut BlockState::default(),
+        );
+        assert_eq!(fb, 1);
+        assert_eq!(conv.messages[1].content.as_ref(), "text of a0");
+    }
 }

@@ -98,3 +98,86 @@ impl Conversation {
         *self.wire.get_mut() = WireCache::default();
     }
 }
+
+/// The shape of an agent turn, one for every workload: the model's reply
+/// becomes an assistant message (its content and reasoning, kept as opaque
+/// state; tool calls the model made are dropped), the workload's tool calls are
+/// attached to that assistant message, and each tool result answers its call by
+/// id. Synthetic agents and structured (version-2) replay build their turns here.
+pub mod turn {
+    use super::{Message, Role, ToolCall};
+    use std::sync::Arc;
+
+    /// The function name of a synthetic agent's one tool call per turn.
+    pub const ENVIRONMENT_TOOL: &str = "environment";
+    /// The function name of a replayed `tool_call` block.
+    pub const BLOCK_TOOL: &str = "tool";
+
+    /// The id of a synthetic agent's call in turn `index`: `call_<agent>_<index>`.
+    pub fn agent_call_id(agent_id: u64, index: u64) -> Arc<str> {
+        Arc::from(format!("call_{agent_id}_{index}"))
+    }
+
+    /// The id of a replayed call, from its block's seed: `call_<16 hex digits>`,
+    /// so a seed gives the same id in every trajectory.
+    pub fn seeded_call_id(seed: &str) -> Arc<str> {
+        Arc::from(format!("call_{:016x}", crate::rng::hash_str(seed)))
+    }
+
+    /// The model's turn: an assistant message of its content and reasoning.
+    pub fn assistant(content: impl Into<Arc<str>>, reasoning: Option<Arc<str>>) -> Message {
+        let mut m = Message::new(Role::Assistant, content);
+        m.reasoning = reasoning;
+        m
+    }
+
+    /// Attaches a tool call to the last message when it is the assistant's,
+    /// else to a new, empty assistant message.
+    pub fn call(messages: &mut Vec<Message>, id: Arc<str>, name: &str, arguments: Arc<str>) {
+        let call = ToolCall {
+            id,
+            name: Arc::from(name),
+            arguments,
+        };
+        match messages.last_mut() {
+            Some(m) if m.role == Role::Assistant => m.tool_calls.push(call),
+            _ => {
+                let mut m = Message::new(Role::Assistant, "");
+                m.tool_calls.push(call);
+                messages.push(m);
+            }
+        }
+    }
+
+    /// The tool result answering call `call_id`.
+    pub fn tool_result(content: impl Into<Arc<str>>, call_id: Arc<str>) -> Message {
+        let mut m = Message::new(Role::Tool, content);
+        m.tool_call_id = Some(call_id);
+        m
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_turn_is_reply_then_call_then_result() {
+            let mut msgs = vec![assistant("done", Some(Arc::from("because")))];
+            let id = agent_call_id(3, 1);
+            call(&mut msgs, id.clone(), ENVIRONMENT_TOOL, Arc::from("{}"));
+            msgs.push(tool_result("42", id));
+            assert_eq!(msgs.len(), 2);
+            assert_eq!(msgs[0].tool_calls[0].id.as_ref(), "call_3_1");
+            assert_eq!(msgs[0].tool_calls[0].name.as_ref(), "environment");
+            assert_eq!(msgs[0].reasoning.as_deref(), Some("because"));
+            assert_eq!(msgs[1].tool_call_id.as_deref(), Some("call_3_1"));
+            // A call with no assistant before it opens an empty assistant message.
+            let mut alone = vec![Message::new(Role::User, "hi")];
+            call(&mut alone, seeded_call_id("s"), BLOCK_TOOL, Arc::from("{}"));
+            assert_eq!(alone.len(), 2);
+            assert_eq!(alone[1].content.as_ref(), "");
+            assert_eq!(seeded_call_id("s"), seeded_call_id("s"));
+            assert!(seeded_call_id("s").starts_with("call_") && seeded_call_id("s").len() == 21);
+        }
+    }
+}

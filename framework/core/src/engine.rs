@@ -1,22 +1,27 @@
 //! The engine: admission, the per-trajectory loop, and event fan-out.
 //!
 //! Data flow of one turn: plan → token synthesis on a bounded pool (off the async
-//! threads, prefetched while the previous request is in flight) → codec encodes the
-//! live conversation → routers decorate → HTTP → codec decodes → metrics and
-//! reporters → think time → next turn.
+//! threads, prefetched while the previous request is in flight) → routers
+//! decorate (headers, body fields) → codec encodes the live conversation with
+//! those fields → HTTP → codec decodes → metrics and reporters → think time →
+//! next turn.
+
+mod load;
 
 use crate::blocks::{self, BlockState};
-use crate::conversation::{Conversation, Message, Role, ToolCall};
+use crate::conversation::{Conversation, Message, Role, turn};
 use crate::metrics::{Metrics, Summary};
-use crate::plan::{PlannedRequest, Trajectory};
+use crate::plan::{PlannedRequest, PromptPlan, Trajectory};
 use crate::plugin::{
     BodyWriter, EncodeRequest, PluginError, Reply, Reporter, RequestCodec, RequestRecord,
-    RouteContext, RouteExtras, Router, TrajectoryRecord, WorkloadInfo, WorkloadSource,
+    RouteContext, RouteExtras, Router, SendTiming, TrajectoryRecord, WorkloadSource,
 };
+pub use crate::record::RunInfo;
 use crate::rng;
+use crate::spec::{LoadSpec, Release};
 use crate::tokens::{TokenError, TokenizerHandle};
 use crate::transport::{Outcome, Transport};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -44,6 +49,9 @@ pub enum EngineError {
     /// A plugin failed.
     #[error(transparent)]
     Plugin(#[from] PluginError),
+    /// A reporter could not start: nothing was sent (bad input: exit 2).
+    #[error("{0} (nothing was sent)")]
+    Start(PluginError),
     /// Anything else.
     #[error("{0}")]
     Internal(String),
@@ -56,6 +64,7 @@ impl EngineError {
             self,
             Self::Plan(_)
                 | Self::Token(_)
+                | Self::Start(_)
                 | Self::Plugin(PluginError::Config { .. } | PluginError::Plan(_))
         )
     }
@@ -84,20 +93,12 @@ pub struct EngineOptions {
     pub admission: Admission,
     /// Open loop: trajectories whose first request is prepared ahead of its offset.
     pub lookahead: usize,
+    /// When requests are released: the closed loop, or an arrival process; a
+    /// concurrency cap, warmup and a duration.
+    pub load: LoadSpec,
 }
 
-/// How trajectories are admitted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Admission {
-    /// In source order into `max_active` slots; a finished trajectory's slot goes
-    /// to the next one. Start offsets are ignored.
-    #[default]
-    ClosedLoop,
-    /// Each trajectory at its start offset divided by the time scale, whatever is
-    /// active; `max_active` is a hard cap that delays (and counts) late admissions.
-    OpenLoop,
-}
+pub use crate::spec::AdmissionMode as Admission;
 
 impl Default for EngineOptions {
     fn default() -> Self {
@@ -112,27 +113,9 @@ impl Default for EngineOptions {
             synth_workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
             admission: Admission::ClosedLoop,
             lookahead: 256,
+            load: LoadSpec::default(),
         }
     }
-}
-
-/// What reporters know about the run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RunInfo {
-    /// The `model` field.
-    pub model: String,
-    /// Request URL.
-    pub url: String,
-    /// Run seed.
-    pub seed: u64,
-    /// Unix time at the benchmark clock start.
-    pub started_unix: f64,
-    /// Configured maximum of active trajectories.
-    pub max_active: usize,
-    /// The workload source's self-description.
-    pub workload: WorkloadInfo,
-    /// The run's configuration (flags and plugin configs), for reports.
-    pub config: serde_json::Value,
 }
 
 /// The result of a run.
@@ -180,7 +163,17 @@ struct Shared {
     codec: Arc<dyn RequestCodec>,
     routers: Vec<Arc<dyn Router>>,
     synth: Arc<Synth>,
+    /// Stops the run: the host's cancellation (Ctrl+C), a fatal error, or the
+    /// deadline with `at_deadline = cancel`.
     cancel: CancellationToken,
+    /// The host's own cancellation: the run was interrupted.
+    interrupt: CancellationToken,
+    /// Fires at the end of a duration run: nothing new is sent.
+    deadline: CancellationToken,
+    /// Requests in flight at most (`max_concurrency`).
+    inflight: Option<Semaphore>,
+    /// Requests sent so far (warmup counts the first ones).
+    sent: std::sync::atomic::AtomicU64,
     start: Instant,
     collector: Mutex<Collector>,
 }
@@ -247,6 +240,7 @@ pub struct Engine {
     tokenizer: Option<Arc<TokenizerHandle>>,
     cancel: CancellationToken,
     config: serde_json::Value,
+    spec: Option<crate::spec::RunSpec>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -269,6 +263,7 @@ impl Engine {
             tokenizer: None,
             cancel: CancellationToken::new(),
             config: serde_json::Value::Null,
+            spec: None,
         }
     }
 
@@ -296,9 +291,17 @@ impl Engine {
         self
     }
 
-    /// The run configuration recorded in reports.
+    /// The run's flat configuration view, recorded in reports.
     pub fn config(mut self, c: serde_json::Value) -> Self {
         self.config = c;
+        self
+    }
+
+    /// What the run record says the run was: its flat configuration view and
+    /// its complete spec.
+    pub fn record(mut self, view: serde_json::Value, spec: crate::spec::RunSpec) -> Self {
+        self.config = view;
+        self.spec = Some(spec);
         self
     }
 
@@ -313,6 +316,7 @@ impl Engine {
             max_active,
             workload: source.info(),
             config: self.config,
+            spec: self.spec,
         };
         let synth = Arc::new(Synth {
             seed: self.opts.seed,
@@ -324,8 +328,9 @@ impl Engine {
 
         // Admit the initial trajectories and prepare their first prompts before the
         // clock starts: a plan that cannot be built fails here, with nothing sent.
-        let open = self.opts.admission == Admission::OpenLoop;
-        let initial_count = if open {
+        let open = self.opts.admission == Admission::OpenLoop
+            || (self.opts.load.is_open() && self.opts.load.release == Release::Sessions);
+        let initial_count = if open || self.opts.load.is_open() {
             self.opts.lookahead.max(1)
         } else {
             max_active
@@ -349,7 +354,7 @@ impl Engine {
                 let first = t.requests.next();
                 let job = first
                     .as_ref()
-                    .map(|r| fresh_job(&self.opts, &t.id, i as u64, 0, r))
+                    .map(|r| first_job(&self.opts, &t.id, i as u64, r))
                     .transpose()?;
                 let synth = synth.clone();
                 jobs.spawn(async move {
@@ -376,18 +381,39 @@ impl Engine {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
         info.started_unix = started_unix;
+        // Every reporter starts (a failing one does not keep the others from
+        // saying what is wrong); any failure stops the run before the clock.
+        let mut start_error = None;
         for r in &mut reporters {
-            r.on_start(&info)?;
+            if let Err(e) = r.on_start(&info) {
+                match start_error {
+                    None => start_error = Some(e),
+                    Some(_) => eprintln!("error: {e}"),
+                }
+            }
+        }
+        if let Some(e) = start_error {
+            return Err(EngineError::Start(e));
         }
         // The benchmark clock starts now.
         let start = Instant::now();
+        let cancel = self.cancel.child_token();
+        let inflight = self
+            .opts
+            .load
+            .max_concurrency
+            .map(|n| Semaphore::new(usize::try_from(n).unwrap_or(Semaphore::MAX_PERMITS)));
         let shared = Arc::new(Shared {
             opts: self.opts,
             transport: self.transport,
             codec: self.codec,
             routers: self.routers,
             synth,
-            cancel: self.cancel,
+            cancel,
+            interrupt: self.cancel,
+            deadline: CancellationToken::new(),
+            inflight,
+            sent: std::sync::atomic::AtomicU64::new(0),
             start,
             collector: Mutex::new(Collector {
                 metrics: Metrics::default(),
@@ -396,7 +422,17 @@ impl Engine {
             }),
         });
 
-        let adm = if open {
+        let timer = load::deadline_timer(&shared);
+        let load = shared.opts.load.clone();
+        let adm = if load.is_open() && load.release == Release::Requests {
+            load::request_loop(
+                &shared,
+                &mut *source,
+                initial.into_iter().zip(prepared).collect(),
+                exhausted,
+            )
+            .await
+        } else if open {
             open_loop(
                 &shared,
                 &mut *source,
@@ -406,79 +442,24 @@ impl Engine {
             )
             .await
         } else {
-            let mut tasks: JoinSet<Result<u64, EngineError>> = JoinSet::new();
-            let mut next_agent = 0u64;
-            let mut max_observed = 0u64;
-            for (t, (first, prep)) in initial.into_iter().zip(prepared) {
-                let slot = next_agent;
-                tasks.spawn(run_trajectory(
-                    shared.clone(),
-                    next_agent,
-                    slot,
-                    t,
-                    first,
-                    prep,
-                    None,
-                ));
-                next_agent += 1;
-            }
-            max_observed = max_observed.max(tasks.len() as u64);
-            let mut fatal: Option<EngineError> = None;
-            while let Some(done) = tasks.join_next().await {
-                let freed = match done {
-                    Ok(Ok(slot)) => Some(slot),
-                    Ok(Err(e)) => {
-                        fatal.get_or_insert(e);
-                        shared.cancel.cancel();
-                        None
-                    }
-                    Err(e) => {
-                        fatal.get_or_insert(EngineError::Internal(format!(
-                            "a trajectory task failed: {e}"
-                        )));
-                        shared.cancel.cancel();
-                        None
-                    }
-                };
-                if let Some(slot) = freed {
-                    if !exhausted && !shared.cancel.is_cancelled() {
-                        match source.next_trajectory() {
-                            Some(Ok(mut t)) => {
-                                // FIFO: ids are handed out in manifest order; the replacement
-                                // prepares its first prompt, then inherits the freed slot.
-                                let first = t.requests.next();
-                                tasks.spawn(run_trajectory(
-                                    shared.clone(),
-                                    next_agent,
-                                    slot,
-                                    t,
-                                    first,
-                                    None,
-                                    None,
-                                ));
-                                next_agent += 1;
-                                max_observed = max_observed.max(tasks.len() as u64);
-                            }
-                            Some(Err(e)) => {
-                                fatal.get_or_insert(e.into());
-                                shared.cancel.cancel();
-                            }
-                            None => exhausted = true,
-                        }
-                    }
-                }
-            }
-            AdmissionStats {
-                max_observed,
-                fatal,
-                ..AdmissionStats::default()
-            }
+            closed_loop(
+                &shared,
+                &mut *source,
+                initial.into_iter().zip(prepared).collect(),
+                exhausted,
+            )
+            .await
         };
+        if let Some(t) = timer {
+            t.abort();
+        }
         let AdmissionStats {
             max_observed,
             fatal,
             late,
             lag,
+            arrivals,
+            last_release,
         } = adm;
         let elapsed = start.elapsed();
         // The source may finish its description in the background (a digest).
@@ -488,7 +469,15 @@ impl Engine {
         let mut guard = shared.collector();
         let c = &mut *guard;
         let mut summary = Summary::from_metrics(&c.metrics, elapsed);
-        summary.interrupted = shared.cancel.is_cancelled() && fatal.is_none();
+        load::report(
+            &mut summary,
+            &c.metrics,
+            &load,
+            arrivals,
+            last_release,
+            elapsed,
+        );
+        summary.interrupted = shared.interrupt.is_cancelled() && fatal.is_none();
         summary.max_active_observed = max_observed;
         summary.final_drain_seconds =
             (elapsed.as_secs_f64() - summary.last_admitted_seconds).max(0.0);
@@ -519,6 +508,10 @@ struct AdmissionStats {
     fatal: Option<EngineError>,
     late: u64,
     lag: crate::metrics::Latency,
+    /// Arrivals released by a rate schedule.
+    arrivals: u64,
+    /// When the last of them was actually released.
+    last_release: Duration,
 }
 
 /// Records a finished trajectory task; returns its freed slot.
@@ -546,6 +539,91 @@ fn reap(
 
 type Ready = (Trajectory, (Option<PlannedRequest>, Option<Prepared>));
 
+/// A first prompt made before the clock, or being made on the pool.
+enum Prep {
+    Done(Option<Prepared>),
+    Pending(tokio::task::JoinHandle<Result<Option<Prepared>, EngineError>>),
+}
+
+impl Prep {
+    /// The prompt, once made; `None` when making it failed, which is then the
+    /// run's fatal error and stops the run.
+    async fn ready(
+        self,
+        fatal: &mut Option<EngineError>,
+        cancel: &CancellationToken,
+    ) -> Option<Option<Prepared>> {
+        let failed = match self {
+            Self::Done(p) => return Some(p),
+            Self::Pending(h) => match h.await {
+                Ok(Ok(p)) => return Some(p),
+                Ok(Err(e)) => e,
+                Err(e) => EngineError::Internal(e.to_string()),
+            },
+        };
+        fatal.get_or_insert(failed);
+        cancel.cancel();
+        None
+    }
+}
+
+/// Closed-loop admission: the initial trajectories take slots `0..n`; when one
+/// ends, the next trajectory of the source (FIFO, in source order) prepares its
+/// first prompt and inherits the freed slot. Start offsets are ignored.
+async fn closed_loop(
+    sh: &Arc<Shared>,
+    source: &mut dyn WorkloadSource,
+    ready: Vec<Ready>,
+    mut exhausted: bool,
+) -> AdmissionStats {
+    let mut stats = AdmissionStats::default();
+    let mut tasks: JoinSet<Result<u64, EngineError>> = JoinSet::new();
+    let mut next_agent = 0u64;
+    for (t, (first, prep)) in ready {
+        tasks.spawn(run_trajectory(
+            sh.clone(),
+            next_agent,
+            next_agent,
+            t,
+            first,
+            prep,
+            None,
+        ));
+        next_agent += 1;
+    }
+    stats.max_observed = tasks.len() as u64;
+    while let Some(done) = tasks.join_next().await {
+        let Some(slot) = reap(done, &mut stats.fatal, &sh.cancel) else {
+            continue;
+        };
+        if exhausted || sh.cancel.is_cancelled() || sh.deadline.is_cancelled() {
+            continue;
+        }
+        match source.next_trajectory() {
+            Some(Ok(mut t)) => {
+                let first = t.requests.next();
+                tasks.spawn(run_trajectory(
+                    sh.clone(),
+                    next_agent,
+                    slot,
+                    t,
+                    first,
+                    None,
+                    None,
+                ));
+                next_agent += 1;
+                stats.max_observed = stats.max_observed.max(tasks.len() as u64);
+            }
+            Some(Err(e)) => {
+                stats.fatal.get_or_insert(e.into());
+                sh.cancel.cancel();
+            }
+            None => exhausted = true,
+        }
+    }
+    stats
+}
+
 /// Open-loop admission: each trajectory at `start_after_ms / time_scale` from the
 /// clock start, whatever is active; `cap` active at most (a trajectory that waits
 /// for a slot is a late admission). First prompts are prepared ahead through a
@@ -559,19 +637,32 @@ async fn open_loop(
     mut exhausted: bool,
     cap: usize,
 ) -> AdmissionStats {
-    type Pending = tokio::task::JoinHandle<Result<Option<Prepared>, EngineError>>;
-    enum Prep {
-        Done(Option<Prepared>),
-        Pending(Pending),
-    }
     let scale = sh.opts.time_scale.max(1e-9);
-    let offset = |t: &Trajectory| {
-        Duration::from_secs_f64(t.start_after_ms.unwrap_or(0) as f64 / 1000.0 / scale)
+    // A session rate replaces recorded start offsets with arrivals.
+    let mut schedule = sh
+        .opts
+        .load
+        .is_open()
+        .then(|| crate::arrivals::Schedule::new(&sh.opts.load, sh.opts.seed));
+    let mut due_of = |t: &Trajectory| match schedule.as_mut() {
+        Some(s) => s.next_due(),
+        None => Some(Duration::from_secs_f64(
+            t.start_after_ms.unwrap_or(0) as f64 / 1000.0 / scale,
+        )),
     };
-    let mut queue: std::collections::VecDeque<(Trajectory, Option<PlannedRequest>, Prep)> = ready
-        .into_iter()
-        .map(|(t, (first, p))| (t, first, Prep::Done(p)))
-        .collect();
+    let mut queue: std::collections::VecDeque<(
+        Trajectory,
+        Option<PlannedRequest>,
+        Prep,
+        Duration,
+    )> = std::collections::VecDeque::new();
+    for (t, (first, p)) in ready {
+        match due_of(&t) {
+            Some(d) => queue.push_back((t, first, Prep::Done(p), d)),
+            None => exhausted = true,
+        }
+    }
+    let pacer = crate::pacer::Pacer::start().ok();
     let mut stats = AdmissionStats::default();
     let mut tasks: JoinSet<Result<u64, EngineError>> = JoinSet::new();
     let mut free: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
@@ -583,10 +674,14 @@ async fn open_loop(
         while !exhausted && queue.len() < lookahead && stats.fatal.is_none() {
             match source.next_trajectory() {
                 Some(Ok(mut t)) => {
+                    let Some(due) = due_of(&t) else {
+                        exhausted = true;
+                        break;
+                    };
                     let first = t.requests.next();
                     let job = first
                         .as_ref()
-                        .map(|r| fresh_job(&sh.opts, &t.id, next_agent + queue.len() as u64, 0, r));
+                        .map(|r| first_job(&sh.opts, &t.id, next_agent + queue.len() as u64, r));
                     let synth = sh.synth.clone();
                     let handle = tokio::spawn(async move {
                         match job {
@@ -595,7 +690,7 @@ async fn open_loop(
                             None => Ok(None),
                         }
                     });
-                    queue.push_back((t, first, Prep::Pending(handle)));
+                    queue.push_back((t, first, Prep::Pending(handle), due));
                 }
                 Some(Err(e)) => {
                     stats.fatal.get_or_insert(e.into());
@@ -604,26 +699,29 @@ async fn open_loop(
                 None => exhausted = true,
             }
         }
-        let Some((t, first, prep)) = queue.pop_front() else {
+        let Some((t, first, prep, scheduled)) = queue.pop_front() else {
             break;
         };
-        if sh.cancel.is_cancelled() {
+        if sh.cancel.is_cancelled() || sh.deadline.is_cancelled() {
             break;
         }
-        let scheduled = offset(&t);
-        let due = tokio::time::Instant::from_std(sh.start + scheduled);
+        let due = sh.start + scheduled;
         // Wait for the offset, reaping finished trajectories meanwhile.
         loop {
             tokio::select! {
                 biased;
                 () = sh.cancel.cancelled() => break,
+                () = sh.deadline.cancelled() => break,
                 Some(done) = tasks.join_next(), if !tasks.is_empty() => {
                     if let Some(slot) = reap(done, &mut stats.fatal, &sh.cancel) {
                         free.insert(slot);
                     }
                 }
-                () = tokio::time::sleep_until(due) => break,
+                () = load::until(pacer.as_ref(), due) => break,
             }
+        }
+        if sh.deadline.is_cancelled() {
+            break;
         }
         // The cap delays admission.
         let mut late = false;
@@ -641,27 +739,14 @@ async fn open_loop(
         if sh.cancel.is_cancelled() {
             break;
         }
-        let prepared = match prep {
-            Prep::Done(p) => p,
-            Prep::Pending(h) => match h.await {
-                Ok(Ok(p)) => p,
-                Ok(Err(e)) => {
-                    stats.fatal.get_or_insert(e);
-                    sh.cancel.cancel();
-                    break;
-                }
-                Err(e) => {
-                    stats
-                        .fatal
-                        .get_or_insert(EngineError::Internal(e.to_string()));
-                    sh.cancel.cancel();
-                    break;
-                }
-            },
+        let Some(prepared) = prep.ready(&mut stats.fatal, &sh.cancel).await else {
+            break;
         };
         let now = sh.start.elapsed();
         stats.lag.record(now.saturating_sub(scheduled));
         stats.late += u64::from(late);
+        stats.arrivals += 1;
+        stats.last_release = now;
         let slot = free.pop_first().unwrap_or_else(|| {
             next_slot += 1;
             next_slot - 1
@@ -678,8 +763,8 @@ async fn open_loop(
         next_agent += 1;
         stats.max_observed = stats.max_observed.max(tasks.len() as u64);
     }
-    // Abandon what was never admitted (after Ctrl+C or a fatal error).
-    for (_, _, p) in queue {
+    // Abandon what was never admitted (after Ctrl+C, a fatal error or the deadline).
+    for (_, _, p, _) in queue {
         if let Prep::Pending(h) = p {
             h.abort();
         }
@@ -690,56 +775,52 @@ async fn open_loop(
     stats
 }
 
-fn content_tokens(
-    opts: &EngineOptions,
-    id: &str,
-    index: u64,
-    req: &PlannedRequest,
-) -> Result<Option<u32>, EngineError> {
-    let Some(prompt) = req.prompt_tokens else {
-        return Ok(None);
-    };
-    let overhead = req.overhead_tokens.unwrap_or(opts.initial_overhead_tokens);
-    if prompt <= overhead {
-        return Err(EngineError::Plan(format!(
-            "trajectory {id}, request {index}: prompt_tokens {prompt} leaves no content after {overhead} overhead tokens"
-        )));
-    }
-    Ok(Some(prompt - overhead))
-}
-
-fn fresh_job(
+/// The preparation job of request `index`: how its prompt is made (see
+/// [`PlannedRequest::prompt_plan`]), with the counts the plan implies. `prev` is
+/// the request before it in the trajectory (`None` for the first).
+fn job(
     opts: &EngineOptions,
     id: &Arc<str>,
     agent_id: u64,
     index: u64,
+    prev: Option<&PlannedRequest>,
     req: &PlannedRequest,
+    state: &BlockState,
 ) -> Result<PrepJob, EngineError> {
-    if let Some(body) = &req.body {
-        return Ok(PrepJob {
-            trajectory_id: id.clone(),
-            agent_id,
-            request_index: index,
-            kind: PrepKind::Raw(body.clone()),
-        });
-    }
-    if let Some(bs) = &req.blocks {
-        return Ok(PrepJob {
-            trajectory_id: id.clone(),
-            agent_id,
-            request_index: index,
-            kind: PrepKind::Blocks {
-                fresh: true,
+    let continues = prev.is_some() && !req.reset_before;
+    let kind = match req.prompt_plan(continues) {
+        PromptPlan::Raw(body) => PrepKind::Raw(body.clone()),
+        PromptPlan::Blocks(bs) => {
+            let fresh = !continues;
+            let empty = BlockState::default();
+            PrepKind::Blocks {
+                fresh,
                 blocks: bs.clone(),
-                needs: blocks::needs(bs, true, &BlockState::default()),
+                needs: blocks::needs(bs, fresh, if fresh { &empty } else { state }),
+            }
+        }
+        PromptPlan::Default => PrepKind::Fixed,
+        PromptPlan::Exact {
+            prompt_tokens,
+            overhead_tokens,
+            shared_prefix,
+        } => {
+            let overhead = overhead_tokens.unwrap_or(opts.initial_overhead_tokens);
+            if prompt_tokens <= overhead {
+                return Err(EngineError::Plan(format!(
+                    "trajectory {id}, request {index}: prompt_tokens {prompt_tokens} leaves no content after {overhead} overhead tokens"
+                )));
+            }
+            PrepKind::Fresh {
+                tokens: prompt_tokens - overhead,
+                prefix: shared_prefix.map(|p| (p.key, p.tokens)),
+            }
+        }
+        PromptPlan::Continue { environment_tokens } => PrepKind::Append {
+            tokens: match environment_tokens {
+                Some(t) => t,
+                None => environment_growth(opts, id, index, prev, req)?,
             },
-        });
-    }
-    let kind = match content_tokens(opts, id, index, req)? {
-        None => PrepKind::Fixed,
-        Some(tokens) => PrepKind::Fresh {
-            tokens,
-            prefix: req.shared_prefix.map(|p| (p.key, p.tokens)),
         },
     };
     Ok(PrepJob {
@@ -750,60 +831,39 @@ fn fresh_job(
     })
 }
 
-fn next_job(
+/// A continuing request's tool-result length from its prompt's growth: this
+/// prompt less the previous one, its output and the turn's template overhead.
+fn environment_growth(
+    opts: &EngineOptions,
+    id: &Arc<str>,
+    index: u64,
+    prev: Option<&PlannedRequest>,
+    next: &PlannedRequest,
+) -> Result<u32, EngineError> {
+    let (Some(p0), Some(p1)) = (prev.and_then(|p| p.prompt_tokens), next.prompt_tokens) else {
+        return Err(EngineError::Plan(format!(
+            "trajectory {id}, request {index}: field environment_tokens or prompt_tokens is needed to continue a conversation"
+        )));
+    };
+    let out = prev.and_then(|p| p.output_tokens).unwrap_or(0);
+    let growth =
+        i64::from(p1) - i64::from(p0) - i64::from(out) - i64::from(opts.turn_overhead_tokens);
+    u32::try_from(growth).map_err(|_| {
+        EngineError::Plan(format!(
+            "trajectory {id}, request {index}: field prompt_tokens: environment growth {p1} - {p0} - {out} - {} is negative; mark the request reset_before",
+            opts.turn_overhead_tokens
+        ))
+    })
+}
+
+/// The job of a trajectory's first request.
+fn first_job(
     opts: &EngineOptions,
     id: &Arc<str>,
     agent_id: u64,
-    index: u64,
-    prev: &PlannedRequest,
-    next: &PlannedRequest,
-    state: &BlockState,
+    req: &PlannedRequest,
 ) -> Result<PrepJob, EngineError> {
-    if next.body.is_some() {
-        return fresh_job(opts, id, agent_id, index, next);
-    }
-    if let (Some(bs), false) = (&next.blocks, next.reset_before) {
-        return Ok(PrepJob {
-            trajectory_id: id.clone(),
-            agent_id,
-            request_index: index,
-            kind: PrepKind::Blocks {
-                fresh: false,
-                blocks: bs.clone(),
-                needs: blocks::needs(bs, false, state),
-            },
-        });
-    }
-    if next.reset_before {
-        return fresh_job(opts, id, agent_id, index, next);
-    }
-    let tokens = match next.environment_tokens {
-        Some(t) => t,
-        None => {
-            let (Some(p0), Some(p1)) = (prev.prompt_tokens, next.prompt_tokens) else {
-                return Err(EngineError::Plan(format!(
-                    "trajectory {id}, request {index}: field environment_tokens or prompt_tokens is needed to continue a conversation"
-                )));
-            };
-            let out = prev.output_tokens.unwrap_or(0);
-            let growth = i64::from(p1)
-                - i64::from(p0)
-                - i64::from(out)
-                - i64::from(opts.turn_overhead_tokens);
-            u32::try_from(growth).map_err(|_| {
-                EngineError::Plan(format!(
-                    "trajectory {id}, request {index}: field prompt_tokens: environment growth {p1} - {p0} - {out} - {} is negative; mark the request reset_before",
-                    opts.turn_overhead_tokens
-                ))
-            })?
-        }
-    };
-    Ok(PrepJob {
-        trajectory_id: id.clone(),
-        agent_id,
-        request_index: index,
-        kind: PrepKind::Append { tokens },
-    })
+    job(opts, id, agent_id, 0, None, req, &BlockState::default())
 }
 
 async fn prepare(sh: &Arc<Synth>, job: PrepJob) -> Result<Prepared, EngineError> {
@@ -912,78 +972,23 @@ fn apply(
         }
         Prepared::Raw(_) => conv.clear(),
         Prepared::Append(env) => {
-            // The model's reply is opaque state: keep content and reasoning, drop any
-            // tool calls it made, and attach one valid synthetic call of ours.
+            // The reply, one synthetic call of ours, and its result (see `turn`).
             let reply = last_reply.unwrap_or_default();
-            let call_id: Arc<str> = format!("call_{agent_id}_{index}").into();
-            let mut assistant = Message::new(Role::Assistant, reply.content);
-            assistant.reasoning = reply.reasoning.map(Into::into);
-            assistant.tool_calls.push(ToolCall {
-                id: call_id.clone(),
-                name: Arc::from("environment"),
-                arguments: Arc::from("{}"),
-            });
-            conv.messages.push(assistant);
-            let mut tool = Message::new(Role::Tool, env);
-            tool.tool_call_id = Some(call_id);
-            conv.messages.push(tool);
+            conv.messages.push(turn::assistant(
+                reply.content,
+                reply.reasoning.map(Into::into),
+            ));
+            let id = turn::agent_call_id(agent_id, index);
+            turn::call(
+                &mut conv.messages,
+                id.clone(),
+                turn::ENVIRONMENT_TOOL,
+                Arc::from("{}"),
+            );
+            conv.messages.push(turn::tool_result(env, id));
         }
     }
     0
-}
-
-fn stream_timing(m: &mut Metrics, reply: &Reply, completion_tokens: u64) {
-    let Some(first) = reply.first_token_at else {
-        return;
-    };
-    let Some(&(last, _)) = reply.chunks.last() else {
-        return;
-    };
-    if completion_tokens >= 2 && last > first {
-        let tpot = (last - first) / (completion_tokens - 1) as u32;
-        m.tpot.record(tpot);
-    }
-    // Inter-token latency per token: each chunk's gap is shared by the tokens it
-    // carried. Servers rarely say how many that is, so the completion tokens are
-    // allocated to chunks by content bytes (largest remainder, at least one each):
-    // exact when every chunk is one token, and never more samples than tokens.
-    let tokens = allocate_tokens(&reply.chunks, completion_tokens);
-    for (w, k) in reply.chunks.windows(2).zip(tokens.iter().skip(1)) {
-        if *k == 0 {
-            continue;
-        }
-        let gap = w[1].0.saturating_duration_since(w[0].0);
-        m.itl.record_n(gap.as_micros() as u64 / k, *k);
-    }
-}
-
-/// Splits `total` tokens over chunks in proportion to their byte lengths.
-fn allocate_tokens(chunks: &[(Instant, u32)], total: u64) -> Vec<u64> {
-    let n = chunks.len() as u64;
-    if n == 0 {
-        return Vec::new();
-    }
-    if total <= n {
-        // One token per chunk until the tokens run out.
-        return (0..n).map(|i| u64::from(i < total)).collect();
-    }
-    let bytes: u64 = chunks.iter().map(|c| u64::from(c.1)).sum::<u64>().max(1);
-    let spare = total - n; // every chunk carries at least one
-    let mut out: Vec<u64> = Vec::with_capacity(chunks.len());
-    let mut rema: Vec<(u64, usize)> = Vec::with_capacity(chunks.len());
-    let mut given = 0;
-    for (i, c) in chunks.iter().enumerate() {
-        let exact = u128::from(spare) * u128::from(c.1);
-        let whole = (exact / u128::from(bytes)) as u64;
-        rema.push(((exact % u128::from(bytes)) as u64, i));
-        out.push(1 + whole);
-        given += whole;
-    }
-    rema.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    for (_, i) in rema.into_iter().take((spare - given) as usize) {
-        out[i] += 1;
-    }
-    out
 }
 
 async fn sleep_scaled(sh: &Shared, ms: u64) -> Duration {
@@ -993,6 +998,7 @@ async fn sleep_scaled(sh: &Shared, ms: u64) -> Duration {
     let d = Duration::from_secs_f64(ms as f64 / 1000.0 / sh.opts.time_scale.max(1e-9));
     tokio::select! {
         () = sh.cancel.cancelled() => Duration::ZERO,
+        () = sh.deadline.cancelled() => Duration::ZERO,
         () = tokio::time::sleep(d) => d,
     }
 }
@@ -1015,11 +1021,18 @@ async fn run_trajectory(
     if let Some(first) = first {
         let prepared = match first_prepared {
             Some(p) => p,
-            None => prepare(&sh.synth, fresh_job(&sh.opts, &id, agent_id, 0, &first)?).await?,
+            None => prepare(&sh.synth, first_job(&sh.opts, &id, agent_id, &first)?).await?,
         };
         run_started = Some(sh.start.elapsed());
         sh.collector().metrics.trajectories_started += 1;
-        completed = drive(&sh, agent_id, slot, &id, first, prepared, &mut reqs).await?;
+        let turn = Turn {
+            agent_id,
+            slot,
+            id: &id,
+            index: 0,
+            intended: scheduled,
+        };
+        completed = drive(&sh, turn, first, prepared, &mut reqs).await?;
     }
     let admitted = run_started.unwrap_or(eligible);
     let finished = sh.start.elapsed();
@@ -1041,28 +1054,45 @@ async fn run_trajectory(
     Ok(slot)
 }
 
+/// Where a run of turns starts: who sends it, and when its first request is due.
+struct Turn<'a> {
+    agent_id: u64,
+    slot: u64,
+    id: &'a Arc<str>,
+    /// The first request's index in its trajectory.
+    index: u64,
+    /// The first request's intended send time (absent: when it is ready).
+    intended: Option<Duration>,
+}
+
 /// The turn loop. Returns whether every request succeeded.
 async fn drive(
     sh: &Arc<Shared>,
-    agent_id: u64,
-    slot: u64,
-    id: &Arc<str>,
+    turn: Turn<'_>,
     first: PlannedRequest,
     first_prepared: Prepared,
     reqs: &mut crate::plan::RequestIter,
 ) -> Result<bool, EngineError> {
+    let Turn {
+        agent_id,
+        slot,
+        id,
+        mut index,
+        mut intended,
+    } = turn;
     let mut conv = Conversation::default();
     let mut cur = first;
     let mut prepared = first_prepared;
     let mut last_reply: Option<Reply> = None;
     let mut prev_prompt: Option<u64> = None;
     let mut all_ok = true;
-    let mut index = 0u64;
     let mut state = BlockState::default();
     loop {
-        if sh.cancel.is_cancelled() {
+        if sh.cancel.is_cancelled() || sh.deadline.is_cancelled() {
             return Ok(false);
         }
+        // Due now unless the schedule said when.
+        let eligible = intended.take().unwrap_or_else(|| sh.start.elapsed());
         let fresh = matches!(
             prepared,
             Prepared::Fresh(_) | Prepared::Raw(_) | Prepared::Blocks { fresh: true, .. }
@@ -1119,13 +1149,23 @@ async fn drive(
         let next = reqs.next();
         let next_prep = match &next {
             Some(n) => {
-                let job = next_job(&sh.opts, id, agent_id, index + 1, &cur, n, &state)?;
+                let next_job = job(&sh.opts, id, agent_id, index + 1, Some(&cur), n, &state)?;
                 let synth = sh.synth.clone();
-                Some(tokio::spawn(async move { prepare(&synth, job).await }))
+                Some(tokio::spawn(async move { prepare(&synth, next_job).await }))
             }
             None => None,
         };
 
+        let (permit, queue_wait) = match load::slot(sh).await {
+            Some(p) => p,
+            None => {
+                if let Some(h) = next_prep {
+                    h.abort();
+                }
+                return Ok(false);
+            }
+        };
+        let warmup = load::is_warmup(sh, eligible);
         let Outcome {
             result,
             retries,
@@ -1135,19 +1175,29 @@ async fn drive(
             .transport
             .send(&payload, &extras.headers, stream, &*sh.codec, &sh.cancel)
             .await;
+        drop(permit);
         let latency = done_at.saturating_duration_since(sent_at);
+        let timing = SendTiming {
+            intended: eligible,
+            sent: sent_at.saturating_duration_since(sh.start),
+            queue_wait,
+            warmup,
+        };
+        if load::cut_at_deadline(sh, &result) {
+            if let Some(h) = next_prep {
+                h.abort();
+            }
+            return Ok(false);
+        }
         let ok = result.is_ok();
         {
             let mut c = sh.collector();
             let c = &mut *c;
             let (usage, ttft, failure, estimated) = match &result {
                 Ok(reply) => {
-                    let est = match (prev_prompt, reply.usage) {
-                        (Some(p), Some(u)) => p.min(u.prompt_tokens),
-                        _ => 0,
-                    };
+                    let est = crate::metrics::estimated_cached_tokens(prev_prompt, reply.usage);
                     if let Some(u) = reply.usage {
-                        stream_timing(&mut c.metrics, reply, u.completion_tokens);
+                        c.metrics.record_stream(reply, u.completion_tokens);
                     }
                     (
                         reply.usage,
@@ -1172,8 +1222,11 @@ async fn drive(
                 live_block_fallbacks: fallbacks,
                 ttft,
                 failure,
+                timing,
             };
-            c.metrics.record_request(&rec);
+            let stage = (!sh.opts.load.stages.is_empty())
+                .then(|| crate::arrivals::Schedule::stage_of(&sh.opts.load, eligible));
+            c.metrics.record_request_in(&rec, stage);
             c.notify(|r| r.on_request(&rec));
         }
         match result {
@@ -1265,18 +1318,224 @@ pub fn dry_run(
 
 #[cfg(test)]
 mod tests {
-    use super::allocate_tokens;
-    use std::time::Instant;
+    //! Admission against a loopback server that answers every request after a
+    //! fixed delay: which trajectory gets which slot, when, and what is counted.
 
-    #[test]
-    fn token_allocation_is_exact() {
-        let t = Instant::now();
-        let chunks: Vec<(Instant, u32)> = [5u32, 9, 4, 12, 6].iter().map(|b| (t, *b)).collect();
-        assert_eq!(allocate_tokens(&chunks, 5), vec![1; 5]);
-        assert_eq!(allocate_tokens(&chunks, 3), vec![1, 1, 1, 0, 0]);
-        let a = allocate_tokens(&chunks, 23);
-        assert_eq!(a.iter().sum::<u64>(), 23);
-        assert!(a.iter().all(|k| *k >= 1));
-        assert!(a[3] >= a[2], "more bytes, at least as many tokens: {a:?}");
+    use super::*;
+    use crate::plugin::{CodecError, StreamDecoder, Usage};
+    use crate::transport::TargetConfig;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Serves `HTTP/1.1 200` with an empty JSON object after `delay`, on
+    /// keep-alive connections; returns the URL.
+    async fn server(delay: Duration) -> String {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let url = format!(
+            "http://{}/",
+            l.local_addr().unwrap_or_else(|e| panic!("{e}"))
+        );
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = l.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        // One request: headers, then Content-Length bytes of body.
+                        let end = loop {
+                            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                                break i + 4;
+                            }
+                            match sock.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        };
+                        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse().ok())
+                            .unwrap_or(0);
+                        while buf.len() < end + len {
+                            match sock.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        buf.drain(..end + len);
+                        tokio::time::sleep(delay).await;
+                        let body = b"{}";
+                        let head = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                            body.len()
+                        );
+                        if sock.write_all(head.as_bytes()).await.is_err()
+                            || sock.write_all(body).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        url
+    }
+
+    /// Writes `{}` and reads every response as one token of usage.
+    struct Echo;
+
+    impl RequestCodec for Echo {
+        fn encode(&self, _: &EncodeRequest<'_>, out: &mut BodyWriter) -> Result<(), CodecError> {
+            out.write(b"{}");
+            Ok(())
+        }
+        fn decode(&self, _: &[u8]) -> Result<Reply, CodecError> {
+            Ok(Reply {
+                usage: Some(Usage {
+                    prompt_tokens: 1,
+                    completion_tokens: 1,
+                    cached_tokens: None,
+                }),
+                ..Reply::default()
+            })
+        }
+        fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
+            unreachable!("these tests do not stream")
+        }
+    }
+
+    /// Trajectories of one fixed-prompt request each, at the given offsets.
+    struct Source(std::vec::IntoIter<Option<u64>>, u64);
+
+    impl WorkloadSource for Source {
+        fn info(&self) -> crate::plugin::WorkloadInfo {
+            crate::plugin::WorkloadInfo::default()
+        }
+        fn next_trajectory(&mut self) -> Option<Result<Trajectory, PluginError>> {
+            let at = self.0.next()?;
+            self.1 += 1;
+            let mut t =
+                Trajectory::from_vec(format!("t{}", self.1 - 1), vec![PlannedRequest::default()]);
+            t.start_after_ms = at;
+            Some(Ok(t))
+        }
+        fn needs_tokenizer(&self) -> bool {
+            false
+        }
+    }
+
+    #[derive(Clone, Default)]
+    struct Seen(Arc<Mutex<Vec<TrajectoryRecord>>>);
+
+    impl Reporter for Seen {
+        fn on_trajectory(&mut self, rec: &TrajectoryRecord) -> Result<(), PluginError> {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(rec.clone());
+            Ok(())
+        }
+    }
+
+    async fn run(
+        offsets: Vec<Option<u64>>,
+        admission: Admission,
+        max_active: usize,
+        delay_ms: u64,
+    ) -> (Summary, Vec<TrajectoryRecord>) {
+        let url = server(Duration::from_millis(delay_ms)).await;
+        let transport = Transport::new(TargetConfig {
+            url,
+            api_key: None,
+            timeout: Duration::from_secs(10),
+            max_retries: 0,
+            retry_delay: Duration::ZERO,
+            headers: Vec::new(),
+            pool_size: 8,
+            verbose: false,
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        let seen = Seen::default();
+        let opts = EngineOptions {
+            max_active,
+            admission,
+            ..EngineOptions::default()
+        };
+        let out = Engine::new(opts, transport, Arc::new(Echo))
+            .reporter(Box::new(seen.clone()))
+            .run(Box::new(Source(offsets.into_iter(), 0)))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut recs = seen
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        recs.sort_by_key(|r| r.agent_id);
+        (out.summary, recs)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn closed_loop_fills_slots_in_source_order_and_reuses_freed_ones() {
+        let (s, recs) = run(vec![None; 5], Admission::ClosedLoop, 2, 30).await;
+        assert_eq!(s.successful_requests, 5);
+        assert_eq!(s.max_active_observed, 2);
+        assert_eq!(
+            s.late_admissions, 0,
+            "closed loop has no schedule to be late for"
+        );
+        // Agent ids follow source order; the first two take slots 0 and 1 and
+        // every later one inherits a freed slot.
+        for (i, r) in recs.iter().enumerate() {
+            assert_eq!(r.agent_id, i as u64);
+            assert_eq!(r.trajectory_id, format!("t{i}"));
+            assert!(r.routing_slot < 2, "{r:?}");
+            assert!(r.completed);
+        }
+        assert_eq!((recs[0].routing_slot, recs[1].routing_slot), (0, 1));
+        assert!(
+            recs[2].admitted_at_seconds
+                >= recs[0].finished_at_seconds.min(recs[1].finished_at_seconds) - 1e-3
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn open_loop_admits_on_schedule_and_counts_what_the_cap_delays() {
+        // Uncapped: each trajectory at its offset, whatever is active.
+        let (s, recs) = run(
+            vec![Some(0), Some(40), Some(80)],
+            Admission::OpenLoop,
+            usize::MAX,
+            200,
+        )
+        .await;
+        assert_eq!(s.successful_requests, 3);
+        assert_eq!(s.late_admissions, 0);
+        assert_eq!(
+            s.max_active_observed, 3,
+            "all three overlap: each request takes 200 ms"
+        );
+        for (r, at) in recs.iter().zip([0.0, 0.04, 0.08]) {
+            assert!((r.scheduled_at_seconds - at).abs() < 1e-9, "{r:?}");
+            assert!(
+                r.admitted_at_seconds >= at,
+                "never before its offset: {r:?}"
+            );
+        }
+        // Capped at one: the later two wait for the slot and are counted late.
+        let (s, recs) = run(
+            vec![Some(0), Some(40), Some(80)],
+            Admission::OpenLoop,
+            1,
+            200,
+        )
+        .await;
+        assert_eq!(s.successful_requests, 3);
+        assert_eq!(s.late_admissions, 2);
+        assert_eq!(s.max_active_observed, 1);
+        assert!(recs[1].queue_wait_seconds > 0.1, "{:?}", recs[1]);
+        assert!(recs.iter().all(|r| r.routing_slot == 0), "one slot, reused");
     }
 }

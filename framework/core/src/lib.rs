@@ -2,17 +2,30 @@
 #![warn(missing_docs)]
 
 pub mod abi;
+pub mod arrivals;
+#[cfg(feature = "engine")]
 pub mod blocks;
 pub mod conversation;
 pub mod dist;
+#[cfg(feature = "engine")]
 pub mod engine;
+#[cfg(feature = "engine")]
 pub mod gguf;
+pub mod manifest;
+#[cfg(feature = "engine")]
 pub mod metrics;
+#[cfg(feature = "engine")]
+pub mod pacer;
 pub mod plan;
 pub mod plugin;
+pub mod record;
 pub mod registry;
 pub mod rng;
+pub mod spec;
+pub mod timefmt;
+#[cfg(feature = "engine")]
 pub mod tokens;
+#[cfg(feature = "engine")]
 pub mod transport;
 pub mod wire;
 

@@ -1,11 +1,12 @@
 //! Run metrics: counters and HDR histograms (no sampling), and the summary built
 //! from them.
 
-use crate::plugin::{FailureKind, RequestRecord, TrajectoryRecord};
+use crate::plugin::{FailureKind, Reply, RequestRecord, SendTiming, TrajectoryRecord, Usage};
+pub use crate::record::{FailureExample, LatencyStats, Summary};
 use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
+use std::time::Instant;
 
 /// How many failure examples the report keeps, beyond the per-kind counts.
 pub const FAILURE_EXAMPLES: usize = 20;
@@ -68,38 +69,6 @@ impl Latency {
     }
 }
 
-/// Percentiles of one distribution, in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct LatencyStats {
-    /// Samples.
-    pub count: u64,
-    /// Median.
-    pub p50_ms: f64,
-    /// 90th percentile.
-    pub p90_ms: f64,
-    /// 99th percentile.
-    pub p99_ms: f64,
-    /// Mean.
-    pub mean_ms: f64,
-    /// Maximum.
-    pub max_ms: f64,
-}
-
-/// One failed request, for the failure report.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FailureExample {
-    /// Agent index.
-    pub agent_id: u64,
-    /// Trajectory id.
-    pub trajectory_id: String,
-    /// Request index within the trajectory.
-    pub request_index: u64,
-    /// Classification.
-    pub kind: String,
-    /// Server or client message (truncated).
-    pub message: String,
-}
-
 /// The counters and distributions of a run, updated as events arrive.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -153,11 +122,79 @@ pub struct Metrics {
     pub delay_total: Duration,
     /// The latest admission of any trajectory, seconds from the clock start.
     pub last_admitted_seconds: f64,
+    /// Latency from the intended send time (schedule) to the last byte.
+    pub latency_from_intended: Latency,
+    /// Time to first token from the intended send time.
+    pub ttft_from_intended: Latency,
+    /// Wait for a concurrency slot.
+    pub queue_wait: Latency,
+    /// The client's own delay from the intended send time (beyond the queue).
+    pub send_lag: Latency,
+    /// Requests sent more than [`LATE_SEND`] behind their intended time, beyond
+    /// the concurrency queue.
+    pub late_sends: u64,
+    /// Warmup requests sent (excluded from everything else).
+    pub warmup_requests: u64,
+    /// Requests cancelled at the end of a duration run (`at_deadline = cancel`).
+    pub cut_at_deadline: u64,
+    /// The earliest intended send time of a measured (non-warmup) request.
+    pub measured_from: Option<Duration>,
+    /// Per stage of a rate schedule, by intended send time.
+    pub stages: Vec<StageMetrics>,
+}
+
+/// A request sent further than this behind its intended time (beyond the
+/// concurrency queue) is a late send.
+pub const LATE_SEND: Duration = Duration::from_millis(1);
+
+/// The figures of one stage of a rate schedule.
+#[derive(Debug, Default, Clone)]
+pub struct StageMetrics {
+    /// Requests that ended.
+    pub requests: u64,
+    /// Successes.
+    pub successes: u64,
+    /// Latency of successes.
+    pub latency: Latency,
+    /// Latency from the intended send time.
+    pub latency_from_intended: Latency,
+    /// Time to first token.
+    pub ttft: Latency,
 }
 
 impl Metrics {
+    /// Folds in one request outcome; `stage` is its stage of a rate schedule.
+    pub fn record_request_in(&mut self, rec: &RequestRecord<'_>, stage: Option<usize>) {
+        if rec.timing.warmup {
+            self.warmup_requests += 1;
+            return;
+        }
+        if let Some(i) = stage {
+            if self.stages.len() <= i {
+                self.stages.resize_with(i + 1, StageMetrics::default);
+            }
+            let st = &mut self.stages[i];
+            st.requests += 1;
+            if rec.failure.is_none() {
+                st.successes += 1;
+                st.latency.record(rec.latency);
+                st.latency_from_intended
+                    .record(rec.latency + rec.timing.behind());
+                if let Some(t) = rec.ttft {
+                    st.ttft.record(t);
+                }
+            }
+        }
+        self.record_request(rec);
+    }
+
     /// Folds in one request outcome.
     pub fn record_request(&mut self, rec: &RequestRecord<'_>) {
+        if rec.timing.warmup {
+            self.warmup_requests += 1;
+            return;
+        }
+        self.record_timing(&rec.timing);
         self.requests += 1;
         self.retries += u64::from(rec.retries);
         self.live_block_fallbacks += u64::from(rec.live_block_fallbacks);
@@ -179,8 +216,11 @@ impl Metrics {
             None => {
                 self.successes += 1;
                 self.latency.record(rec.latency);
+                let behind = rec.timing.behind();
+                self.latency_from_intended.record(rec.latency + behind);
                 if let Some(t) = rec.ttft {
                     self.ttft.record(t);
+                    self.ttft_from_intended.record(t + behind);
                 }
                 self.estimated_cached_tokens += rec.estimated_cached_tokens;
                 if let Some(u) = rec.usage {
@@ -204,6 +244,17 @@ impl Metrics {
         }
     }
 
+    /// The schedule figures of a measured request.
+    fn record_timing(&mut self, t: &SendTiming) {
+        self.queue_wait.record(t.queue_wait);
+        let lag = t.send_lag();
+        self.send_lag.record(lag);
+        if lag > LATE_SEND {
+            self.late_sends += 1;
+        }
+        self.measured_from = Some(self.measured_from.map_or(t.intended, |m| m.min(t.intended)));
+    }
+
     /// Folds in one trajectory outcome.
     pub fn record_trajectory(&mut self, rec: &TrajectoryRecord) {
         self.last_admitted_seconds = self.last_admitted_seconds.max(rec.admitted_at_seconds);
@@ -220,6 +271,73 @@ impl Metrics {
     pub fn failed(&self) -> u64 {
         self.failures.values().sum()
     }
+
+    /// Folds in a streamed reply's timing: time per output token, and
+    /// inter-token latency per token (not per chunk).
+    pub fn record_stream(&mut self, reply: &Reply, completion_tokens: u64) {
+        let Some(first) = reply.first_token_at else {
+            return;
+        };
+        let Some(&(last, _)) = reply.chunks.last() else {
+            return;
+        };
+        if completion_tokens >= 2 && last > first {
+            let tpot = (last - first) / (completion_tokens - 1) as u32;
+            self.tpot.record(tpot);
+        }
+        // Inter-token latency per token: each chunk's gap is shared by the tokens it
+        // carried. Servers rarely say how many that is, so the completion tokens are
+        // allocated to chunks by content bytes (largest remainder, at least one each):
+        // exact when every chunk is one token, and never more samples than tokens.
+        let tokens = allocate_tokens(&reply.chunks, completion_tokens);
+        for (w, k) in reply.chunks.windows(2).zip(tokens.iter().skip(1)) {
+            if *k == 0 {
+                continue;
+            }
+            let gap = w[1].0.saturating_duration_since(w[0].0);
+            self.itl.record_n(gap.as_micros() as u64 / k, *k);
+        }
+    }
+}
+
+/// A request's contribution to the perfect-prefix-cache estimate: within a
+/// trajectory, the conversation's preceding prompt (its previous request's
+/// server-counted prompt tokens) is a prefix of this one, capped by this prompt.
+/// A fresh conversation (no previous prompt) contributes nothing.
+pub fn estimated_cached_tokens(prev_prompt: Option<u64>, usage: Option<Usage>) -> u64 {
+    match (prev_prompt, usage) {
+        (Some(p), Some(u)) => p.min(u.prompt_tokens),
+        _ => 0,
+    }
+}
+
+/// Splits `total` tokens over chunks in proportion to their byte lengths.
+fn allocate_tokens(chunks: &[(Instant, u32)], total: u64) -> Vec<u64> {
+    let n = chunks.len() as u64;
+    if n == 0 {
+        return Vec::new();
+    }
+    if total <= n {
+        // One token per chunk until the tokens run out.
+        return (0..n).map(|i| u64::from(i < total)).collect();
+    }
+    let bytes: u64 = chunks.iter().map(|c| u64::from(c.1)).sum::<u64>().max(1);
+    let spare = total - n; // every chunk carries at least one
+    let mut out: Vec<u64> = Vec::with_capacity(chunks.len());
+    let mut rema: Vec<(u64, usize)> = Vec::with_capacity(chunks.len());
+    let mut given = 0;
+    for (i, c) in chunks.iter().enumerate() {
+        let exact = u128::from(spare) * u128::from(c.1);
+        let whole = (exact / u128::from(bytes)) as u64;
+        rema.push(((exact % u128::from(bytes)) as u64, i));
+        out.push(1 + whole);
+        given += whole;
+    }
+    rema.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (_, i) in rema.into_iter().take((spare - given) as usize) {
+        out[i] += 1;
+    }
+    out
 }
 
 /// Truncates `s` to at most `max` bytes on a character boundary, marking the cut.
@@ -232,80 +350,6 @@ pub fn truncate(s: &mut String, max: usize) {
         s.truncate(end);
         s.push('…');
     }
-}
-
-/// The results of a run: what the console, CSV and Python report.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Summary {
-    /// The run was cut short by Ctrl+C.
-    pub interrupted: bool,
-    /// Wall time from the benchmark clock start to the last completion.
-    pub total_duration_seconds: f64,
-    /// Requests that ended.
-    pub total_requests: u64,
-    /// Successes.
-    pub successful_requests: u64,
-    /// Failures.
-    pub failed_requests: u64,
-    /// Retries (excluded from token totals).
-    pub retries: u64,
-    /// Failures by kind.
-    pub failures_by_kind: BTreeMap<String, u64>,
-    /// The first failures, with context.
-    pub failures: Vec<FailureExample>,
-    /// Sum of `usage.prompt_tokens` over successes.
-    pub total_prompt_tokens: u64,
-    /// Sum of `usage.completion_tokens` over successes.
-    pub total_completion_tokens: u64,
-    /// Estimated cached input tokens under perfect prefix caching.
-    pub estimated_cached_input_tokens: u64,
-    /// Live blocks generated from their seed for want of a previous reply.
-    pub live_block_fallbacks: u64,
-    /// Server-reported cached tokens (`prompt_tokens_details.cached_tokens`).
-    pub server_cached_tokens: Option<u64>,
-    /// Planned prompt tokens, summed over successes that had a target.
-    pub planned_prompt_tokens: u64,
-    /// Server-counted prompt tokens for those same requests.
-    pub counted_prompt_tokens: u64,
-    /// Worst per-request (server - planned) prompt tokens.
-    pub worst_prompt_drift_tokens: i64,
-    /// Successes per second.
-    pub requests_per_second: f64,
-    /// Prompt tokens per second.
-    pub prompt_tokens_per_second: f64,
-    /// Completion tokens per second.
-    pub completion_tokens_per_second: f64,
-    /// Request latency of successes.
-    pub latency: Option<LatencyStats>,
-    /// Time to first token.
-    pub ttft: Option<LatencyStats>,
-    /// Inter-token latency (per token).
-    pub itl: Option<LatencyStats>,
-    /// Time per output token (per request).
-    pub tpot: Option<LatencyStats>,
-    /// End-to-end latency of completed trajectories.
-    pub trajectory_e2e: Option<LatencyStats>,
-    /// Trajectories admitted.
-    pub trajectories_started: u64,
-    /// Trajectories completed.
-    pub trajectories_completed: u64,
-    /// Trajectories that ended early.
-    pub trajectories_failed: u64,
-    /// Total think / tool time slept, seconds.
-    pub total_delay_seconds: f64,
-    /// Peak number of trajectories active at once.
-    pub max_active_observed: u64,
-    /// When the last trajectory was admitted, seconds from start.
-    pub last_admitted_seconds: f64,
-    /// From the last admission to the end.
-    pub final_drain_seconds: f64,
-    /// Open loop: trajectories whose admission waited for the active cap.
-    pub late_admissions: u64,
-    /// Open loop: how far any admission slipped behind its schedule, for any reason.
-    pub max_admission_lag_ms: f64,
-    /// Open loop: admission lag behind schedule.
-    pub admission_lag: Option<LatencyStats>,
 }
 
 impl Summary {
@@ -382,11 +426,39 @@ mod tests {
             live_block_fallbacks: 0,
             ttft: None,
             failure: Some((FailureKind::Http(503), "unavailable")),
+            timing: SendTiming::default(),
         };
         m.record_request(&rec);
         assert_eq!(m.failed(), 1);
         assert_eq!(m.retries, 2);
         assert_eq!(m.failure_examples[0].kind, "http_503");
         assert!(m.latency.is_empty());
+    }
+
+    #[test]
+    fn token_allocation_is_exact() {
+        let t = Instant::now();
+        let chunks: Vec<(Instant, u32)> = [5u32, 9, 4, 12, 6].iter().map(|b| (t, *b)).collect();
+        assert_eq!(allocate_tokens(&chunks, 5), vec![1; 5]);
+        assert_eq!(allocate_tokens(&chunks, 3), vec![1, 1, 1, 0, 0]);
+        let a = allocate_tokens(&chunks, 23);
+        assert_eq!(a.iter().sum::<u64>(), 23);
+        assert!(a.iter().all(|k| *k >= 1));
+        assert!(a[3] >= a[2], "more bytes, at least as many tokens: {a:?}");
+    }
+
+    #[test]
+    fn the_cache_estimate_is_the_previous_prompt_capped_by_this_one() {
+        let u = |p| {
+            Some(crate::plugin::Usage {
+                prompt_tokens: p,
+                completion_tokens: 1,
+                cached_tokens: None,
+            })
+        };
+        assert_eq!(estimated_cached_tokens(None, u(100)), 0);
+        assert_eq!(estimated_cached_tokens(Some(80), u(100)), 80);
+        assert_eq!(estimated_cached_tokens(Some(120), u(100)), 100);
+        assert_eq!(estimated_cached_tokens(Some(80), None), 0);
     }
 }

@@ -261,6 +261,60 @@ impl Trajectory {
     }
 }
 
+/// How a request's prompt is made: the plan's optional fields, read in one place.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PromptPlan<'a> {
+    /// A verbatim body (`body`); the conversation starts afresh.
+    Raw(&'a RawBody),
+    /// Structured blocks (`blocks`): the conversation becomes the blocks'
+    /// messages, appended to when the request continues the previous one.
+    Blocks(&'a Blocks),
+    /// Exact synthetic text for a fresh conversation: `prompt_tokens` less the
+    /// template overhead, opening with the shared prefix when one is given.
+    Exact {
+        /// The prompt's target, template included.
+        prompt_tokens: u32,
+        /// The template overhead (absent: the run's initial overhead).
+        overhead_tokens: Option<u32>,
+        /// A prefix shared across prompts.
+        shared_prefix: Option<SharedPrefix>,
+    },
+    /// The conversation continues: the reply, a tool call, and a tool result of
+    /// `environment_tokens` (absent: the prompt's growth over the previous one).
+    Continue {
+        /// The tool result's length.
+        environment_tokens: Option<u32>,
+    },
+    /// No prompt target: the fixed default prompt.
+    Default,
+}
+
+impl PlannedRequest {
+    /// How this request's prompt is made. `continues`: it follows a request of
+    /// the same conversation (it is not the first, and not `reset_before`).
+    pub fn prompt_plan(&self, continues: bool) -> PromptPlan<'_> {
+        if let Some(b) = &self.body {
+            return PromptPlan::Raw(b);
+        }
+        if let Some(b) = &self.blocks {
+            return PromptPlan::Blocks(b);
+        }
+        if continues {
+            return PromptPlan::Continue {
+                environment_tokens: self.environment_tokens,
+            };
+        }
+        match self.prompt_tokens {
+            Some(prompt_tokens) => PromptPlan::Exact {
+                prompt_tokens,
+                overhead_tokens: self.overhead_tokens,
+                shared_prefix: self.shared_prefix,
+            },
+            None => PromptPlan::Default,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

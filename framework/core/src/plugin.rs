@@ -10,8 +10,8 @@
 //! Hot-path methods are synchronous and take plain inputs; async is for real I/O only.
 
 use crate::conversation::Conversation;
-use crate::metrics::Summary;
 use crate::plan::Trajectory;
+use crate::record::Summary;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
@@ -66,6 +66,10 @@ pub struct WorkloadInfo {
     pub manifest_sha256: Option<String>,
     /// Manifest schema version (the highest seen).
     pub schema_version: Option<u32>,
+    /// The source draws trajectories (or requests) without end, as a duration
+    /// run asks ([`BuildContext::endless`](crate::registry::BuildContext::endless)).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub endless: bool,
 }
 
 /// Yields trajectories in admission order; may be infinite.
@@ -80,6 +84,12 @@ pub trait WorkloadSource: Send {
     /// default is [`WorkloadSource::info`].
     fn final_info(&mut self) -> WorkloadInfo {
         self.info()
+    }
+    /// Whether the engine needs a tokenizer to make this workload's prompts
+    /// (exact token counts); a source of fixed or verbatim bodies says `false`,
+    /// and no tokenizer is loaded unless the user names one.
+    fn needs_tokenizer(&self) -> bool {
+        true
     }
 }
 
@@ -318,6 +328,38 @@ pub struct RequestRecord<'a> {
     pub ttft: Option<std::time::Duration>,
     /// The failure, if the request failed.
     pub failure: Option<(FailureKind, &'a str)>,
+    /// When it was due and when it went out.
+    pub timing: SendTiming,
+}
+
+/// When a request was due and when it was sent, as offsets from the benchmark
+/// clock start.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SendTiming {
+    /// The intended send time: from the arrival schedule, or (in a closed loop
+    /// and for later turns) when the request became ready to send.
+    pub intended: std::time::Duration,
+    /// When the request was sent.
+    pub sent: std::time::Duration,
+    /// Time spent waiting for a concurrency slot (`max_concurrency`).
+    pub queue_wait: std::time::Duration,
+    /// A warmup request: sent, but excluded from the statistics.
+    pub warmup: bool,
+}
+
+impl SendTiming {
+    /// How far the client itself sent the request behind its intended time,
+    /// beyond the concurrency queue.
+    pub fn send_lag(&self) -> std::time::Duration {
+        self.sent
+            .saturating_sub(self.intended)
+            .saturating_sub(self.queue_wait)
+    }
+
+    /// The intended send time's lead over the actual send.
+    pub fn behind(&self) -> std::time::Duration {
+        self.sent.saturating_sub(self.intended)
+    }
 }
 
 /// A trajectory outcome, as reporters see it.
@@ -351,7 +393,7 @@ pub struct TrajectoryRecord {
 /// finishes, and the first such error ends the run with exit code 1.
 pub trait Reporter: Send {
     /// Before the first request.
-    fn on_start(&mut self, _run: &crate::engine::RunInfo) -> Result<(), PluginError> {
+    fn on_start(&mut self, _run: &crate::record::RunInfo) -> Result<(), PluginError> {
         Ok(())
     }
     /// After each request (all attempts).
@@ -365,7 +407,7 @@ pub trait Reporter: Send {
     /// At the end of the run, also after Ctrl+C with a partial summary.
     fn on_finish(
         &mut self,
-        _run: &crate::engine::RunInfo,
+        _run: &crate::record::RunInfo,
         _summary: &Summary,
     ) -> Result<(), PluginError> {
         Ok(())

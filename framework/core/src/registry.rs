@@ -28,6 +28,12 @@ pub struct BuildContext {
     /// The run admits open-loop, each trajectory at its start offset: a source
     /// that can should yield trajectories in start-offset order.
     pub order_by_start: bool,
+    /// The run lasts a duration (`load.duration_secs`): a source that can should
+    /// draw its workload without end and say so in [`WorkloadInfo::endless`]; the
+    /// run refuses a finite one.
+    ///
+    /// [`WorkloadInfo::endless`]: crate::plugin::WorkloadInfo::endless
+    pub endless: bool,
 }
 
 /// The plugin kinds.
@@ -128,6 +134,8 @@ pub struct Loaded<T: ?Sized + 'static> {
 pub enum LoadedPlugin {
     /// A workload source.
     Workload(Loaded<dyn WorkloadSource>),
+    /// A request codec.
+    Codec(Loaded<dyn RequestCodec>),
     /// A router.
     Router(Loaded<dyn Router>),
     /// A reporter.
@@ -139,6 +147,7 @@ impl LoadedPlugin {
     pub fn info(&self) -> &PluginInfo {
         match self {
             Self::Workload(p) => &p.info,
+            Self::Codec(p) => &p.info,
             Self::Router(p) => &p.info,
             Self::Reporter(p) => &p.info,
         }
@@ -155,6 +164,7 @@ impl std::fmt::Debug for LoadedPlugin {
 type Shelf<T> = std::sync::RwLock<Vec<std::sync::Arc<Loaded<T>>>>;
 
 static LOADED_WORKLOADS: Shelf<dyn WorkloadSource> = std::sync::RwLock::new(Vec::new());
+static LOADED_CODECS: Shelf<dyn RequestCodec> = std::sync::RwLock::new(Vec::new());
 static LOADED_ROUTERS: Shelf<dyn Router> = std::sync::RwLock::new(Vec::new());
 static LOADED_REPORTERS: Shelf<dyn Reporter> = std::sync::RwLock::new(Vec::new());
 
@@ -228,6 +238,12 @@ pub fn register_loaded(p: LoadedPlugin) -> Result<(), PluginError> {
             inventory::iter::<WorkloadRegistration>.into_iter(),
             p,
         ),
+        LoadedPlugin::Codec(p) => shelve(
+            Kind::Codec,
+            &LOADED_CODECS,
+            inventory::iter::<CodecRegistration>.into_iter(),
+            p,
+        ),
         LoadedPlugin::Router(p) => shelve(
             Kind::Router,
             &LOADED_ROUTERS,
@@ -262,8 +278,6 @@ fn sorted<T: ?Sized + 'static>(
     v
 }
 
-static NO_CODECS: Shelf<dyn RequestCodec> = std::sync::RwLock::new(Vec::new());
-
 /// Every registered plugin (built-in and loaded), by kind then name.
 pub fn list() -> Vec<PluginInfo> {
     let mut all = sorted(
@@ -274,7 +288,7 @@ pub fn list() -> Vec<PluginInfo> {
     all.extend(sorted(
         Kind::Codec,
         inventory::iter::<CodecRegistration>.into_iter(),
-        &NO_CODECS,
+        &LOADED_CODECS,
     ));
     all.extend(sorted(
         Kind::Router,
@@ -340,7 +354,7 @@ pub fn codec(
         Kind::Codec,
         name,
         inventory::iter::<CodecRegistration>.into_iter(),
-        &NO_CODECS,
+        &LOADED_CODECS,
         config,
         ctx,
     )

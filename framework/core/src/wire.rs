@@ -6,9 +6,14 @@
 //! contract: adding an optional field is compatible, anything else is a new
 //! contract version.
 
+use crate::conversation::{Conversation, Message, Role, ToolCall};
 use crate::plan::{PlannedRequest, Trajectory};
-use crate::plugin::{FailureKind, PluginError, RequestRecord, RouteContext, RouteExtras, Usage};
+use crate::plugin::{
+    EncodeRequest, FailureKind, PluginError, Reply, RequestRecord, RouteContext, RouteExtras,
+    SendTiming, Usage,
+};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A trajectory as a workload plugin yields it: the trajectory's requests in
@@ -188,6 +193,18 @@ pub struct WireRequestRecord {
     pub failure_kind: Option<String>,
     /// The failure message.
     pub failure_message: Option<String>,
+    /// Intended send time, milliseconds from the clock start.
+    #[serde(default)]
+    pub intended_ms: f64,
+    /// Actual send time, milliseconds from the clock start.
+    #[serde(default)]
+    pub sent_ms: f64,
+    /// Wait for a concurrency slot.
+    #[serde(default)]
+    pub queue_wait_ms: f64,
+    /// A warmup request (excluded from the statistics).
+    #[serde(default)]
+    pub warmup: bool,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -214,6 +231,10 @@ impl WireRequestRecord {
             ttft_ms: r.ttft.map(ms),
             failure_kind: r.failure.map(|(k, _)| k.to_string()),
             failure_message: r.failure.map(|(_, m)| m.to_owned()),
+            intended_ms: ms(r.timing.intended),
+            sent_ms: ms(r.timing.sent),
+            queue_wait_ms: ms(r.timing.queue_wait),
+            warmup: r.timing.warmup,
         }
     }
 
@@ -236,6 +257,12 @@ impl WireRequestRecord {
                     self.failure_message.as_deref().unwrap_or(""),
                 )
             }),
+            timing: SendTiming {
+                intended: from_ms(self.intended_ms),
+                sent: from_ms(self.sent_ms),
+                queue_wait: from_ms(self.queue_wait_ms),
+                warmup: self.warmup,
+            },
         }
     }
 }
@@ -263,6 +290,12 @@ mod tests {
             live_block_fallbacks: 0,
             ttft: Some(Duration::from_millis(5)),
             failure: Some((FailureKind::Http(429), "slow down")),
+            timing: SendTiming {
+                intended: Duration::from_millis(100),
+                sent: Duration::from_micros(100_250),
+                queue_wait: Duration::from_micros(200),
+                warmup: true,
+            },
         };
         let wire = WireRequestRecord::from_record(&rec);
         let json = serde_json::to_string(&wire).unwrap_or_default();
@@ -271,6 +304,8 @@ mod tests {
         assert_eq!(r.trajectory_id, "t-1");
         assert_eq!(r.latency, Duration::from_micros(12_345));
         assert_eq!(r.failure, Some((FailureKind::Http(429), "slow down")));
+        assert_eq!(r.timing, rec.timing);
+        assert_eq!(r.timing.send_lag(), Duration::from_micros(50));
         assert_eq!(r.usage, rec.usage);
         assert_eq!(r.ttft, Some(Duration::from_millis(5)));
     }
@@ -316,5 +351,179 @@ mod tests {
         };
         assert!(extras.append_to("p", &mut out).is_err());
         assert!(out.headers.is_empty());
+    }
+}
+
+/// A chat message as a native codec sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireMessage {
+    /// `system`, `user`, `assistant` or `tool`.
+    pub role: String,
+    /// The text.
+    pub content: String,
+    /// Reasoning output kept as state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    /// Tool calls of an assistant message: `(id, name, arguments)`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<(String, String, String)>,
+    /// The call a tool message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+fn role(name: &str) -> Option<Role> {
+    Some(match name {
+        "system" => Role::System,
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        "tool" => Role::Tool,
+        _ => return None,
+    })
+}
+
+/// What a native codec needs to write one request body: an
+/// [`EncodeRequest`] with its conversation spelt out.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireEncodeRequest {
+    /// The `model` field.
+    pub model: String,
+    /// Entries of the request's `tools` array, each a serialised JSON object.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// The conversation, whole.
+    pub messages: Vec<WireMessage>,
+    /// `(min, max)` output tokens, if constrained.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<(u32, u32)>,
+    /// Whether to stream.
+    pub stream: bool,
+    /// Body fields added by routers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_fields: Vec<(String, serde_json::Value)>,
+    /// A verbatim body to send instead of one built from the conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_body: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl WireEncodeRequest {
+    /// The document of `r` (every message's text is copied: a native codec pays
+    /// for the whole conversation on every request).
+    pub fn from_request(r: &EncodeRequest<'_>) -> Self {
+        let msg = |m: &Message| WireMessage {
+            role: m.role.as_str().to_owned(),
+            content: m.content.to_string(),
+            reasoning: m.reasoning.as_ref().map(|r| r.to_string()),
+            tool_calls: m
+                .tool_calls
+                .iter()
+                .map(|c| {
+                    (
+                        c.id.to_string(),
+                        c.name.to_string(),
+                        c.arguments.to_string(),
+                    )
+                })
+                .collect(),
+            tool_call_id: m.tool_call_id.as_ref().map(|c| c.to_string()),
+        };
+        Self {
+            model: r.model.to_owned(),
+            tools: r.conversation.tools.iter().map(|t| t.to_string()).collect(),
+            messages: r.conversation.messages.iter().map(msg).collect(),
+            output: r.output,
+            stream: r.stream,
+            extra_fields: r.extra_fields.to_vec(),
+            raw_body: r.raw_body.cloned(),
+        }
+    }
+
+    /// The conversation this document describes.
+    pub fn conversation(&self) -> Result<Conversation, String> {
+        let mut c = Conversation {
+            tools: self.tools.iter().map(|t| Arc::from(t.as_str())).collect(),
+            ..Conversation::default()
+        };
+        for (i, m) in self.messages.iter().enumerate() {
+            let r = role(&m.role)
+                .ok_or_else(|| format!("messages[{i}].role: unknown role {:?}", m.role))?;
+            let mut msg = Message::new(r, m.content.as_str());
+            msg.reasoning = m.reasoning.as_deref().map(Arc::from);
+            msg.tool_calls = m
+                .tool_calls
+                .iter()
+                .map(|(id, name, args)| ToolCall {
+                    id: id.as_str().into(),
+                    name: name.as_str().into(),
+                    arguments: args.as_str().into(),
+                })
+                .collect();
+            msg.tool_call_id = m.tool_call_id.as_deref().map(Arc::from);
+            c.messages.push(msg);
+        }
+        Ok(c)
+    }
+}
+
+/// A decoded response as a native codec returns it. Streaming timings name the
+/// host's feeds by index (the host knows when each feed arrived).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireReply {
+    /// Assistant content.
+    pub content: String,
+    /// Reasoning output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    /// Usage, when the server reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// `finish_reason` of the first choice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+    /// Streaming: the feed that carried the first content or reasoning token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_token_feed: Option<usize>,
+    /// Streaming: `(feed, content bytes)` of each content-bearing chunk.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chunks: Vec<(usize, u32)>,
+}
+
+impl WireReply {
+    /// The document of `r`, whose instants are those of `feeds` (the arrival of
+    /// each feed, in order).
+    pub fn from_reply(r: Reply, feeds: &[std::time::Instant]) -> Self {
+        let index = |t: std::time::Instant| {
+            feeds
+                .partition_point(|f| *f < t)
+                .min(feeds.len().saturating_sub(1))
+        };
+        Self {
+            first_token_feed: r.first_token_at.map(index),
+            chunks: r.chunks.iter().map(|(t, n)| (index(*t), *n)).collect(),
+            content: r.content,
+            reasoning: r.reasoning,
+            usage: r.usage,
+            finish_reason: r.finish_reason,
+        }
+    }
+
+    /// The reply, with feed indices turned back into the instants of `feeds`.
+    pub fn into_reply(self, feeds: &[std::time::Instant]) -> Reply {
+        let at = |i: usize| feeds.get(i).copied();
+        Reply {
+            first_token_at: self.first_token_feed.and_then(at),
+            chunks: self
+                .chunks
+                .iter()
+                .filter_map(|(i, n)| at(*i).map(|t| (t, *n)))
+                .collect(),
+            content: self.content,
+            reasoning: self.reasoning,
+            usage: self.usage,
+            finish_reason: self.finish_reason,
+        }
     }
 }

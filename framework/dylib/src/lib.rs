@@ -14,15 +14,19 @@
 use batchbench_core::abi::{
     ABI_VERSION, OwnedBytes, PluginTable, TABLE_SYMBOL, VERSION_SYMBOL, method, status,
 };
-use batchbench_core::engine::RunInfo;
-use batchbench_core::metrics::Summary;
 use batchbench_core::plan::Trajectory;
 use batchbench_core::plugin::{
-    PluginError, Reporter, RequestRecord, RouteContext, RouteExtras, Router, TrajectoryRecord,
+    BodyWriter, CodecError, EncodeRequest, PluginError, Reply, Reporter, RequestCodec,
+    RequestRecord, RouteContext, RouteExtras, Router, StreamDecoder, TrajectoryRecord,
     WorkloadInfo, WorkloadSource,
 };
+use batchbench_core::record::RunInfo;
+use batchbench_core::record::Summary;
 use batchbench_core::registry::{self, BuildContext, Kind, Loaded, LoadedPlugin, PluginInfo};
-use batchbench_core::wire::{WireRequestRecord, WireRouteContext, WireRouteExtras, WireTrajectory};
+use batchbench_core::wire::{
+    WireEncodeRequest, WireReply, WireRequestRecord, WireRouteContext, WireRouteExtras,
+    WireTrajectory,
+};
 use serde::Deserialize;
 use std::ffi::c_void;
 use std::path::Path;
@@ -225,6 +229,97 @@ impl Router for DylibRouter {
     }
 }
 
+/// A native codec. Its instance is shared by every request of the run and by
+/// the stream decoders it opens.
+struct DylibCodec(Arc<Instance>);
+
+impl RequestCodec for DylibCodec {
+    fn encode(&self, req: &EncodeRequest<'_>, out: &mut BodyWriter) -> Result<(), CodecError> {
+        let input = serde_json::to_vec(&WireEncodeRequest::from_request(req))
+            .map_err(|e| CodecError(e.to_string()))?;
+        let body = self
+            .0
+            .call("encode", method::ENCODE, &input)
+            .map_err(|e| CodecError(e.to_string()))?;
+        out.write(&body);
+        Ok(())
+    }
+
+    fn decode(&self, body: &[u8]) -> Result<Reply, CodecError> {
+        let r: WireReply = self
+            .0
+            .call_json("decode", method::DECODE, body)
+            .map_err(|e| CodecError(e.to_string()))?;
+        Ok(r.into_reply(&[]))
+    }
+
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
+        let id = self
+            .0
+            .call_json::<u64>("stream_open", method::STREAM_OPEN, b"null");
+        Box::new(DylibStream {
+            inst: self.0.clone(),
+            id,
+            feeds: Vec::new(),
+            finished: false,
+        })
+    }
+}
+
+/// One streamed response decoded by a native codec. The host stamps each feed's
+/// arrival; the codec's timings come back as feed indices.
+struct DylibStream {
+    inst: Arc<Instance>,
+    id: Result<u64, PluginError>,
+    feeds: Vec<std::time::Instant>,
+    finished: bool,
+}
+
+impl DylibStream {
+    fn id(&self) -> Result<u64, CodecError> {
+        self.id
+            .as_ref()
+            .map(|i| *i)
+            .map_err(|e| CodecError(e.to_string()))
+    }
+}
+
+impl StreamDecoder for DylibStream {
+    fn feed(&mut self, bytes: &[u8], now: std::time::Instant) -> Result<(), CodecError> {
+        let mut input = Vec::with_capacity(8 + bytes.len());
+        input.extend_from_slice(&self.id()?.to_le_bytes());
+        input.extend_from_slice(bytes);
+        self.feeds.push(now);
+        self.inst
+            .call("stream_feed", method::STREAM_FEED, &input)
+            .map(drop)
+            .map_err(|e| CodecError(e.to_string()))
+    }
+
+    fn finish(&mut self) -> Result<Reply, CodecError> {
+        self.finished = true;
+        let r: WireReply = self
+            .inst
+            .call_json(
+                "stream_finish",
+                method::STREAM_FINISH,
+                &self.id()?.to_le_bytes(),
+            )
+            .map_err(|e| CodecError(e.to_string()))?;
+        Ok(r.into_reply(&self.feeds))
+    }
+}
+
+impl Drop for DylibStream {
+    fn drop(&mut self) {
+        if let (false, Ok(id)) = (self.finished, &self.id) {
+            let _ = self
+                .inst
+                .call("stream_close", method::STREAM_CLOSE, &id.to_le_bytes());
+        }
+    }
+}
+
 struct DylibReporter(Instance);
 
 /// The `{"run", "summary"}` input of `on_finish` (the shape of
@@ -332,6 +427,7 @@ pub fn load(path: &Path) -> Result<LoadedNames, PluginError> {
     for d in list {
         let kind = match d.kind.as_str() {
             "workload" => Kind::Workload,
+            "codec" => Kind::Codec,
             "router" => Kind::Router,
             "reporter" => Kind::Reporter,
             other => {
@@ -371,7 +467,15 @@ pub fn load(path: &Path) -> Result<LoadedNames, PluginError> {
                     )?)))
                 }),
             }),
-            Kind::Reporter | Kind::Codec => LoadedPlugin::Reporter(Loaded {
+            Kind::Codec => LoadedPlugin::Codec(Loaded {
+                info,
+                build: Box::new(move |cfg, ctx| {
+                    Ok(Box::new(DylibCodec(Arc::new(Instance::new(
+                        table, &name, cfg, ctx,
+                    )?))))
+                }),
+            }),
+            Kind::Reporter => LoadedPlugin::Reporter(Loaded {
                 info,
                 build: Box::new(move |cfg, ctx| {
                     Ok(Box::new(DylibReporter(Instance::new(

@@ -1,6 +1,6 @@
 //! Write a native batchbench plugin.
 //!
-//! Implement [`WorkloadSource`], [`Router`] or [`Reporter`] exactly as a
+//! Implement [`WorkloadSource`], [`RequestCodec`], [`Router`] or [`Reporter`] exactly as a
 //! built-in plugin does, then export the implementations from a `cdylib` with
 //! [`export_plugins!`]. The macro writes the C ABI of [`abi`] for you: the version
 //! symbol, the function table, JSON across the boundary, panics caught at every
@@ -40,25 +40,46 @@
 #![allow(unsafe_code)] // the C ABI boundary; every block states its contract
 
 pub use batchbench_core::abi;
-pub use batchbench_core::engine::RunInfo;
-pub use batchbench_core::metrics::Summary;
 pub use batchbench_core::plan;
 pub use batchbench_core::plugin;
+pub use batchbench_core::record::RunInfo;
+pub use batchbench_core::record::Summary;
 pub use batchbench_core::registry::{BuildContext, parse_config};
 pub use batchbench_core::wire;
 
 use abi::{OwnedBytes, PluginTable, method, status};
-use batchbench_core::plugin::{PluginError, Reporter, RouteExtras, Router, WorkloadSource};
-use batchbench_core::wire::{WireRequestRecord, WireRouteContext, WireRouteExtras, WireTrajectory};
+use batchbench_core::plugin::{
+    BodyWriter, EncodeRequest, PluginError, Reporter, RequestCodec, RouteExtras, Router,
+    StreamDecoder, WorkloadSource,
+};
+use batchbench_core::wire::{
+    WireEncodeRequest, WireReply, WireRequestRecord, WireRouteContext, WireRouteExtras,
+    WireTrajectory,
+};
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+/// One open stream: its decoder and the arrival of each of its feeds.
+type OpenStream = (Box<dyn StreamDecoder>, Vec<Instant>);
+
+/// The open streams of a codec instance.
+#[doc(hidden)]
+#[derive(Default)]
+pub struct Streams {
+    next: AtomicU64,
+    open: Mutex<HashMap<u64, OpenStream>>,
+}
 
 /// A built plugin instance.
 #[doc(hidden)]
 pub enum Built {
     Workload(Box<dyn WorkloadSource>),
+    Codec(Box<dyn RequestCodec>, Streams),
     Router(Box<dyn Router>),
     Reporter(Box<dyn Reporter>),
 }
@@ -215,9 +236,92 @@ fn dispatch(h: &mut Handle, m: u32, input: &[u8]) -> Result<Vec<u8>, String> {
     }
 }
 
-/// A router's methods, which the host calls from many threads at once: through a
-/// shared reference only (`Router: Sync`).
+/// The stream id at the start of a stream method's input, and the rest.
+fn stream_id(input: &[u8]) -> Result<(u64, &[u8]), String> {
+    let (id, rest) = input
+        .split_first_chunk::<8>()
+        .ok_or("a stream call without its 8-byte stream id")?;
+    Ok((u64::from_le_bytes(*id), rest))
+}
+
+fn codec_call(
+    codec: &dyn RequestCodec,
+    streams: &Streams,
+    m: u32,
+    input: &[u8],
+) -> Result<Vec<u8>, String> {
+    let lock = || {
+        streams
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    match m {
+        method::ENCODE => {
+            let req: WireEncodeRequest = parse(input, "encode request")?;
+            let conversation = req.conversation()?;
+            let mut out = BodyWriter::default();
+            codec
+                .encode(
+                    &EncodeRequest {
+                        model: &req.model,
+                        conversation: &conversation,
+                        output: req.output,
+                        stream: req.stream,
+                        extra_fields: &req.extra_fields,
+                        raw_body: req.raw_body.as_ref(),
+                    },
+                    &mut out,
+                )
+                .map_err(|e| e.to_string())?;
+            Ok(out.finish().concat())
+        }
+        method::DECODE => json(&WireReply::from_reply(
+            codec.decode(input).map_err(|e| e.to_string())?,
+            &[],
+        )),
+        method::STREAM_OPEN => {
+            let id = streams.next.fetch_add(1, Ordering::Relaxed);
+            lock().insert(id, (codec.stream_decoder(), Vec::new()));
+            json(&id)
+        }
+        method::STREAM_FEED => {
+            let (id, bytes) = stream_id(input)?;
+            let mut open = lock();
+            let (decoder, feeds) = open.get_mut(&id).ok_or("no such stream")?;
+            let now = Instant::now();
+            feeds.push(now);
+            decoder.feed(bytes, now).map_err(|e| e.to_string())?;
+            Ok(b"null".to_vec())
+        }
+        method::STREAM_FINISH => {
+            let (id, _) = stream_id(input)?;
+            let (mut decoder, feeds) = lock().remove(&id).ok_or("no such stream")?;
+            let reply = decoder.finish().map_err(|e| e.to_string())?;
+            json(&WireReply::from_reply(reply, &feeds))
+        }
+        method::STREAM_CLOSE => {
+            let (id, _) = stream_id(input)?;
+            lock().remove(&id);
+            Ok(b"null".to_vec())
+        }
+        m => Err(format!("method {m} is not one of this plugin's kind")),
+    }
+}
+
+/// Whether the host may call method `m` from many threads at once (router and
+/// codec methods): the instance is then reached through a shared reference only.
+fn is_shared(m: u32) -> bool {
+    matches!(m, method::DECORATE | method::DP_RANK)
+        || (method::ENCODE..=method::STREAM_CLOSE).contains(&m)
+}
+
+/// A router's or codec's methods, which the host calls from many threads at
+/// once: through a shared reference only (`Router: Sync`, `RequestCodec: Sync`).
 fn dispatch_shared(h: &Handle, m: u32, input: &[u8]) -> Result<Vec<u8>, String> {
+    if let Built::Codec(c, streams) = &h.built {
+        return codec_call(c.as_ref(), streams, m, input);
+    }
     match (&h.built, m) {
         (Built::Router(r), method::DECORATE) => {
             let ctx: WireRouteContext = parse(input, "route context")?;
@@ -249,10 +353,10 @@ unsafe extern "C" fn call(
     // SAFETY: the host passes a valid (pointer, length) pair.
     let input = unsafe { slice(input, input_len) };
     let r = catch_unwind(AssertUnwindSafe(|| {
-        if matches!(m, method::DECORATE | method::DP_RANK) {
+        if is_shared(m) {
             // SAFETY: `instance` came from `create` and is not destroyed; router
-            // methods may run on many threads at once, so only a shared reference
-            // is formed (`Router: Sync`).
+            // and codec methods may run on many threads at once, so only a shared
+            // reference is formed (`Router: Sync`, `RequestCodec: Sync`).
             dispatch_shared(unsafe { &*h }, m, input)
         } else {
             // SAFETY: as above; the host calls every other method of an instance
@@ -331,7 +435,7 @@ where
 }
 
 /// Exports plugins from a `cdylib`, one block per plugin:
-/// `workload { ... }`, `router { ... }` or `reporter { ... }`, each with the
+/// `workload { ... }`, `codec { ... }`, `router { ... }` or `reporter { ... }`, each with the
 /// fields of the built-in registration macros (`name`, `description`, `example`,
 /// `config`, `build`). See the [crate documentation](crate).
 #[macro_export]
@@ -371,6 +475,9 @@ macro_rules! __kind {
     (workload) => {
         "workload"
     };
+    (codec) => {
+        "codec"
+    };
     (router) => {
         "router"
     };
@@ -384,6 +491,9 @@ macro_rules! __kind {
 macro_rules! __wrap {
     (workload, $p:expr) => {
         $crate::Built::Workload(::std::boxed::Box::new($p))
+    };
+    (codec, $p:expr) => {
+        $crate::Built::Codec(::std::boxed::Box::new($p), $crate::Streams::default())
     };
     (router, $p:expr) => {
         $crate::Built::Router(::std::boxed::Box::new($p))

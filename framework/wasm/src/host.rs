@@ -2,13 +2,13 @@
 //! plugin traits.
 
 use crate::sandbox::Sandbox;
-use batchbench_core::engine::RunInfo;
-use batchbench_core::metrics::Summary;
 use batchbench_core::plan::Trajectory;
 use batchbench_core::plugin::{
     PluginError, Reporter, RequestRecord, RouteContext, RouteExtras, Router, TrajectoryRecord,
     WorkloadInfo, WorkloadSource,
 };
+use batchbench_core::record::RunInfo;
+use batchbench_core::record::Summary;
 use batchbench_core::registry::{self, BuildContext, Loaded, LoadedPlugin, PluginInfo};
 use batchbench_core::wire::{WireRequestRecord, WireRouteExtras, WireTrajectory};
 use std::panic::{AssertUnwindSafe, catch_unwind};

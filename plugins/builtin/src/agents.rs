@@ -50,6 +50,8 @@ pub struct SyntheticAgents {
     cfg: SyntheticAgentsConfig,
     seed: u64,
     next: u64,
+    /// New agents go on without end (a duration run).
+    endless: bool,
 }
 
 impl SyntheticAgents {
@@ -65,6 +67,7 @@ impl SyntheticAgents {
             cfg,
             seed: ctx.seed,
             next: 0,
+            endless: ctx.endless,
         })
     }
 
@@ -95,6 +98,13 @@ impl SyntheticAgents {
 
 impl WorkloadSource for SyntheticAgents {
     fn info(&self) -> WorkloadInfo {
+        if self.endless {
+            return WorkloadInfo {
+                mode: "synthetic".into(),
+                endless: true,
+                ..WorkloadInfo::default()
+            };
+        }
         let planned: u64 = (0..self.cfg.agents).map(|a| self.invocations(a)).sum();
         WorkloadInfo {
             mode: "synthetic".into(),
@@ -105,7 +115,7 @@ impl WorkloadSource for SyntheticAgents {
     }
 
     fn next_trajectory(&mut self) -> Option<Result<Trajectory, PluginError>> {
-        if self.next >= self.cfg.agents {
+        if self.next >= self.cfg.agents && !self.endless {
             return None;
         }
         let agent = self.next;
@@ -115,6 +125,7 @@ impl WorkloadSource for SyntheticAgents {
             cfg: self.cfg.clone(),
             seed: self.seed,
             next: 0,
+            endless: false,
         };
         Some(Ok(Trajectory {
             id: format!("agent-{agent}").into(),

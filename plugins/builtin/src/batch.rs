@@ -36,6 +36,8 @@ pub struct FiniteBatch {
     cfg: FiniteBatchConfig,
     seed: u64,
     next_user: u64,
+    /// Each user's requests go on without end (a duration run).
+    endless: bool,
 }
 
 impl FiniteBatch {
@@ -61,6 +63,7 @@ impl FiniteBatch {
             cfg,
             seed: ctx.seed,
             next_user: 0,
+            endless: ctx.endless,
         })
     }
 
@@ -92,11 +95,17 @@ impl FiniteBatch {
 }
 
 impl WorkloadSource for FiniteBatch {
+    fn needs_tokenizer(&self) -> bool {
+        self.cfg.input.is_some()
+    }
+
     fn info(&self) -> WorkloadInfo {
         WorkloadInfo {
             mode: "finite_batch".into(),
             planned_trajectories: Some(self.cfg.users),
-            planned_requests: Some(self.cfg.users.saturating_mul(self.cfg.requests_per_user)),
+            planned_requests: (!self.endless)
+                .then(|| self.cfg.users.saturating_mul(self.cfg.requests_per_user)),
+            endless: self.endless,
             ..WorkloadInfo::default()
         }
     }
@@ -109,11 +118,15 @@ impl WorkloadSource for FiniteBatch {
         self.next_user += 1;
         let cfg = self.cfg.clone();
         let seed = self.seed;
-        let n = cfg.requests_per_user;
+        let n = if self.endless {
+            u64::MAX
+        } else {
+            cfg.requests_per_user
+        };
         Some(Ok(Trajectory {
             id: format!("user-{user}").into(),
             start_after_ms: None,
-            planned_requests: Some(n),
+            planned_requests: (!self.endless).then_some(n),
             requests: Box::new((0..n).map(move |i| Self::request(&cfg, seed, user, i))),
         }))
     }

@@ -60,6 +60,8 @@ pub struct RequestBodies {
     next_user: u64,
     /// Long-running mode: when the first request was planned.
     started: Arc<OnceLock<Instant>>,
+    /// The run's duration ends it: every user goes on without end.
+    endless: bool,
 }
 
 impl RequestBodies {
@@ -81,8 +83,10 @@ impl RequestBodies {
                     "requests_per_user (finite mode) and duration_secs (long-running mode) are mutually exclusive",
                 ));
             }
-            (None, None) => {
-                return Err(bad("one of requests_per_user or duration_secs is needed"));
+            (None, None) if !ctx.endless => {
+                return Err(bad(
+                    "one of requests_per_user or duration_secs is needed (or a run duration)",
+                ));
             }
             (None, Some(d)) if !(d.is_finite() && d > 0.0) => {
                 return Err(bad("duration_secs must be a positive number of seconds"));
@@ -102,6 +106,7 @@ impl RequestBodies {
             seed: ctx.seed,
             next_user: 0,
             started: Arc::default(),
+            endless: ctx.endless,
         })
     }
 
@@ -130,9 +135,14 @@ impl RequestBodies {
 }
 
 impl WorkloadSource for RequestBodies {
+    fn needs_tokenizer(&self) -> bool {
+        false
+    }
+
     fn info(&self) -> WorkloadInfo {
         WorkloadInfo {
-            mode: if self.cfg.duration_secs.is_some() {
+            endless: self.endless && self.cfg.requests_per_user.is_none(),
+            mode: if self.cfg.duration_secs.is_some() || self.endless {
                 "long_running".into()
             } else {
                 "finite".into()
@@ -156,6 +166,7 @@ impl WorkloadSource for RequestBodies {
         let requests: Box<dyn Iterator<Item = PlannedRequest> + Send> =
             match (cfg.requests_per_user, cfg.duration_secs) {
                 (Some(n), _) => Box::new((0..n).map(move |i| Self::request(&cfg, seed, user, i))),
+                (None, None) => Box::new((0..).map(move |i| Self::request(&cfg, seed, user, i))),
                 (None, secs) => {
                     let started = self.started.clone();
                     let limit = Duration::from_secs_f64(secs.unwrap_or(0.0));

@@ -1,9 +1,9 @@
 //! `agent_events`: one JSON line per trajectory (agent), written as each one ends,
 //! so an interrupted run still leaves complete lines.
 
-use batchbench_core::engine::RunInfo;
-use batchbench_core::metrics::Summary;
 use batchbench_core::plugin::{PluginError, Reporter, TrajectoryRecord};
+use batchbench_core::record::RunInfo;
+use batchbench_core::record::Summary;
 use batchbench_core::registry::BuildContext;
 use serde::{Deserialize, Serialize};
 use std::io::Write;

@@ -1,9 +1,9 @@
 //! `json_summary`: writes the run facts and the whole summary as one JSON document
 //! (also after Ctrl+C, with `"interrupted": true`).
 
-use batchbench_core::engine::RunInfo;
-use batchbench_core::metrics::Summary;
 use batchbench_core::plugin::{PluginError, Reporter};
+use batchbench_core::record::RunInfo;
+use batchbench_core::record::Summary;
 use batchbench_core::registry::BuildContext;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

@@ -30,7 +30,7 @@ pub mod replay;
 pub mod requests_jsonl;
 pub mod routers;
 pub mod summary;
-pub mod timefmt;
+pub use batchbench_core::timefmt;
 
 /// Names of every built-in plugin, by kind: the contract the registry test checks.
 pub const BUILTINS: &[(&str, &str)] = &[

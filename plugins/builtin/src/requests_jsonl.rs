@@ -2,9 +2,9 @@
 //! plots: outcome, latency, TTFT, planned against server-counted prompt tokens,
 //! server-reported and estimated cached tokens.
 
-use batchbench_core::engine::RunInfo;
-use batchbench_core::metrics::Summary;
 use batchbench_core::plugin::{PluginError, Reporter, RequestRecord};
+use batchbench_core::record::RunInfo;
+use batchbench_core::record::Summary;
 use batchbench_core::registry::BuildContext;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -39,6 +39,17 @@ struct Line<'a> {
     server_cached_tokens: Option<u64>,
     estimated_cached_tokens: u64,
     live_block_fallbacks: u32,
+    /// Intended send time (the schedule's, or when the request was ready),
+    /// milliseconds from the benchmark clock start.
+    intended_ms: f64,
+    /// Actual send time, milliseconds from the clock start.
+    sent_ms: f64,
+    /// Wait for a concurrency slot.
+    queue_wait_ms: f64,
+    /// Latency from the intended send time to the last byte.
+    latency_from_intended_ms: f64,
+    /// A warmup request: left out of every summary figure.
+    warmup: bool,
 }
 
 /// Writes one JSON line per request as it completes.
@@ -90,6 +101,11 @@ fn line<'a>(rec: &'a RequestRecord<'a>) -> Line<'a> {
         server_cached_tokens: usage.and_then(|u| u.cached_tokens),
         estimated_cached_tokens: rec.estimated_cached_tokens,
         live_block_fallbacks: rec.live_block_fallbacks,
+        intended_ms: ms(rec.timing.intended),
+        sent_ms: ms(rec.timing.sent),
+        queue_wait_ms: ms(rec.timing.queue_wait),
+        latency_from_intended_ms: ms(rec.latency + rec.timing.behind()),
+        warmup: rec.timing.warmup,
     }
 }
 

@@ -1,9 +1,9 @@
 //! `console_summary`: the human-readable report, printed on stdout at the end
 //! of a run (also after Ctrl+C, marked partial).
 
-use batchbench_core::engine::RunInfo;
-use batchbench_core::metrics::{LatencyStats, Summary};
 use batchbench_core::plugin::{PluginError, Reporter};
+use batchbench_core::record::RunInfo;
+use batchbench_core::record::{LatencyStats, LoadReport, Summary};
 use batchbench_core::registry::BuildContext;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
@@ -127,7 +127,68 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
     lat(&mut o, "inter-token", s.itl);
     lat(&mut o, "time per output token", s.tpot);
     lat(&mut o, "trajectory end-to-end", s.trajectory_e2e);
+    if let Some(l) = &s.load {
+        load(&mut o, l);
+    }
     o
+}
+
+/// The load model's lines: the schedule kept, and latency from the intended
+/// send time.
+fn load(o: &mut String, l: &LoadReport) {
+    let _ = writeln!(o, "  load");
+    if l.arrival != "closed_loop" {
+        let target = l
+            .target_rate
+            .map_or_else(|| "stages".to_owned(), |r| format!("{r:.2}/s"));
+        let _ = writeln!(
+            o,
+            "  {:<22} {} {}, target {target}, achieved {:.2}/s over {} arrivals",
+            "arrivals", l.arrival, l.release, l.achieved_rate, l.arrivals
+        );
+    }
+    if l.warmup_requests > 0 {
+        let _ = writeln!(
+            o,
+            "  {:<22} {} requests sent and left out of every figure",
+            "warmup", l.warmup_requests
+        );
+    }
+    if let (Some(d), Some(p)) = (l.duration_secs, &l.at_deadline) {
+        let _ = writeln!(
+            o,
+            "  {:<22} {d:.1} s; requests in flight at the deadline: {p} ({} cut)",
+            "duration", l.cut_at_deadline
+        );
+    }
+    lat(o, "from intended send", l.latency_from_intended);
+    lat(o, "TTFT from intended", l.ttft_from_intended);
+    lat(o, "client queue wait", l.queue_wait);
+    lat(o, "send lag", l.send_lag);
+    if l.late_sends > 0 {
+        let _ = writeln!(
+            o,
+            "  {:<22} {} requests sent over 1 ms behind schedule",
+            "late sends", l.late_sends
+        );
+    }
+    for st in &l.stages {
+        let _ = writeln!(
+            o,
+            "  {:<22} {:.1} s at {:.2}/s: {} ok of {}, {:.2} req/s",
+            format!("stage {}", st.stage),
+            st.secs,
+            st.rate,
+            st.successful_requests,
+            st.requests,
+            st.requests_per_second
+        );
+        lat(o, "  latency", st.latency);
+        lat(o, "  from intended send", st.latency_from_intended);
+    }
+    if let Some(v) = &l.verdict {
+        let _ = writeln!(o, "  note: {v}");
+    }
 }
 
 impl Reporter for ConsoleSummary {

@@ -14,11 +14,11 @@ pub mod rows;
 /// The plugins this crate registers, by kind: the contract the registry test checks.
 pub const PLUGINS: &[(&str, &str)] = &[("workload", "clickhouse")];
 
+use batchbench_core::manifest::{self as replay, Replay, ReplayConfig};
 use batchbench_core::plan::Trajectory;
 use batchbench_core::plugin::{PluginError, WorkloadInfo, WorkloadSource};
 use batchbench_core::registry::BuildContext;
-use batchbench_plugins::replay::{self, Replay, ReplayConfig};
-use batchbench_plugins::timefmt;
+use batchbench_core::timefmt;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,6 @@
 //! `batchbench-agent` end to end against the simulator.
 
-use batchbench_sim::{RequestLog, SimConfig};
+use batchbench_simulator::{RequestLog, SimConfig};
 use batchbench_tests::{SimServer, run_agent, tokenizer, tokenizer_path};
 use std::collections::BTreeMap;
 

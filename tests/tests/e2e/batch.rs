@@ -1,7 +1,7 @@
 //! `batchbench` end to end against the simulator.
 
-use batchbench_plugins::csv_report::BATCHBENCH_COLUMNS;
-use batchbench_sim::SimConfig;
+use batchbench_run::commands::batchbench::PROFILE as BATCHBENCH;
+use batchbench_simulator::SimConfig;
 use batchbench_tests::{SimServer, run_batchbench, tokenizer_path};
 
 fn qwen() -> String {
@@ -61,7 +61,7 @@ fn csv_header_starts_with_the_legacy_columns() {
     let csv = dir.path().join("r.csv");
     let (url, tok, path) = (sim.url(), qwen(), csv.display().to_string());
     for _ in 0..2 {
-        let code = batchbench::run([
+        let code = batchbench_run::commands::batchbench::run([
             "batchbench",
             "-q",
             "--host",
@@ -78,7 +78,8 @@ fn csv_header_starts_with_the_legacy_columns() {
     let header = lines.next().unwrap_or_default();
     let legacy = "timestamp,model,dataset_path,dataset_size,users,requests_per_user,total_requests,successful_requests,failed_requests,total_prompt_tokens,total_completion_tokens,total_duration_seconds,requests_per_second,prompt_tokens_per_second,completion_tokens_per_second,latency_p50_ms,latency_p90_ms,latency_p99_ms,output_tokens,output_vary,output_lognorm_mu,output_lognorm_sigma,output_lognorm_max,sglang,request_timeout_secs,max_retries,retry_delay_ms,host,endpoint";
     assert!(header.starts_with(legacy), "{header}");
-    assert_eq!(header.split(',').count(), BATCHBENCH_COLUMNS.len());
+    let columns: usize = BATCHBENCH.csv_columns.iter().map(|g| g.len()).sum();
+    assert_eq!(header.split(',').count(), columns);
     assert_eq!(lines.count(), 2, "one header, then one row per run");
 }
 
@@ -175,8 +176,8 @@ fn faults_are_classified() {
     }
 }
 
-fn parse_kind(k: &str) -> batchbench_sim::FaultKind {
-    use batchbench_sim::FaultKind::*;
+fn parse_kind(k: &str) -> batchbench_simulator::FaultKind {
+    use batchbench_simulator::FaultKind::*;
     match k {
         "reset" => Reset,
         "truncate" => Truncate,

@@ -2,7 +2,12 @@
 
 mod agents;
 mod batch;
+mod bodies;
+mod book;
 mod contract;
+mod load;
 mod replay;
 mod sim;
+mod snapshots;
+mod spec;
 mod tokens;

@@ -1,6 +1,6 @@
 //! Trajectory replay end to end against the simulator.
 
-use batchbench_sim::SimConfig;
+use batchbench_simulator::SimConfig;
 use batchbench_tests::{SimServer, run_agent, tokenizer, tokenizer_path};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! The simulator behaves like an LLM server: token constraints, streaming format,
 //! per-worker prefix caching, metrics and faults.
 
-use batchbench_sim::SimConfig;
+use batchbench_simulator::SimConfig;
 use batchbench_tests::{SimServer, tokenizer};
 use serde_json::{Value, json};
 

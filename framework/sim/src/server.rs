@@ -48,6 +48,8 @@ pub struct RequestLog {
     pub user: Option<String>,
     /// FNV-1a hash of the request body, to compare bodies across runs.
     pub body_hash: u64,
+    /// SHA-256 of the request body (lowercase hex), to pin bodies across versions.
+    pub body_sha256: String,
     /// The injected fault, if any.
     pub fault: Option<FaultKind>,
 }
@@ -304,6 +306,14 @@ fn error(status: StatusCode, msg: &str) -> Response {
         .into_response()
 }
 
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 fn fnv(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
@@ -507,6 +517,7 @@ async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) 
                 target_worker: target,
                 user: req.get("user").and_then(Value::as_str).map(str::to_owned),
                 body_hash: fnv(&body),
+                body_sha256: sha256_hex(&body),
                 fault,
             });
         }

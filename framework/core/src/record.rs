@@ -1,0 +1,323 @@
+//! The run record: what a run was (its spec and the facts the engine fixed) and
+//! what it measured (the summary). Reporters, the wire documents of external
+//! plugins and result files all speak these types.
+
+use crate::plugin::WorkloadInfo;
+use crate::spec::RunSpec;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What reporters know about the run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// The `model` field.
+    pub model: String,
+    /// Request URL.
+    pub url: String,
+    /// Run seed.
+    pub seed: u64,
+    /// Unix time at the benchmark clock start.
+    pub started_unix: f64,
+    /// Configured maximum of active trajectories.
+    pub max_active: usize,
+    /// The workload source's self-description.
+    pub workload: WorkloadInfo,
+    /// The command's flat view of its configuration, under the names existing
+    /// notebooks and CSV columns read (derived from `spec`).
+    pub config: serde_json::Value,
+    /// The complete spec of the run (its seed resolved): given back as a
+    /// `--config` file, it repeats the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<RunSpec>,
+}
+
+/// The five figures of each latency family in the flat view.
+const LATENCY_FIGURES: [&str; 5] = ["p50", "p90", "p99", "mean", "max"];
+
+impl RunInfo {
+    /// The run as flat named fields (the names CSV columns and other flat
+    /// exports select from): the command's configuration view, every scalar of
+    /// the summary, the workload's self-description and the run facts, each
+    /// formatted once. The set of names does not depend on the summary's values,
+    /// so a column that names no field can be refused before the run starts.
+    pub fn fields(&self, s: &Summary) -> BTreeMap<String, String> {
+        fn scalar(v: &serde_json::Value) -> String {
+            match v {
+                serde_json::Value::Null => String::new(),
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            }
+        }
+        let opt = |v: Option<String>| v.unwrap_or_default();
+        let mut map = BTreeMap::new();
+        if let serde_json::Value::Object(cfg) = &self.config {
+            for (k, v) in cfg {
+                map.insert(k.clone(), scalar(v));
+            }
+        }
+        if let Ok(serde_json::Value::Object(sum)) = serde_json::to_value(s) {
+            for (k, v) in sum {
+                if !v.is_object() && !v.is_array() {
+                    map.insert(k, scalar(&v));
+                }
+            }
+        }
+        let w = &self.workload;
+        let fixed6 = |x: f64| format!("{x:.6}");
+        let computed: [(&str, String); 16] = [
+            ("timestamp", crate::timefmt::rfc3339(self.started_unix)),
+            ("model", self.model.clone()),
+            ("seed", self.seed.to_string()),
+            ("total_duration_seconds", fixed6(s.total_duration_seconds)),
+            ("requests_per_second", fixed6(s.requests_per_second)),
+            (
+                "prompt_tokens_per_second",
+                fixed6(s.prompt_tokens_per_second),
+            ),
+            (
+                "completion_tokens_per_second",
+                fixed6(s.completion_tokens_per_second),
+            ),
+            ("total_delay_seconds", fixed6(s.total_delay_seconds)),
+            ("last_admitted_seconds", fixed6(s.last_admitted_seconds)),
+            (
+                "failures_by_kind",
+                s.failures_by_kind
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(";"),
+            ),
+            ("workload_mode", w.mode.clone()),
+            ("manifest_path", opt(w.manifest_path.clone())),
+            ("manifest_sha256", opt(w.manifest_sha256.clone())),
+            (
+                "schema_version",
+                opt(w.schema_version.map(|v| v.to_string())),
+            ),
+            (
+                "planned_requests",
+                opt(w.planned_requests.map(|v| v.to_string())),
+            ),
+            (
+                "server_cached_ratio",
+                opt(s.server_cached_tokens.and_then(|c| {
+                    (s.estimated_cached_input_tokens > 0)
+                        .then(|| fixed6(c as f64 / s.estimated_cached_input_tokens as f64))
+                })),
+            ),
+        ];
+        for (k, v) in computed {
+            map.insert(k.to_owned(), v);
+        }
+        let l = s.load.as_ref();
+        for (k, v) in [
+            ("arrival", l.map(|l| l.arrival.clone())),
+            ("target_rate", l.and_then(|l| l.target_rate).map(fixed6)),
+            ("achieved_rate", l.map(|l| fixed6(l.achieved_rate))),
+            ("late_sends", l.map(|l| l.late_sends.to_string())),
+            ("warmup_requests", l.map(|l| l.warmup_requests.to_string())),
+            ("cut_at_deadline", l.map(|l| l.cut_at_deadline.to_string())),
+            ("at_deadline", l.and_then(|l| l.at_deadline.clone())),
+            ("load_verdict", l.and_then(|l| l.verdict.clone())),
+        ] {
+            map.insert(k.to_owned(), opt(v));
+        }
+        for (family, stats) in [
+            ("latency", s.latency),
+            ("ttft", s.ttft),
+            ("itl", s.itl),
+            ("tpot", s.tpot),
+            ("trajectory_e2e", s.trajectory_e2e),
+            (
+                "latency_from_intended",
+                l.and_then(|l| l.latency_from_intended),
+            ),
+            ("ttft_from_intended", l.and_then(|l| l.ttft_from_intended)),
+            ("queue_wait", l.and_then(|l| l.queue_wait)),
+            ("send_lag", l.and_then(|l| l.send_lag)),
+        ] {
+            let values = stats.map(|s| [s.p50_ms, s.p90_ms, s.p99_ms, s.mean_ms, s.max_ms]);
+            for (i, fig) in LATENCY_FIGURES.iter().enumerate() {
+                map.insert(
+                    format!("{family}_{fig}_ms"),
+                    values.map_or_else(String::new, |v| format!("{:.3}", v[i])),
+                );
+            }
+        }
+        map
+    }
+}
+
+/// Percentiles of one distribution, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyStats {
+    /// Samples.
+    pub count: u64,
+    /// Median.
+    pub p50_ms: f64,
+    /// 90th percentile.
+    pub p90_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// Mean.
+    pub mean_ms: f64,
+    /// Maximum.
+    pub max_ms: f64,
+}
+
+/// One failed request, for the failure report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FailureExample {
+    /// Agent index.
+    pub agent_id: u64,
+    /// Trajectory id.
+    pub trajectory_id: String,
+    /// Request index within the trajectory.
+    pub request_index: u64,
+    /// Classification.
+    pub kind: String,
+    /// Server or client message (truncated).
+    pub message: String,
+}
+
+/// The results of a run: what the console, CSV and Python report.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Summary {
+    /// The run was cut short by Ctrl+C.
+    pub interrupted: bool,
+    /// Wall time from the benchmark clock start to the last completion.
+    pub total_duration_seconds: f64,
+    /// Requests that ended.
+    pub total_requests: u64,
+    /// Successes.
+    pub successful_requests: u64,
+    /// Failures.
+    pub failed_requests: u64,
+    /// Retries (excluded from token totals).
+    pub retries: u64,
+    /// Failures by kind.
+    pub failures_by_kind: BTreeMap<String, u64>,
+    /// The first failures, with context.
+    pub failures: Vec<FailureExample>,
+    /// Sum of `usage.prompt_tokens` over successes.
+    pub total_prompt_tokens: u64,
+    /// Sum of `usage.completion_tokens` over successes.
+    pub total_completion_tokens: u64,
+    /// Estimated cached input tokens under perfect prefix caching.
+    pub estimated_cached_input_tokens: u64,
+    /// Live blocks generated from their seed for want of a previous reply.
+    pub live_block_fallbacks: u64,
+    /// Server-reported cached tokens (`prompt_tokens_details.cached_tokens`).
+    pub server_cached_tokens: Option<u64>,
+    /// Planned prompt tokens, summed over successes that had a target.
+    pub planned_prompt_tokens: u64,
+    /// Server-counted prompt tokens for those same requests.
+    pub counted_prompt_tokens: u64,
+    /// Worst per-request (server - planned) prompt tokens.
+    pub worst_prompt_drift_tokens: i64,
+    /// Successes per second.
+    pub requests_per_second: f64,
+    /// Prompt tokens per second.
+    pub prompt_tokens_per_second: f64,
+    /// Completion tokens per second.
+    pub completion_tokens_per_second: f64,
+    /// Request latency of successes.
+    pub latency: Option<LatencyStats>,
+    /// Time to first token.
+    pub ttft: Option<LatencyStats>,
+    /// Inter-token latency (per token).
+    pub itl: Option<LatencyStats>,
+    /// Time per output token (per request).
+    pub tpot: Option<LatencyStats>,
+    /// End-to-end latency of completed trajectories.
+    pub trajectory_e2e: Option<LatencyStats>,
+    /// Trajectories admitted.
+    pub trajectories_started: u64,
+    /// Trajectories completed.
+    pub trajectories_completed: u64,
+    /// Trajectories that ended early.
+    pub trajectories_failed: u64,
+    /// Total think / tool time slept, seconds.
+    pub total_delay_seconds: f64,
+    /// Peak number of trajectories active at once.
+    pub max_active_observed: u64,
+    /// When the last trajectory was admitted, seconds from start.
+    pub last_admitted_seconds: f64,
+    /// From the last admission to the end.
+    pub final_drain_seconds: f64,
+    /// Open loop: trajectories whose admission waited for the active cap.
+    pub late_admissions: u64,
+    /// Open loop: how far any admission slipped behind its schedule, for any reason.
+    pub max_admission_lag_ms: f64,
+    /// Open loop: admission lag behind schedule.
+    pub admission_lag: Option<LatencyStats>,
+    /// The arrival process, when requests were released at a rate (absent: the
+    /// closed loop).
+    pub load: Option<LoadReport>,
+}
+
+/// How an open-loop run kept its schedule, and what the schedule cost.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LoadReport {
+    /// `poisson`, `constant` or `gamma`.
+    pub arrival: String,
+    /// `requests` or `sessions`.
+    pub release: String,
+    /// The target rate (absent with stages).
+    pub target_rate: Option<f64>,
+    /// Arrivals released per second: the arrivals over the time of the last
+    /// release (a client that falls behind its schedule achieves less).
+    pub achieved_rate: f64,
+    /// Arrivals released.
+    pub arrivals: u64,
+    /// Latency from the intended send time: what a user arriving on schedule saw.
+    pub latency_from_intended: Option<LatencyStats>,
+    /// Time to first token from the intended send time.
+    pub ttft_from_intended: Option<LatencyStats>,
+    /// Wait for a concurrency slot (`max_concurrency`).
+    pub queue_wait: Option<LatencyStats>,
+    /// The client's own delay behind the schedule, beyond the queue.
+    pub send_lag: Option<LatencyStats>,
+    /// Requests sent more than 1 ms behind schedule (beyond the queue).
+    pub late_sends: u64,
+    /// Warmup requests sent and excluded from the statistics.
+    pub warmup_requests: u64,
+    /// The run's duration limit, seconds.
+    pub duration_secs: Option<f64>,
+    /// `finish` or `cancel`: requests in flight at the deadline.
+    pub at_deadline: Option<String>,
+    /// Requests cancelled at the deadline (not failures).
+    pub cut_at_deadline: u64,
+    /// Per stage of a rate schedule.
+    pub stages: Vec<StageReport>,
+    /// Who held the requests back when it was not the server: one line, absent
+    /// when the schedule was kept.
+    pub verdict: Option<String>,
+}
+
+/// The figures of one stage of a rate schedule.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StageReport {
+    /// Stage index (0-based).
+    pub stage: usize,
+    /// Stage length, seconds.
+    pub secs: f64,
+    /// Target rate.
+    pub rate: f64,
+    /// Requests that ended.
+    pub requests: u64,
+    /// Successes.
+    pub successful_requests: u64,
+    /// Successes per second of the stage.
+    pub requests_per_second: f64,
+    /// Latency of successes.
+    pub latency: Option<LatencyStats>,
+    /// Latency from the intended send time.
+    pub latency_from_intended: Option<LatencyStats>,
+    /// Time to first token.
+    pub ttft: Option<LatencyStats>,
+}

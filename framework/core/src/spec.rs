@@ -1,0 +1,471 @@
+//! The run spec: a complete, serialisable description of one run. Both commands
+//! and the Python package resolve what the user asked for (flags, a `--config`
+//! file, a dict) into a [`RunSpec`]; one assembly turns it into a running engine;
+//! every run record embeds it, so feeding the recorded spec back as `--config`
+//! repeats the run (same seed, same request bodies).
+//!
+//! Defaults are defined here, once: the command-line flags show and use these.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Default values, shared by the spec and the flags that set it.
+pub mod defaults {
+    /// `--host`.
+    pub const HOST: &str = "https://api.openai.com";
+    /// `--endpoint`.
+    pub const ENDPOINT: &str = "/v1/chat/completions";
+    /// `--model`.
+    pub const MODEL: &str = "Qwen/Qwen3-VL-235B-A22B-Instruct-FP8";
+    /// `--api-key-env`.
+    pub const API_KEY_ENV: &str = "OPENAI_API_KEY";
+    /// `--request-timeout-secs`.
+    pub const REQUEST_TIMEOUT_SECS: f64 = 60.0;
+    /// `--max-retries`.
+    pub const MAX_RETRIES: u32 = 2;
+    /// `--retry-delay-ms`.
+    pub const RETRY_DELAY_MS: u64 = 250;
+    /// `--codec`.
+    pub const CODEC: &str = "openai_chat";
+    /// `--time-scale`.
+    pub const TIME_SCALE: f64 = 1.0;
+}
+
+/// A plugin selected by name, with its config (a JSON object; the plugin's own
+/// typed config deserialises it when the plugin is built).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginSpec {
+    /// The registered name.
+    pub name: String,
+    /// The plugin's config.
+    #[serde(default = "empty_object")]
+    pub config: serde_json::Value,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(serde_json::Map::new())
+}
+
+impl PluginSpec {
+    /// A plugin with this config.
+    pub fn new(name: impl Into<String>, config: serde_json::Value) -> Self {
+        Self {
+            name: name.into(),
+            config,
+        }
+    }
+
+    /// A plugin with the config serialised from a typed value.
+    pub fn typed<C: Serialize>(name: impl Into<String>, config: &C) -> Result<Self, String> {
+        let name = name.into();
+        let config = serde_json::to_value(config).map_err(|e| format!("{name}: {e}"))?;
+        Ok(Self { name, config })
+    }
+
+    /// The config as the plugin's typed config.
+    pub fn config_as<C: serde::de::DeserializeOwned>(&self) -> Result<C, String> {
+        C::deserialize(&self.config).map_err(|e| format!("{} config: {e}", self.name))
+    }
+}
+
+/// Where requests go and how they are sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TargetSpec {
+    /// Base URL of the server, or `sim://` (with options as a query) for the
+    /// built-in simulator.
+    pub host: String,
+    /// Request path, or a full URL.
+    pub endpoint: String,
+    /// The request's `model` field.
+    pub model: String,
+    /// The tokenizer (a Hugging Face id, a tokenizer.json, a directory, a .gguf);
+    /// absent: `model`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokenizer_model: Option<String>,
+    /// The environment variable holding the API key (the key itself is never
+    /// part of a spec).
+    pub api_key_env: String,
+    /// Per-request timeout in seconds.
+    pub request_timeout_secs: f64,
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// Base delay of the exponential retry backoff, in milliseconds.
+    pub retry_delay_ms: u64,
+    /// Extra HTTP headers on every request.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Stream responses (SSE) unless a request says otherwise.
+    pub stream: bool,
+}
+
+impl Default for TargetSpec {
+    fn default() -> Self {
+        Self {
+            host: defaults::HOST.into(),
+            endpoint: defaults::ENDPOINT.into(),
+            model: defaults::MODEL.into(),
+            tokenizer_model: None,
+            api_key_env: defaults::API_KEY_ENV.into(),
+            request_timeout_secs: defaults::REQUEST_TIMEOUT_SECS,
+            max_retries: defaults::MAX_RETRIES,
+            retry_delay_ms: defaults::RETRY_DELAY_MS,
+            headers: BTreeMap::new(),
+            stream: false,
+        }
+    }
+}
+
+impl TargetSpec {
+    /// The tokenizer: `tokenizer_model`, else `model`.
+    pub fn tokenizer(&self) -> &str {
+        self.tokenizer_model.as_deref().unwrap_or(&self.model)
+    }
+
+    /// Whether `host` asks for the in-process simulator.
+    pub fn is_sim(&self) -> bool {
+        self.host.starts_with("sim://") || self.host == "sim:"
+    }
+}
+
+/// How trajectories are admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdmissionMode {
+    /// In source order into `max_active` slots; a finished trajectory's slot goes
+    /// to the next one. Start offsets are ignored.
+    #[default]
+    ClosedLoop,
+    /// Each trajectory at its start offset divided by the time scale;
+    /// `max_active` is a hard cap that delays (and counts) late admissions.
+    OpenLoop,
+}
+
+impl AdmissionMode {
+    /// `closed-loop` or `open-loop`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ClosedLoop => "closed-loop",
+            Self::OpenLoop => "open-loop",
+        }
+    }
+}
+
+/// How trajectories enter the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdmissionSpec {
+    /// Closed or open loop.
+    pub mode: AdmissionMode,
+    /// Trajectories active at once. Absent: every trajectory at once (closed
+    /// loop), no cap (open loop).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_active: Option<u64>,
+    /// Divides every start offset and delay.
+    pub time_scale: f64,
+}
+
+impl Default for AdmissionSpec {
+    fn default() -> Self {
+        Self {
+            mode: AdmissionMode::ClosedLoop,
+            max_active: None,
+            time_scale: defaults::TIME_SCALE,
+        }
+    }
+}
+
+/// What an arrival rate releases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Release {
+    /// Each request on its own (`batchbench --request-rate`): a trajectory's
+    /// requests must be independent (every one after the first resets).
+    #[default]
+    Requests,
+    /// Each trajectory's first request (`batchbench-agent --session-rate`); later
+    /// turns follow their replies.
+    Sessions,
+}
+
+/// How inter-arrival times are drawn (in units of the mean gap, then spread
+/// over the rate schedule).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arrival {
+    /// Exponential gaps (a Poisson process).
+    #[default]
+    Poisson,
+    /// Evenly spaced.
+    Constant,
+    /// Gamma gaps of shape `burstiness` (1: Poisson; below 1 burstier, above 1
+    /// more regular).
+    Gamma,
+}
+
+impl Arrival {
+    /// `poisson`, `constant` or `gamma`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Poisson => "poisson",
+            Self::Constant => "constant",
+            Self::Gamma => "gamma",
+        }
+    }
+}
+
+/// One step of a rate schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stage {
+    /// How long the step lasts.
+    pub secs: f64,
+    /// Arrivals per second during it.
+    pub rate: f64,
+}
+
+/// What happens to requests in flight at the end of a `duration_secs` run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AtDeadline {
+    /// They finish and are counted; nothing new is sent.
+    #[default]
+    Finish,
+    /// They are cancelled and counted apart (`cut_at_deadline`), not as failures.
+    Cancel,
+}
+
+impl AtDeadline {
+    /// `finish` or `cancel`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Finish => "finish",
+            Self::Cancel => "cancel",
+        }
+    }
+}
+
+/// When requests are released: the closed loop (no rate), or an arrival
+/// process over a rate schedule; with a concurrency cap, warmup and a duration.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LoadSpec {
+    /// Arrivals per second (absent, and no `stages`: the closed loop).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// What an arrival releases.
+    pub release: Release,
+    /// How gaps are drawn.
+    pub arrival: Arrival,
+    /// The gamma shape (with `arrival = "gamma"` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub burstiness: Option<f64>,
+    /// A linear ramp of the rate from 0 to `rate` over this many seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ramp_up_secs: Option<f64>,
+    /// A rate schedule instead of `rate`: steps in order; arrivals end with the last.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<Stage>,
+    /// Requests in flight at most; later arrivals wait in a client queue whose
+    /// wait is measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u64>,
+    /// The first this many requests sent are warmup: sent, excluded from the
+    /// statistics, reported apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warmup_requests: Option<u64>,
+    /// Requests due in the first this many seconds are warmup.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warmup_secs: Option<f64>,
+    /// Run for this long, drawing the workload for as long as needed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_secs: Option<f64>,
+    /// Requests in flight at the deadline.
+    pub at_deadline: AtDeadline,
+}
+
+impl LoadSpec {
+    /// Whether an arrival process releases requests (not the closed loop).
+    pub fn is_open(&self) -> bool {
+        self.rate.is_some() || !self.stages.is_empty()
+    }
+
+    /// Checks the numbers; an error names the field.
+    pub fn check(&self) -> Result<(), String> {
+        let positive = |name: &str, v: Option<f64>| match v {
+            Some(x) if !(x.is_finite() && x > 0.0) => {
+                Err(format!("load.{name} must be a positive number, got {x}"))
+            }
+            _ => Ok(()),
+        };
+        positive("rate", self.rate)?;
+        positive("burstiness", self.burstiness)?;
+        positive("ramp_up_secs", self.ramp_up_secs)?;
+        positive("warmup_secs", self.warmup_secs)?;
+        positive("duration_secs", self.duration_secs)?;
+        for (i, st) in self.stages.iter().enumerate() {
+            if !(st.secs.is_finite() && st.secs > 0.0) {
+                return Err(format!(
+                    "load.stages[{i}].secs must be a positive number, got {}",
+                    st.secs
+                ));
+            }
+            if !(st.rate.is_finite() && st.rate > 0.0) {
+                return Err(format!(
+                    "load.stages[{i}].rate must be a positive number, got {}",
+                    st.rate
+                ));
+            }
+        }
+        if self.rate.is_some() && !self.stages.is_empty() {
+            return Err(
+                "load.rate and load.stages: give one (stages carry their own rates)".into(),
+            );
+        }
+        if self.ramp_up_secs.is_some() && self.rate.is_none() {
+            return Err("load.ramp_up_secs ramps up to load.rate: give a rate".into());
+        }
+        if self.burstiness.is_some() && self.arrival != Arrival::Gamma {
+            return Err(format!(
+                "load.burstiness is the gamma shape: it needs arrival \"gamma\", not \"{}\"",
+                self.arrival.as_str()
+            ));
+        }
+        if self.max_concurrency == Some(0) {
+            return Err("load.max_concurrency must be at least 1 (absent: no cap)".into());
+        }
+        if self.warmup_requests.is_some() && self.warmup_secs.is_some() {
+            return Err("load.warmup_requests and load.warmup_secs: give one".into());
+        }
+        if self.at_deadline != AtDeadline::Finish && self.duration_secs.is_none() {
+            return Err("load.at_deadline needs load.duration_secs".into());
+        }
+        if let (Some(d), Some(w)) = (self.duration_secs, self.warmup_secs)
+            && w >= d
+        {
+            return Err(format!(
+                "load.warmup_secs ({w}) must be shorter than load.duration_secs ({d})"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Chat-template tokens the server adds around the content, which the engine
+/// subtracts when it builds exact prompts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TemplateSpec {
+    /// Tokens of a first or reset request.
+    pub initial_overhead_tokens: u32,
+    /// Tokens of each appended turn.
+    pub turn_overhead_tokens: u32,
+}
+
+/// Result files and console behaviour.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputSpec {
+    /// Print the plan and send nothing.
+    pub dry_run: bool,
+    /// No progress bar.
+    pub quiet: bool,
+    /// Print truncated payloads to stderr.
+    pub verbose: bool,
+    /// Append a CSV row of totals, percentiles and configuration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub results_csv: Option<PathBuf>,
+    /// The complete summary and run record as JSON.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary_json: Option<PathBuf>,
+    /// One JSON line per request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests_jsonl: Option<PathBuf>,
+    /// One JSON line per trajectory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_events_jsonl: Option<PathBuf>,
+}
+
+impl OutputSpec {
+    /// Every result file with the flag that names it.
+    pub fn files(&self) -> Vec<(&'static str, &PathBuf)> {
+        [
+            ("--results-csv", &self.results_csv),
+            ("--summary-json", &self.summary_json),
+            ("--requests-jsonl", &self.requests_jsonl),
+            ("--agent-events-jsonl", &self.agent_events_jsonl),
+        ]
+        .into_iter()
+        .filter_map(|(f, p)| p.as_ref().map(|p| (f, p)))
+        .collect()
+    }
+}
+
+/// One run, complete.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    /// The seed of every sampled shape, text and identity. Absent in a spec the
+    /// user wrote: a fresh one is drawn and recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Where and how requests are sent.
+    #[serde(default)]
+    pub target: TargetSpec,
+    /// How request bodies are written and responses read.
+    #[serde(default = "default_codec")]
+    pub codec: PluginSpec,
+    /// Where the trajectories come from.
+    pub workload: PluginSpec,
+    /// How trajectories are admitted.
+    #[serde(default)]
+    pub admission: AdmissionSpec,
+    /// When requests are released: closed loop, or an arrival process.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub load: LoadSpec,
+    /// Template overheads subtracted from exact prompts.
+    #[serde(default)]
+    pub template: TemplateSpec,
+    /// Routers, in the order they decorate requests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub routers: Vec<PluginSpec>,
+    /// Reporter plugins beyond the result files of `output`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reporters: Vec<PluginSpec>,
+    /// External plugin files (.wasm components, native libraries) to load first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plugin_files: Vec<PathBuf>,
+    /// Result files and console behaviour.
+    #[serde(default)]
+    pub output: OutputSpec,
+}
+
+/// The default codec: OpenAI chat completions.
+pub fn default_codec() -> PluginSpec {
+    PluginSpec::new(defaults::CODEC, empty_object())
+}
+
+impl RunSpec {
+    /// A spec of `workload` with every other part at its default.
+    pub fn new(workload: PluginSpec) -> Self {
+        Self {
+            seed: None,
+            target: TargetSpec::default(),
+            codec: default_codec(),
+            workload,
+            admission: AdmissionSpec::default(),
+            load: LoadSpec::default(),
+            template: TemplateSpec::default(),
+            routers: Vec::new(),
+            reporters: Vec::new(),
+            plugin_files: Vec::new(),
+            output: OutputSpec::default(),
+        }
+    }
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}

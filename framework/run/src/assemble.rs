@@ -1,0 +1,444 @@
+//! The one assembly: a [`RunSpec`] becomes a running engine. Both commands and the
+//! Python package come here; nothing else builds a workload, a codec, a router, a
+//! reporter, a transport or an engine.
+//!
+//! Order, so that bad input is found before anything is sent: the spec is
+//! checked (output paths included), plugin files are loaded, the workload is
+//! built (a local tokenizer loads meanwhile), then the codec, routers and
+//! reporters; then the target (the in-process simulator for `sim://`), the
+//! transport, and the engine, whose reporters all start before the clock does.
+
+use crate::exit::{Failure, engine_failure, plugin_failure, runtime};
+use crate::progress::Progress;
+use batchbench_core::engine::{DryRunStats, Engine, EngineOptions, RunOutput};
+use batchbench_core::plugin::{Reporter, Router, WorkloadInfo, WorkloadSource};
+use batchbench_core::registry::{self, BuildContext};
+use batchbench_core::spec::{AdmissionMode, PluginSpec, RunSpec};
+use batchbench_core::tokens::TokenizerHandle;
+use batchbench_core::transport::{TargetConfig, Transport, join_url};
+use batchbench_simulator::{Sim, SimConfig};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// What a front end promises about its reports: the flat configuration view
+/// under the names its users' notebooks read, and its CSV columns.
+#[derive(Debug, Clone, Copy)]
+pub struct Profile {
+    /// The command, for messages (`batchbench`, `batchbench-agent`).
+    pub command: &'static str,
+    /// The CSV columns, in order, in groups: `name` (a field of the run record,
+    /// see [`RunInfo::fields`](batchbench_core::record::RunInfo::fields)) or
+    /// `name=field` (a column named differently from its field).
+    pub csv_columns: &'static [&'static [&'static str]],
+    /// The record's flat configuration view (`run.config` of the JSON summary).
+    pub view: fn(&RunSpec, &WorkloadInfo) -> serde_json::Value,
+    /// The dry run's closing line on stderr.
+    pub dry_run_line: fn(&DryRunStats) -> String,
+}
+
+/// What a host adds to a spec: the secrets and hooks that are not part of it.
+#[derive(Default)]
+pub struct Host {
+    /// Cancels the run (the Python package); absent: the first Ctrl+C does.
+    pub cancel: Option<CancellationToken>,
+    /// The API key given on the command line or by the host; absent: the
+    /// variable named by the spec's `target.api_key_env`. Never recorded.
+    pub api_key: Option<String>,
+    /// In-process reporters after the spec's own.
+    pub reporters: Vec<Box<dyn Reporter>>,
+    /// Where a dry run writes its plan; absent: stdout.
+    pub plan_out: Option<Box<dyn std::io::Write + Send>>,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("cancel", &self.cancel.is_some())
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .field("reporters", &self.reporters.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a run ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The run went (possibly interrupted: see the summary).
+    Ran(Box<RunOutput>),
+    /// A dry run wrote its plan and sent nothing.
+    DryRun {
+        /// Its totals.
+        stats: DryRunStats,
+        /// The flat configuration view the run would have recorded.
+        view: serde_json::Value,
+    },
+}
+
+/// A seed for runs that did not give one (recorded in the report).
+pub fn fresh_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    batchbench_core::rng::mix64(t ^ u64::from(std::process::id()).rotate_left(32))
+}
+
+/// The simulator config of a `sim://?k=v` host.
+pub fn sim_config(host: &str) -> Result<SimConfig, String> {
+    let rest = host.trim_start_matches("sim:").trim_start_matches("//");
+    let query = rest.split_once('?').map_or("", |(_, q)| q);
+    let cfg = SimConfig::from_query(query)?;
+    cfg.validate().map_err(|e| format!("sim:// option: {e}"))?;
+    Ok(cfg)
+}
+
+/// Cancels `token` on the first Ctrl+C; a second Ctrl+C exits at once.
+fn cancel_on_ctrl_c(token: CancellationToken) {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\ninterrupted: cancelling in-flight requests (Ctrl+C again to quit now)");
+            token.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(crate::exit::EXIT_INTERRUPTED);
+            }
+        }
+    });
+}
+
+/// Checks what can be checked of a spec before anything is loaded: numbers in
+/// range, and every result file creatable. Bad input names the field.
+pub fn check(spec: &RunSpec) -> Result<(), Failure> {
+    let a = &spec.admission;
+    if !(a.time_scale.is_finite() && a.time_scale > 0.0) {
+        return Err(Failure::bad(format!(
+            "admission.time_scale (--time-scale) must be a positive number, got {}",
+            a.time_scale
+        )));
+    }
+    if a.max_active == Some(0) {
+        return Err(Failure::bad(
+            "admission.max_active must be at least 1 (absent: no cap)",
+        ));
+    }
+    spec.load.check().map_err(Failure::bad)?;
+    if spec.load.duration_secs.is_some() && spec.output.dry_run {
+        return Err(Failure::bad(
+            "load.duration_secs (--duration-secs) draws the workload without end: a dry run cannot list it",
+        ));
+    }
+    let t = &spec.target;
+    if !(t.request_timeout_secs.is_finite() && t.request_timeout_secs > 0.0) {
+        return Err(Failure::bad(format!(
+            "target.request_timeout_secs must be a positive number, got {}",
+            t.request_timeout_secs
+        )));
+    }
+    if t.is_sim() {
+        sim_config(&t.host).map_err(|e| Failure::bad(format!("--host: {e}")))?;
+    }
+    for (flag, path) in spec.output.files() {
+        check_output(flag, path)?;
+    }
+    Ok(())
+}
+
+/// A result file must be creatable: its directory exists, and it is not itself a
+/// directory.
+fn check_output(flag: &str, path: &Path) -> Result<(), Failure> {
+    if path.as_os_str().is_empty() {
+        return Err(Failure::bad(format!("{flag}: the path is empty")));
+    }
+    if path.is_dir() {
+        return Err(Failure::bad(format!(
+            "{flag} {}: is a directory, not a file",
+            path.display()
+        )));
+    }
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(Failure::bad(format!(
+            "{flag} {}: the directory {} does not exist",
+            path.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+fn build_reporter(
+    name: &str,
+    config: serde_json::Value,
+    ctx: &BuildContext,
+) -> Result<Box<dyn Reporter>, Failure> {
+    registry::reporter(name, &config, ctx).map_err(plugin_failure)
+}
+
+fn path_config(path: &Path) -> serde_json::Value {
+    serde_json::Value::Object(
+        [(
+            "path".to_owned(),
+            serde_json::Value::String(path.display().to_string()),
+        )]
+        .into_iter()
+        .collect(),
+    )
+}
+
+/// The reporters of a spec, in event order: the console summary, the result
+/// files, then the spec's reporter plugins.
+fn reporters(
+    spec: &RunSpec,
+    profile: &Profile,
+    ctx: &BuildContext,
+) -> Result<Vec<Box<dyn Reporter>>, Failure> {
+    let o = &spec.output;
+    let mut v = vec![build_reporter(
+        "console_summary",
+        serde_json::Value::Object(serde_json::Map::new()),
+        ctx,
+    )?];
+    if let Some(p) = &o.summary_json {
+        v.push(build_reporter("json_summary", path_config(p), ctx)?);
+    }
+    if let Some(p) = &o.requests_jsonl {
+        v.push(build_reporter("requests_jsonl", path_config(p), ctx)?);
+    }
+    if let Some(p) = &o.results_csv {
+        let cfg = batchbench_plugins::csv_report::CsvConfig {
+            path: p.clone(),
+            columns: profile
+                .csv_columns
+                .iter()
+                .flat_map(|g| g.iter())
+                .map(|c| (*c).to_owned())
+                .collect(),
+        };
+        let cfg = serde_json::to_value(&cfg).map_err(Failure::failed)?;
+        v.push(build_reporter("csv", cfg, ctx)?);
+    }
+    for r in &spec.reporters {
+        v.push(build_reporter(&r.name, r.config.clone(), ctx)?);
+    }
+    if let Some(p) = &o.agent_events_jsonl {
+        v.push(build_reporter("agent_events", path_config(p), ctx)?);
+    }
+    Ok(v)
+}
+
+fn build_routers(
+    specs: &[PluginSpec],
+    ctx: &BuildContext,
+) -> Result<Vec<Arc<dyn Router>>, Failure> {
+    specs
+        .iter()
+        .map(|r| {
+            registry::router(&r.name, &r.config, ctx)
+                .map(Arc::from)
+                .map_err(plugin_failure)
+        })
+        .collect()
+}
+
+/// Idle connections kept for an open loop without a concurrency cap.
+const OPEN_POOL: u64 = 1024;
+
+/// A duration run needs a workload drawn without end, and an endless workload
+/// needs a duration.
+fn check_endless(spec: &RunSpec, info: &WorkloadInfo) -> Result<(), Failure> {
+    match (spec.load.duration_secs, info.endless) {
+        (Some(_), false) => Err(Failure::bad(format!(
+            "load.duration_secs (--duration-secs) draws the workload for as long as needed, and the {} workload ({}) is finite: drop the duration, or use a workload that can go on (finite_batch, synthetic_agents)",
+            spec.workload.name, info.mode
+        ))),
+        (None, true) => Err(Failure::bad(format!(
+            "the {} workload goes on without end: give load.duration_secs (--duration-secs)",
+            spec.workload.name
+        ))),
+        // A closed loop runs every trajectory at once unless capped: endless
+        // trajectories need the cap.
+        (Some(_), true)
+            if info.planned_trajectories.is_none()
+                && spec.admission.mode == AdmissionMode::ClosedLoop
+                && !spec.load.is_open()
+                && spec.admission.max_active.is_none() =>
+        {
+            Err(Failure::bad(format!(
+                "the {} workload starts trajectories without end over the duration: cap how many run at once (admission.max_active, --max-active-agents) or give a session rate",
+                spec.workload.name
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Loads the run's tokenizer, as bad input when it cannot be read.
+pub async fn load_tokenizer(spec: &RunSpec) -> Result<Arc<TokenizerHandle>, Failure> {
+    let flag = if spec.target.tokenizer_model.is_some() {
+        "--tokenizer-model"
+    } else {
+        "--model (as tokenizer; pass --tokenizer-model)"
+    };
+    batchbench_core::tokens::load(spec.target.tokenizer())
+        .await
+        .map_err(|e| Failure::bad(format!("{flag}: {e}")))
+}
+
+/// Runs `spec` as `profile` describes its reports: the whole path from a spec to
+/// a summary. The spec's seed is drawn here when absent, and recorded.
+pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<Outcome, Failure> {
+    check(&spec)?;
+    crate::plugins::load_plugins(&spec.plugin_files)?;
+    let seed = *spec.seed.get_or_insert_with(fresh_seed);
+    let open = spec.admission.mode == AdmissionMode::OpenLoop;
+    let ctx = BuildContext {
+        seed,
+        order_by_start: open,
+        endless: spec.load.duration_secs.is_some(),
+    };
+    let rt = runtime()?;
+    // A local tokenizer loads on the runtime while this thread builds the
+    // workload (reading a large manifest takes seconds): both stand between
+    // launch and the first request. A hub id waits, so that bad input never
+    // starts a download.
+    let local = Path::new(spec.target.tokenizer()).exists();
+    let named = spec.target.tokenizer_model.is_some() || spec.target.is_sim();
+    let preload = (!spec.output.dry_run && local).then(|| {
+        let spec = spec.clone();
+        rt.spawn(async move { load_tokenizer(&spec).await })
+    });
+    let mut source = registry::workload(&spec.workload.name, &spec.workload.config, &ctx)
+        .map_err(plugin_failure)?;
+    let info = source.info();
+    check_endless(&spec, &info)?;
+    let codec =
+        registry::codec(&spec.codec.name, &spec.codec.config, &ctx).map_err(plugin_failure)?;
+    let routers = build_routers(&spec.routers, &ctx)?;
+    let mut reps = reporters(&spec, profile, &ctx)?;
+    reps.append(&mut host.reporters);
+    // A dry run builds every plugin too, so a bad codec, router or reporter
+    // config fails the same way it would fail a run.
+    if spec.output.dry_run {
+        let stats = match host.plan_out.as_mut() {
+            Some(out) => batchbench_core::engine::dry_run(source.as_mut(), out),
+            None => {
+                batchbench_core::engine::dry_run(source.as_mut(), &mut std::io::stdout().lock())
+            }
+        }
+        .map_err(engine_failure)?;
+        let line = (profile.dry_run_line)(&stats);
+        if !line.is_empty() {
+            eprintln!("{line}");
+        }
+        let view = (profile.view)(&spec, &info);
+        return Ok(Outcome::DryRun { stats, view });
+    }
+
+    let needs_tokens = named || source.needs_tokenizer();
+
+    // Closed loop: every trajectory active at once unless capped. Open loop: no
+    // cap unless given. The connection pool is sized for what can be active.
+    let planned = info.planned_trajectories;
+    let cap = match (spec.admission.max_active, open) {
+        (Some(n), _) => n,
+        (None, false) => planned.unwrap_or(u64::from(u32::MAX)),
+        (None, true) => u64::from(u32::MAX),
+    };
+    let pool = match (spec.load.is_open(), spec.load.max_concurrency) {
+        (_, Some(n)) => n,
+        // Arrivals do not wait for replies: as many connections as are in flight.
+        (true, None) => OPEN_POOL,
+        (false, None) => cap.min(planned.unwrap_or(cap)),
+    }
+    .max(1);
+    let view = (profile.view)(&spec, &info);
+    let total = info.planned_requests;
+    rt.block_on(async move {
+        let tokenizer = match preload {
+            Some(task) if needs_tokens => Some(task.await.map_err(|e| {
+                Failure::failed(anyhow::anyhow!("the tokenizer loader failed: {e}"))
+            })??),
+            Some(_) | None if !needs_tokens => None,
+            _ => Some(load_tokenizer(&spec).await?),
+        };
+        let t = &spec.target;
+        let sim = match t.is_sim() {
+            false => None,
+            true => {
+                let cfg = sim_config(&t.host).map_err(|e| Failure::bad(format!("--host: {e}")))?;
+                let tok = tokenizer.clone().ok_or_else(|| {
+                    Failure::bad("--host sim:// needs a tokenizer (--tokenizer-model)")
+                })?;
+                let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+                Some(Sim::start(cfg, tok, addr).await.map_err(|e| {
+                    Failure::failed(anyhow::anyhow!("cannot start the simulator: {e}"))
+                })?)
+            }
+        };
+        let base = sim.as_ref().map_or_else(|| t.host.clone(), Sim::url);
+        let api_key = match &sim {
+            Some(_) => None,
+            None => host
+                .api_key
+                .clone()
+                .or_else(|| std::env::var(&t.api_key_env).ok())
+                .filter(|k| !k.is_empty()),
+        };
+        let transport = Transport::new(TargetConfig {
+            url: join_url(&base, &t.endpoint),
+            api_key,
+            timeout: Duration::from_secs_f64(t.request_timeout_secs),
+            max_retries: t.max_retries,
+            retry_delay: Duration::from_millis(spec.target.retry_delay_ms),
+            headers: t.headers.clone().into_iter().collect(),
+            pool_size: usize::try_from(pool).unwrap_or(usize::MAX),
+            verbose: spec.output.verbose,
+        })
+        .map_err(|e| Failure::bad(format!("--host/--endpoint: {e}")))?;
+        // A host (the Python package) cancels through its own token; the CLI
+        // cancels on Ctrl+C.
+        let cancel = host.cancel.unwrap_or_else(|| {
+            let c = CancellationToken::new();
+            cancel_on_ctrl_c(c.clone());
+            c
+        });
+        let opts = EngineOptions {
+            model: t.model.clone(),
+            seed,
+            max_active: usize::try_from(cap).unwrap_or(usize::MAX),
+            stream: t.stream,
+            admission: spec.admission.mode,
+            time_scale: spec.admission.time_scale,
+            initial_overhead_tokens: spec.template.initial_overhead_tokens,
+            turn_overhead_tokens: spec.template.turn_overhead_tokens,
+            load: spec.load.clone(),
+            ..EngineOptions::default()
+        };
+        let quiet = spec.output.quiet;
+        let mut engine = Engine::new(opts, transport, Arc::from(codec))
+            .record(view, spec)
+            .cancel_token(cancel)
+            .reporter(Box::new(Progress::new(total, quiet)));
+        for r in routers {
+            engine = engine.router(r);
+        }
+        for r in reps {
+            engine = engine.reporter(r);
+        }
+        if let Some(t) = tokenizer {
+            engine = engine.tokenizer(t);
+        }
+        let out = run_source(engine, source).await;
+        if let Some(sim) = sim {
+            sim.stop().await;
+        }
+        out.map(|o| Outcome::Ran(Box::new(o)))
+    })
+}
+
+async fn run_source(engine: Engine, source: Box<dyn WorkloadSource>) -> Result<RunOutput, Failure> {
+    engine.run(source).await.map_err(engine_failure)
+}

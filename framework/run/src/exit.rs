@@ -1,0 +1,114 @@
+//! Exit codes and the failures that carry them.
+
+use batchbench_core::engine::EngineError;
+use batchbench_core::plugin::PluginError;
+
+/// Exit code of a run that completed.
+pub const EXIT_OK: i32 = 0;
+/// Exit code of a run that could not complete.
+pub const EXIT_FAILED: i32 = 1;
+/// Exit code of bad input (nothing was sent).
+pub const EXIT_BAD_INPUT: i32 = 2;
+/// Exit code after Ctrl+C (a partial summary was printed).
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// A failure with its exit code.
+#[derive(Debug)]
+pub struct Failure {
+    /// Exit code.
+    pub code: i32,
+    /// The error.
+    pub error: anyhow::Error,
+}
+
+impl Failure {
+    /// Bad input: exit 2.
+    pub fn bad_input(e: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: EXIT_BAD_INPUT,
+            error: e.into(),
+        }
+    }
+
+    /// Bad input described by a message: exit 2.
+    pub fn bad(message: impl std::fmt::Display) -> Self {
+        Self::bad_input(anyhow::anyhow!("{message}"))
+    }
+
+    /// A run that could not complete: exit 1.
+    pub fn failed(e: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: EXIT_FAILED,
+            error: e.into(),
+        }
+    }
+
+    /// A run that could not complete, described by a message: exit 1.
+    pub fn failed_msg(message: impl std::fmt::Display) -> Self {
+        Self::failed(anyhow::anyhow!("{message}"))
+    }
+
+    /// Whether this is bad input.
+    pub fn is_bad_input(&self) -> bool {
+        self.code == EXIT_BAD_INPUT
+    }
+}
+
+/// Maps a plugin error to its exit code.
+pub fn plugin_failure(e: PluginError) -> Failure {
+    match e {
+        PluginError::Config { .. } | PluginError::Plan(_) | PluginError::Unknown { .. } => {
+            Failure::bad_input(e)
+        }
+        _ => Failure::failed(e),
+    }
+}
+
+/// Maps an engine error to its exit code.
+pub fn engine_failure(e: EngineError) -> Failure {
+    if e.is_bad_input() {
+        Failure::bad_input(e)
+    } else {
+        Failure::failed(e)
+    }
+}
+
+/// The exit code of a run, printing a failure as `prog: message`.
+pub fn exit_code(prog: &str, result: Result<i32, Failure>) -> i32 {
+    match result {
+        Ok(code) => code,
+        Err(f) => {
+            eprintln!("{prog}: {:#}", f.error);
+            f.code
+        }
+    }
+}
+
+/// Prints a clap error the way every batchbench error is printed: one line naming
+/// the flag (help and version go to stdout unchanged).
+pub fn clap_exit(prog: &str, e: &clap::Error) -> i32 {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            EXIT_OK
+        }
+        _ => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("{prog}: {first}");
+            EXIT_BAD_INPUT
+        }
+    }
+}
+
+/// The multi-threaded runtime of a run.
+pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::failed(anyhow::anyhow!("cannot start the async runtime: {e}")))
+}

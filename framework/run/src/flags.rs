@@ -1,0 +1,685 @@
+//! The flags both commands share, and how they resolve into a [`RunSpec`].
+//!
+//! Resolution runs once, before anything else sees the flags: a command starts
+//! from its default spec (or the `--config` file's), and every flag the user gave
+//! overrides the spec field it names. Without a file, every flag applies, its
+//! default included; the defaults are the spec's own ([`defaults`]).
+
+use crate::exit::Failure;
+use batchbench_core::dist::{LengthDist, LogNormalFlags, lognormal_from_flags};
+use batchbench_core::spec::{Arrival, AtDeadline, PluginSpec, Release, RunSpec, Stage, defaults};
+use batchbench_plugins::openai::OpenAiChatConfig;
+use clap::parser::ValueSource;
+use std::path::PathBuf;
+
+/// Which flags the user gave: with a `--config` file only those override it;
+/// without one, every flag (its default included) sets its field.
+#[derive(Debug)]
+pub struct Given {
+    matches: clap::ArgMatches,
+    over_file: bool,
+}
+
+impl Given {
+    /// The flags of `matches`; `over_file` when a `--config` file is the base.
+    pub fn new(matches: clap::ArgMatches, over_file: bool) -> Self {
+        Self { matches, over_file }
+    }
+
+    /// Whether the flag with this id (the field name) sets its spec field.
+    pub fn has(&self, id: &str) -> bool {
+        !self.over_file || self.explicit(id)
+    }
+
+    /// Whether a `--config` file is the base.
+    pub fn over_file(&self) -> bool {
+        self.over_file
+    }
+
+    /// Whether the user typed the flag with this id.
+    pub fn explicit(&self, id: &str) -> bool {
+        matches!(
+            self.matches
+                .try_get_raw(id)
+                .map(|_| self.matches.value_source(id)),
+            Ok(Some(ValueSource::CommandLine | ValueSource::EnvVariable))
+        )
+    }
+}
+
+/// Every long flag of a command line and whether it takes a value: for hosts that
+/// build argument lists (the Python package checks option names against it).
+pub fn long_flags<C: clap::CommandFactory>() -> Vec<(String, bool)> {
+    C::command()
+        .get_arguments()
+        .filter_map(|a| {
+            a.get_long()
+                .map(|l| (l.to_owned(), a.get_action().takes_values()))
+        })
+        .collect()
+}
+
+/// Parses a count that must be >= 0, with a message naming the value.
+pub fn non_negative(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<i64>() {
+        Ok(v) if v >= 0 => Ok(v as u64),
+        Ok(v) => Err(format!("must be >= 0, got {v}")),
+        Err(_) => Err(format!("'{s}' is not a whole number")),
+    }
+}
+
+/// Parses a count that must be >= 1.
+pub fn positive(s: &str) -> Result<u64, String> {
+    match non_negative(s)? {
+        0 => Err("must be at least 1".into()),
+        v => Ok(v),
+    }
+}
+
+/// Parses a finite float.
+pub fn finite(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err(format!("'{s}' is not a finite number")),
+    }
+}
+
+fn retries(s: &str) -> Result<u32, String> {
+    let v = non_negative(s)?;
+    u32::try_from(v)
+        .ok()
+        .filter(|v| *v <= 100)
+        .ok_or_else(|| format!("at most 100, got {v}"))
+}
+
+/// A length from a fixed flag (with variation) or a log-normal family; the two are
+/// mutually exclusive. `family` is the flag stem (`input`, `output`, ...).
+pub fn length(
+    family: &str,
+    fixed: Option<u64>,
+    vary: u64,
+    flags: LogNormalFlags,
+) -> Result<Option<LengthDist>, Failure> {
+    length_with(family, "-tokens", "median", "max", fixed, vary, flags)
+}
+
+/// [`length`] with the family's own flag suffixes (`-ms`, `median-ms`, `max-ms`).
+pub fn length_with(
+    family: &str,
+    fixed_suffix: &str,
+    median: &str,
+    max: &str,
+    fixed: Option<u64>,
+    vary: u64,
+    flags: LogNormalFlags,
+) -> Result<Option<LengthDist>, Failure> {
+    let ln = lognormal_from_flags(&format!("--{family}-lognorm"), median, max, flags)
+        .map_err(Failure::bad)?;
+    match (fixed, ln) {
+        (Some(_), Some(_)) => Err(Failure::bad(format!(
+            "--{family}{fixed_suffix} and the --{family}-lognorm-* family are mutually exclusive"
+        ))),
+        (Some(v), None) => Ok(Some(LengthDist::Fixed { value: v, vary })),
+        (None, ln) => {
+            if vary > 0 {
+                return Err(Failure::bad(format!(
+                    "--{family}-vary needs --{family}{fixed_suffix}"
+                )));
+            }
+            Ok(ln)
+        }
+    }
+}
+
+/// Parses a `--*-config` flag: a JSON object (absent: `{}`).
+pub fn json_config(flag: &str, text: Option<&str>) -> Result<serde_json::Value, Failure> {
+    let v: serde_json::Value = serde_json::from_str(text.unwrap_or("{}"))
+        .map_err(|e| Failure::bad(format!("{flag} is not JSON: {e}")))?;
+    if !v.is_object() {
+        return Err(Failure::bad(format!(
+            "{flag} must be a JSON object, got {v}"
+        )));
+    }
+    Ok(v)
+}
+
+/// Parses a positive finite number.
+pub fn positive_number(s: &str) -> Result<f64, String> {
+    match finite(s)? {
+        v if v > 0.0 => Ok(v),
+        v => Err(format!("must be a positive number, got {v}")),
+    }
+}
+
+/// Parses a duration: seconds, or a number with `ms`, `s`, `m` or `h`.
+fn secs(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => t.split_at(i),
+        None => (t, "s"),
+    };
+    let scale = match unit {
+        "ms" => 0.001,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(format!("'{s}': unknown unit '{unit}' (ms, s, m or h)")),
+    };
+    positive_number(num)
+        .map(|v| v * scale)
+        .map_err(|e| format!("'{s}': {e}"))
+}
+
+/// A parsed `--stages` list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stages(pub Vec<Stage>);
+
+/// Parses a stage list: `DURATION@RATE` steps separated by commas, such as
+/// `60s@10,60s@20,2m@40`.
+pub fn stages(s: &str) -> Result<Stages, String> {
+    s.split(',')
+        .enumerate()
+        .map(|(i, step)| {
+            let (d, r) = step.split_once('@').ok_or_else(|| {
+                format!(
+                    "step {} '{step}' is not DURATION@RATE (such as 60s@10)",
+                    i + 1
+                )
+            })?;
+            Ok(Stage {
+                secs: secs(d).map_err(|e| format!("step {}: {e}", i + 1))?,
+                rate: positive_number(r).map_err(|e| format!("step {}: rate {e}", i + 1))?,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()
+        .map(Stages)
+}
+
+/// `constant`, `poisson` or `gamma`.
+fn arrival(s: &str) -> Result<Arrival, String> {
+    match s {
+        "constant" => Ok(Arrival::Constant),
+        "poisson" => Ok(Arrival::Poisson),
+        "gamma" => Ok(Arrival::Gamma),
+        _ => Err(format!("'{s}': one of constant, poisson, gamma")),
+    }
+}
+
+/// `finish` or `cancel`.
+fn at_deadline(s: &str) -> Result<AtDeadline, String> {
+    match s {
+        "finish" => Ok(AtDeadline::Finish),
+        "cancel" => Ok(AtDeadline::Cancel),
+        _ => Err(format!("'{s}': finish or cancel")),
+    }
+}
+
+/// The load-model flags both commands share (each names its own rate flag).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct LoadArgs {
+    /// How gaps between arrivals are drawn: constant, poisson or gamma (with
+    /// --burstiness) [default: poisson].
+    #[arg(long, value_parser = arrival, value_name = "KIND", help_heading = "Load")]
+    pub arrival: Option<Arrival>,
+    /// Gamma shape of the arrival gaps: 1 is Poisson, below 1 burstier, above 1
+    /// more regular (with --arrival gamma).
+    #[arg(long, value_parser = positive_number, help_heading = "Load")]
+    pub burstiness: Option<f64>,
+    /// Ramp the rate up linearly from 0 over this many seconds.
+    #[arg(long, value_parser = positive_number, help_heading = "Load")]
+    pub ramp_up_secs: Option<f64>,
+    /// A rate schedule instead of one rate: DURATION@RATE steps, such as
+    /// 60s@10,60s@20,60s@40; arrivals end with the last step.
+    #[arg(long, value_parser = stages, value_name = "STEPS", help_heading = "Load")]
+    pub stages: Option<Stages>,
+    /// Requests in flight at most; arrivals beyond it wait in a client queue whose
+    /// wait is measured.
+    #[arg(long, value_parser = positive, help_heading = "Load")]
+    pub max_concurrency: Option<u64>,
+    /// The first N requests sent are warmup: sent, excluded from the statistics,
+    /// reported apart.
+    #[arg(long, value_parser = positive, help_heading = "Load")]
+    pub warmup_requests: Option<u64>,
+    /// Requests due in the first S seconds are warmup.
+    #[arg(long, value_parser = positive_number, help_heading = "Load")]
+    pub warmup_secs: Option<f64>,
+    /// Run for S seconds, drawing the workload for as long as needed.
+    #[arg(long, value_parser = positive_number, help_heading = "Load")]
+    pub duration_secs: Option<f64>,
+    /// Requests in flight at the deadline of --duration-secs: finish (counted) or
+    /// cancel (counted apart, not as failures) [default: finish].
+    #[arg(long, value_parser = at_deadline, value_name = "POLICY", help_heading = "Load")]
+    pub at_deadline: Option<AtDeadline>,
+}
+
+impl LoadArgs {
+    /// Sets the load fields these flags (and the command's `rate` flag, named
+    /// `rate_flag`) name; then checks the whole load spec, naming flags.
+    pub fn apply(
+        &self,
+        spec: &mut RunSpec,
+        rate: Option<f64>,
+        rate_flag: &str,
+        release: Release,
+    ) -> Result<(), Failure> {
+        let l = &mut spec.load;
+        l.release = release;
+        if let Some(r) = rate {
+            l.rate = Some(r);
+            l.stages.clear();
+        }
+        if let Some(st) = &self.stages {
+            if rate.is_some() {
+                return Err(Failure::bad(format!(
+                    "{rate_flag} and --stages: give one (each step carries its rate)"
+                )));
+            }
+            l.stages.clone_from(&st.0);
+            l.rate = None;
+        }
+        if let Some(a) = self.arrival {
+            l.arrival = a;
+        }
+        if self.burstiness.is_some() {
+            l.burstiness = self.burstiness;
+            if self.arrival.is_none() && l.arrival != Arrival::Gamma {
+                return Err(Failure::bad(
+                    "--burstiness is the gamma shape: add --arrival gamma",
+                ));
+            }
+        }
+        for (v, field) in [
+            (self.ramp_up_secs, &mut l.ramp_up_secs),
+            (self.warmup_secs, &mut l.warmup_secs),
+            (self.duration_secs, &mut l.duration_secs),
+        ] {
+            if v.is_some() {
+                *field = v;
+            }
+        }
+        for (v, field) in [
+            (self.max_concurrency, &mut l.max_concurrency),
+            (self.warmup_requests, &mut l.warmup_requests),
+        ] {
+            if v.is_some() {
+                *field = v;
+            }
+        }
+        if let Some(p) = self.at_deadline {
+            l.at_deadline = p;
+        }
+        l.check()
+            .map_err(|e| Failure::bad(load_flag_names(&e, rate_flag)))
+    }
+}
+
+/// The load flags in the flat configuration view (`run.config`), beside the
+/// command's rate.
+#[derive(Debug, serde::Serialize)]
+pub struct LoadView {
+    burstiness: Option<f64>,
+    ramp_up_secs: Option<f64>,
+    /// `DURATION@RATE` steps, as `--stages` takes them.
+    stages: Option<String>,
+    max_concurrency: Option<u64>,
+    warmup_secs: Option<f64>,
+    duration_secs: Option<f64>,
+}
+
+impl LoadView {
+    /// The view of `spec`'s load.
+    pub fn of(spec: &RunSpec) -> Self {
+        let l = &spec.load;
+        Self {
+            burstiness: l.burstiness,
+            ramp_up_secs: l.ramp_up_secs,
+            stages: (!l.stages.is_empty()).then(|| {
+                l.stages
+                    .iter()
+                    .map(|s| format!("{}s@{}", s.secs, s.rate))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            }),
+            max_concurrency: l.max_concurrency,
+            warmup_secs: l.warmup_secs,
+            duration_secs: l.duration_secs,
+        }
+    }
+}
+
+/// The CSV columns of the load model, after a command's own rate column.
+pub const LOAD_COLUMNS: &[&str] = &[
+    "arrival",
+    "burstiness",
+    "ramp_up_secs",
+    "stages",
+    "max_concurrency",
+    "duration_secs",
+    "at_deadline",
+    "achieved_rate",
+    "latency_from_intended_p50_ms",
+    "latency_from_intended_p90_ms",
+    "latency_from_intended_p99_ms",
+    "ttft_from_intended_p50_ms",
+    "ttft_from_intended_p99_ms",
+    "queue_wait_p50_ms",
+    "queue_wait_p99_ms",
+    "send_lag_p50_ms",
+    "send_lag_p99_ms",
+    "late_sends",
+    "warmup_requests",
+    "cut_at_deadline",
+    "load_verdict",
+];
+
+/// A load-spec message in terms of flags: `load.rate` is the command's rate
+/// flag, `load.x_y` is `--x-y`.
+pub fn load_flag_names(message: &str, rate_flag: &str) -> String {
+    let mut out = message.replace("load.rate", rate_flag);
+    for field in [
+        "arrival",
+        "burstiness",
+        "ramp_up_secs",
+        "stages",
+        "max_concurrency",
+        "warmup_requests",
+        "warmup_secs",
+        "duration_secs",
+        "at_deadline",
+    ] {
+        out = out.replace(
+            &format!("load.{field}"),
+            &format!("--{}", field.replace('_', "-")),
+        );
+    }
+    out
+}
+
+/// `--config` and `--print-config`, on both commands.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ConfigArgs {
+    /// Start from this run spec (TOML, or the JSON a run records as
+    /// `run.spec`); the flags given override it.
+    #[arg(long, value_name = "FILE", help_heading = "Config")]
+    pub config: Option<PathBuf>,
+    /// Print the effective run spec as TOML and exit (nothing is sent).
+    #[arg(long, help_heading = "Config")]
+    pub print_config: bool,
+}
+
+/// Target and protocol flags, shared by `batchbench` and `batchbench-agent`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TargetArgs {
+    /// Base URL of the server, or sim:// for the built-in simulator.
+    #[arg(long, default_value = defaults::HOST, help_heading = "Target")]
+    pub host: String,
+    /// Request path, or a full URL.
+    #[arg(long, default_value = defaults::ENDPOINT, help_heading = "Target")]
+    pub endpoint: String,
+    /// The request's model field; also the tokenizer unless --tokenizer-model is given.
+    #[arg(long, default_value = defaults::MODEL, help_heading = "Target")]
+    pub model: String,
+    /// Tokenizer: a Hugging Face model id, a tokenizer.json, a directory holding one, or
+    /// a .gguf model file (its embedded byte-level BPE tokenizer).
+    #[arg(long, help_heading = "Target")]
+    pub tokenizer_model: Option<String>,
+    /// Bearer token; else read from the variable named by --api-key-env.
+    #[arg(long, help_heading = "Target")]
+    pub api_key: Option<String>,
+    /// Environment variable holding the API key.
+    #[arg(long, default_value = defaults::API_KEY_ENV, help_heading = "Target")]
+    pub api_key_env: String,
+    /// Per-request timeout in seconds.
+    #[arg(long, default_value_t = defaults::REQUEST_TIMEOUT_SECS as u64, value_parser = positive, help_heading = "Target")]
+    pub request_timeout_secs: u64,
+    /// Retries after the first attempt (5xx, 408, 429, timeouts, broken connections).
+    #[arg(long, default_value_t = defaults::MAX_RETRIES, value_parser = retries, help_heading = "Target")]
+    pub max_retries: u32,
+    /// Base delay of the exponential retry backoff, in milliseconds.
+    #[arg(long, default_value_t = defaults::RETRY_DELAY_MS, value_parser = non_negative, help_heading = "Target")]
+    pub retry_delay_ms: u64,
+
+    /// The request codec: how bodies are written and responses read (see
+    /// `batchbench plugins`).
+    #[arg(long, value_name = "NAME", default_value = defaults::CODEC, help_heading = "Protocol")]
+    pub codec: String,
+    /// The codec's config, a JSON object (openai_chat: {"sglang": bool, "ignore_eos": bool}).
+    #[arg(long, value_name = "JSON", help_heading = "Protocol")]
+    pub codec_config: Option<String>,
+    /// Send min_new_tokens/max_new_tokens (SGLang) instead of min_tokens/max_tokens.
+    #[arg(long, help_heading = "Protocol")]
+    pub sglang: bool,
+    /// Send "ignore_eos": true so outputs run to their length.
+    #[arg(long, help_heading = "Protocol")]
+    pub ignore_eos: bool,
+    /// Stream responses (SSE); adds TTFT, inter-token latency and TPOT to the report.
+    #[arg(long, help_heading = "Protocol")]
+    pub stream: bool,
+}
+
+impl TargetArgs {
+    /// Sets the target and codec fields these flags name.
+    pub fn apply(&self, spec: &mut RunSpec, g: &Given) -> Result<(), Failure> {
+        let t = &mut spec.target;
+        if g.has("host") {
+            t.host.clone_from(&self.host);
+        }
+        if g.has("endpoint") {
+            t.endpoint.clone_from(&self.endpoint);
+        }
+        if g.has("model") {
+            t.model.clone_from(&self.model);
+        }
+        if self.tokenizer_model.is_some() {
+            t.tokenizer_model.clone_from(&self.tokenizer_model);
+        }
+        if g.has("api_key_env") {
+            t.api_key_env.clone_from(&self.api_key_env);
+        }
+        if g.has("request_timeout_secs") {
+            t.request_timeout_secs = self.request_timeout_secs as f64;
+        }
+        if g.has("max_retries") {
+            t.max_retries = self.max_retries;
+        }
+        if g.has("retry_delay_ms") {
+            t.retry_delay_ms = self.retry_delay_ms;
+        }
+        if self.stream {
+            t.stream = true;
+        }
+        if g.has("codec") && spec.codec.name != self.codec {
+            spec.codec = PluginSpec::new(self.codec.clone(), json_config("--codec-config", None)?);
+        }
+        if self.codec_config.is_some() {
+            spec.codec.config = json_config("--codec-config", self.codec_config.as_deref())?;
+        }
+        if self.sglang || self.ignore_eos {
+            let flag = if self.sglang {
+                "--sglang"
+            } else {
+                "--ignore-eos"
+            };
+            if spec.codec.name != defaults::CODEC {
+                return Err(Failure::bad(format!(
+                    "{flag} is an option of the {} codec, and the run's codec is {}: give it in --codec-config",
+                    defaults::CODEC,
+                    spec.codec.name
+                )));
+            }
+            let mut c: OpenAiChatConfig = spec.codec.config_as().map_err(Failure::bad)?;
+            c.sglang |= self.sglang;
+            c.ignore_eos |= self.ignore_eos;
+            spec.codec = PluginSpec::typed(defaults::CODEC, &c).map_err(Failure::bad)?;
+        }
+        Ok(())
+    }
+}
+
+/// Output flags, shared by `batchbench` and `batchbench-agent`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OutputArgs {
+    /// Print truncated request and response payloads to stderr (never the API key).
+    #[arg(short, long, help_heading = "Output")]
+    pub verbose: bool,
+    /// Print the plan (one JSON line per request) and send nothing.
+    #[arg(long, help_heading = "Output")]
+    pub dry_run: bool,
+    /// Append a CSV row of totals, percentiles and configuration to this file.
+    #[arg(long, value_name = "PATH", help_heading = "Output")]
+    pub results_csv: Option<PathBuf>,
+    /// Write the complete summary (and the run's configuration) as JSON to this file.
+    #[arg(long, value_name = "PATH", help_heading = "Output")]
+    pub summary_json: Option<PathBuf>,
+    /// Write one JSON line per request (outcome, latency, TTFT, planned vs
+    /// server-counted prompt tokens, cached tokens) to this file.
+    #[arg(long, value_name = "PATH", help_heading = "Output")]
+    pub requests_jsonl: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(short, long, help_heading = "Output")]
+    pub quiet: bool,
+}
+
+impl OutputArgs {
+    /// Sets the output fields these flags name.
+    pub fn apply(&self, spec: &mut RunSpec) {
+        let o = &mut spec.output;
+        o.verbose |= self.verbose;
+        o.dry_run |= self.dry_run;
+        o.quiet |= self.quiet;
+        for (flag, field) in [
+            (&self.results_csv, &mut o.results_csv),
+            (&self.summary_json, &mut o.summary_json),
+            (&self.requests_jsonl, &mut o.requests_jsonl),
+        ] {
+            if flag.is_some() {
+                field.clone_from(flag);
+            }
+        }
+    }
+}
+
+/// External plugins and plugin selection, shared by both commands.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PluginArgs {
+    /// Take the trajectories from a workload plugin (a built-in such as clickhouse,
+    /// or one loaded with --plugin) instead of the synthetic workload; see
+    /// `batchbench plugins`.
+    #[arg(long, value_name = "NAME", help_heading = "Plugins")]
+    pub workload: Option<String>,
+    /// The --workload plugin's config, a JSON object.
+    #[arg(
+        long,
+        value_name = "JSON",
+        help_heading = "Plugins",
+        requires = "workload"
+    )]
+    pub workload_config: Option<String>,
+    /// Load an external plugin: a WebAssembly component (.wasm, sandboxed) or a
+    /// native library (.so, .dylib, .dll; trusted code only). Repeatable; its plugins
+    /// are then selected by name like the built-ins (see `batchbench plugins`).
+    #[arg(long = "plugin", value_name = "PATH", help_heading = "Plugins")]
+    pub plugins: Vec<PathBuf>,
+    /// Add a router plugin (repeatable; after the built-in identity routers).
+    #[arg(long = "router", value_name = "NAME", help_heading = "Plugins")]
+    pub routers: Vec<String>,
+    /// Config of the router of the same position, a JSON object (default {}).
+    #[arg(long = "router-config", value_name = "JSON", help_heading = "Plugins")]
+    pub router_configs: Vec<String>,
+    /// Add a reporter plugin (repeatable).
+    #[arg(long = "reporter", value_name = "NAME", help_heading = "Plugins")]
+    pub reporters: Vec<String>,
+    /// Config of the reporter of the same position, a JSON object (default {}).
+    #[arg(
+        long = "reporter-config",
+        value_name = "JSON",
+        help_heading = "Plugins"
+    )]
+    pub reporter_configs: Vec<String>,
+}
+
+impl PluginArgs {
+    fn pairs(names: &[String], configs: &[String], flag: &str) -> Result<Vec<PluginSpec>, Failure> {
+        if configs.len() > names.len() {
+            return Err(Failure::bad(format!(
+                "{} --{flag}-config values for {} --{flag} plugins: each config belongs to the --{flag} of the same position",
+                configs.len(),
+                names.len()
+            )));
+        }
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let cfg = json_config(
+                    &format!("--{flag}-config of --{flag} {n}"),
+                    configs.get(i).map(String::as_str),
+                )?;
+                Ok(PluginSpec::new(n.clone(), cfg))
+            })
+            .collect()
+    }
+
+    /// The `--workload` plugin, when one is named.
+    pub fn workload(&self) -> Result<Option<PluginSpec>, Failure> {
+        self.workload
+            .as_ref()
+            .map(|name| {
+                let cfg = json_config("--workload-config", self.workload_config.as_deref())?;
+                Ok(PluginSpec::new(name.clone(), cfg))
+            })
+            .transpose()
+    }
+
+    /// Adds the plugin files, routers and reporters these flags name (routers
+    /// after those already in the spec).
+    pub fn apply(&self, spec: &mut RunSpec) -> Result<(), Failure> {
+        spec.plugin_files.extend(self.plugins.iter().cloned());
+        spec.routers
+            .extend(Self::pairs(&self.routers, &self.router_configs, "router")?);
+        spec.reporters.extend(Self::pairs(
+            &self.reporters,
+            &self.reporter_configs,
+            "reporter",
+        )?);
+        Ok(())
+    }
+}
+
+/// The `plugins` part of a flat configuration view: the plugin files, and the
+/// routers and reporters the user added (the built-in identity routers are
+/// shown by their own fields).
+#[derive(Debug, serde::Serialize)]
+pub struct PluginsView<'a> {
+    /// `--plugin` files.
+    pub plugin_files: &'a [PathBuf],
+    /// `--router` plugins with their configs.
+    pub routers: Vec<&'a PluginSpec>,
+    /// `--reporter` plugins with their configs.
+    pub reporters: &'a [PluginSpec],
+}
+
+impl<'a> PluginsView<'a> {
+    /// The view of `spec`, leaving out routers named in `builtin`.
+    pub fn of(spec: &'a RunSpec, builtin: &[&str]) -> Self {
+        Self {
+            plugin_files: &spec.plugin_files,
+            routers: spec
+                .routers
+                .iter()
+                .filter(|r| !builtin.contains(&r.name.as_str()))
+                .collect(),
+            reporters: &spec.reporters,
+        }
+    }
+}
+
+/// The `openai_chat` options of a spec's codec, for the flat view (`false` for
+/// another codec).
+pub fn chat_options(spec: &RunSpec) -> OpenAiChatConfig {
+    if spec.codec.name == defaults::CODEC {
+        spec.codec.config_as().unwrap_or_default()
+    } else {
+        OpenAiChatConfig::default()
+    }
+}

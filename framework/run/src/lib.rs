@@ -1,0 +1,26 @@
+//! From intent to a running engine, once for every front end.
+//!
+//! Flags (`batchbench`, `batchbench-agent`), a `--config` file or a Python dict
+//! resolve into one typed [`RunSpec`](batchbench_core::spec::RunSpec); then
+//! [`assemble::execute`] builds the plugins, the target, the transport and the
+//! engine from it and runs it. No front end builds any of these itself.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`flags`] | the flags both commands share and their resolution into a spec |
+//! | [`commands`] | the two commands: their own flags, CSV columns and report view |
+//! | [`config`] | reading and printing run-spec files |
+//! | [`assemble`] | the one assembly: spec in, summary out |
+//! | [`exit`] | exit codes |
+
+pub mod assemble;
+pub mod commands;
+pub mod config;
+pub mod exit;
+pub mod flags;
+pub mod plugins;
+pub mod progress;
+
+// The built-in plugins register themselves; naming the crates keeps them linked.
+use batchbench_clickhouse as _;
+use batchbench_plugins as _;

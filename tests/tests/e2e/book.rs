@@ -1,0 +1,201 @@
+//! The console samples in the book are what the console really prints: every
+//! line of every ```text block that starts with `batchbench summary` must have
+//! the shape of a line the real renderer writes (the same label, and the same
+//! words and punctuation around the figures).
+
+use batchbench_core::plugin::WorkloadInfo;
+use batchbench_core::record::{
+    FailureExample, LatencyStats, LoadReport, RunInfo, StageReport, Summary,
+};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// A line with its figures replaced by `#` and its spacing folded; the label
+/// alone for lines whose text is free (model, endpoint, workload, failures, a
+/// note).
+fn shape(line: &str) -> String {
+    let body = line.trim_start();
+    if body.starts_with("note: ") {
+        return "label:note".into();
+    }
+    let label = body.split("  ").next().unwrap_or_default().trim();
+    if ["model", "endpoint", "workload", "failures", ""].contains(&label) && line.starts_with("  ")
+    {
+        return format!("label:{label}");
+    }
+    let mut out = String::new();
+    let mut in_num = false;
+    for c in body.chars() {
+        if c.is_ascii_digit() || (in_num && c == '.') {
+            if !in_num {
+                out.push('#');
+                in_num = true;
+            }
+        } else {
+            in_num = false;
+            out.push(c);
+        }
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn stats() -> Option<LatencyStats> {
+    Some(LatencyStats {
+        count: 16,
+        p50_ms: 5.5,
+        p90_ms: 12.2,
+        p99_ms: 12.7,
+        mean_ms: 7.5,
+        max_ms: 12.7,
+    })
+}
+
+/// Every line shape the renderer writes, over summaries that switch on each
+/// optional section and each wording.
+fn rendered_shapes() -> BTreeSet<String> {
+    let info = RunInfo {
+        model: "m".into(),
+        url: "http://127.0.0.1:1/v1/chat/completions".into(),
+        seed: 1,
+        started_unix: 0.0,
+        max_active: 1,
+        workload: WorkloadInfo {
+            mode: "finite_batch".into(),
+            ..WorkloadInfo::default()
+        },
+        config: serde_json::Value::Null,
+        spec: None,
+    };
+    let full = Summary {
+        total_requests: 16,
+        successful_requests: 15,
+        failed_requests: 1,
+        failures_by_kind: [("http_503".to_owned(), 1)].into_iter().collect(),
+        failures: vec![FailureExample {
+            agent_id: 0,
+            trajectory_id: "t".into(),
+            request_index: 0,
+            kind: "http_503".into(),
+            message: "unavailable".into(),
+        }],
+        planned_prompt_tokens: 4096,
+        counted_prompt_tokens: 4224,
+        worst_prompt_drift_tokens: 8,
+        estimated_cached_input_tokens: 100,
+        server_cached_tokens: Some(90),
+        total_delay_seconds: 1.5,
+        latency: stats(),
+        ttft: stats(),
+        itl: stats(),
+        tpot: stats(),
+        trajectory_e2e: stats(),
+        ..Summary::default()
+    };
+    let load = LoadReport {
+        arrival: "poisson".into(),
+        release: "requests".into(),
+        target_rate: Some(40.0),
+        achieved_rate: 39.9,
+        arrivals: 120,
+        latency_from_intended: stats(),
+        ttft_from_intended: stats(),
+        queue_wait: stats(),
+        send_lag: stats(),
+        late_sends: 3,
+        warmup_requests: 10,
+        duration_secs: Some(3.0),
+        at_deadline: Some("finish".into()),
+        cut_at_deadline: 0,
+        stages: vec![StageReport {
+            stage: 0,
+            secs: 1.0,
+            rate: 10.0,
+            requests: 10,
+            successful_requests: 10,
+            requests_per_second: 10.0,
+            latency: stats(),
+            latency_from_intended: stats(),
+            ttft: stats(),
+        }],
+        verdict: Some("the client queue".into()),
+    };
+    let staged = LoadReport {
+        target_rate: None,
+        ..load.clone()
+    };
+    let variants = [
+        Summary {
+            load: Some(load),
+            ..full.clone()
+        },
+        Summary {
+            load: Some(staged),
+            ..full.clone()
+        },
+        full.clone(),
+        Summary {
+            interrupted: true,
+            server_cached_tokens: None,
+            ..full.clone()
+        },
+        Summary {
+            estimated_cached_input_tokens: 0,
+            ..full
+        },
+    ];
+    variants
+        .iter()
+        .flat_map(|s| {
+            batchbench_plugins::summary::render(&info, s)
+                .lines()
+                .map(shape)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn console_samples_in_the_book_match_the_renderer() {
+    let known = rendered_shapes();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../book/src");
+    let mut samples = 0;
+    let mut entries: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    entries.sort();
+    for page in entries {
+        let text = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{e}"));
+        let mut in_sample = false;
+        let mut block_start = false;
+        for (i, line) in text.lines().enumerate() {
+            if line.starts_with("```") {
+                in_sample = false;
+                block_start = line.trim() == "```text";
+                continue;
+            }
+            if block_start {
+                block_start = false;
+                in_sample = line.starts_with("batchbench summary");
+                samples += usize::from(in_sample);
+            }
+            if in_sample {
+                let s = shape(line);
+                assert!(
+                    known.contains(&s),
+                    "{}:{}: this console line is not what the renderer prints:\n  {line}\n(shape {s:?})",
+                    page.file_name()
+                        .map(|f| f.to_string_lossy())
+                        .unwrap_or_default(),
+                    i + 1
+                );
+            }
+        }
+    }
+    assert!(
+        samples >= 2,
+        "the book shows console samples ({samples} found)"
+    );
+}

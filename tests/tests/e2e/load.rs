@@ -1,0 +1,410 @@
+//! The load model end to end against the simulator: a rate changes when
+//! requests are released, never what they are; warmup, duration, stages and the
+//! concurrency queue; bad load flags are exit 2 with nothing sent.
+
+use batchbench_simulator::SimConfig;
+use batchbench_tests::{SimServer, run_agent, run_batchbench, tokenizer_path};
+use serde_json::Value;
+
+fn qwen() -> String {
+    tokenizer_path("qwen").display().to_string()
+}
+
+fn slow(decode_ms: f64) -> SimServer {
+    SimServer::start(
+        SimConfig {
+            decode_ms_per_token: decode_ms,
+            record_requests: true,
+            ..SimConfig::default()
+        },
+        "qwen",
+    )
+}
+
+fn load(r: &batchbench_tests::RunResult) -> &Value {
+    r.summary("load")
+}
+
+#[test]
+fn a_request_rate_sends_the_same_bodies_as_the_closed_loop() {
+    let tok = qwen();
+    let base = [
+        "--tokenizer-model",
+        &tok,
+        "--users",
+        "3",
+        "--requests-per-user",
+        "4",
+        "--input-tokens",
+        "40",
+        "--input-prefix-overlap",
+        "0.25",
+        "--output-tokens",
+        "4",
+        "--seed",
+        "11",
+    ];
+    let closed = SimServer::recording("qwen");
+    let url = closed.url();
+    let r = run_batchbench(&[&["--host", url.as_str()], &base[..]].concat());
+    assert_eq!(r.code, 0);
+    assert!(load(&r).is_null(), "the closed loop has no load report");
+
+    let open = SimServer::recording("qwen");
+    let url = open.url();
+    let r = run_batchbench(
+        &[
+            &["--host", url.as_str(), "--request-rate", "200"],
+            &base[..],
+        ]
+        .concat(),
+    );
+    assert_eq!(r.code, 0);
+    assert_eq!(r.count("successful_requests"), 12);
+    assert_eq!(load(&r)["arrivals"], 12);
+    assert_eq!(load(&r)["release"], "requests");
+    assert_eq!(closed.sorted_body_hashes(), open.sorted_body_hashes());
+    // Round-robin over the users: user identities interleave.
+    let users: Vec<Option<String>> = open.requests().into_iter().map(|r| r.user).collect();
+    assert_eq!(users.len(), 12);
+}
+
+#[test]
+fn warmup_requests_reach_the_server_and_stay_out_of_the_figures() {
+    let sim = slow(0.0);
+    let url = sim.url();
+    let tok = qwen();
+    let r = run_batchbench(&[
+        "--host",
+        &url,
+        "--tokenizer-model",
+        &tok,
+        "--users",
+        "2",
+        "--requests-per-user",
+        "10",
+        "--output-tokens",
+        "2",
+        "--request-rate",
+        "100",
+        "--warmup-requests",
+        "5",
+    ]);
+    assert_eq!(r.code, 0);
+    assert_eq!(sim.stats().requests, 20, "warmup requests are sent");
+    assert_eq!(r.count("total_requests"), 15);
+    assert_eq!(r.count("successful_requests"), 15);
+    assert_eq!(load(&r)["warmup_requests"], 5);
+    assert_eq!(r.summary("latency")["count"], 15);
+    assert_eq!(r.csv[0]["warmup_requests"], "5");
+}
+
+#[test]
+fn a_duration_run_stops_on_time_and_cancels_or_finishes_what_is_in_flight() {
+    // Each request decodes for about 2 s: at the 1 s deadline some are in flight.
+    let sim = slow(100.0);
+    let url = sim.url();
+    let tok = qwen();
+    let args = |policy: &'static str| {
+        vec![
+            "--host".to_owned(),
+            url.clone(),
+            "--tokenizer-model".into(),
+            tok.clone(),
+            "--users".into(),
+            "2".into(),
+            "--output-tokens".into(),
+            "20".into(),
+            "--request-rate".into(),
+            "8".into(),
+            "--arrival".into(),
+            "constant".into(),
+            "--duration-secs".into(),
+            "1".into(),
+            "--at-deadline".into(),
+            policy.into(),
+        ]
+    };
+    let cancel = args("cancel");
+    let r = run_batchbench(&cancel.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(r.code, 0, "a deadline is not an interruption");
+    assert_eq!(r.summary("interrupted"), false);
+    let d = r.summary("total_duration_seconds").as_f64().unwrap_or(0.0);
+    assert!((1.0..2.5).contains(&d), "stopped at the deadline: {d}");
+    assert_eq!(
+        r.count("failed_requests"),
+        0,
+        "cut requests are not failures"
+    );
+    assert!(load(&r)["cut_at_deadline"].as_u64().unwrap_or(0) >= 7);
+    assert_eq!(load(&r)["at_deadline"], "cancel");
+    assert_eq!(r.csv[0]["at_deadline"], "cancel");
+
+    let finish = args("finish");
+    let r = run_batchbench(&finish.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(r.code, 0);
+    let d = r.summary("total_duration_seconds").as_f64().unwrap_or(0.0);
+    assert!(d >= 2.5, "in-flight requests finished: {d}");
+    assert!(r.count("successful_requests") >= 7);
+    assert_eq!(load(&r)["cut_at_deadline"], 0);
+}
+
+#[test]
+fn stages_change_the_rate_when_they_should_and_are_reported_apart() {
+    let sim = slow(0.0);
+    let url = sim.url();
+    let tok = qwen();
+    let r = run_batchbench(&[
+        "--host",
+        &url,
+        "--tokenizer-model",
+        &tok,
+        "--users",
+        "4",
+        "--requests-per-user",
+        "100",
+        "--output-tokens",
+        "2",
+        "--stages",
+        "1s@10,1s@40",
+        "--arrival",
+        "constant",
+    ]);
+    assert_eq!(r.code, 0);
+    // Arrivals end with the last stage, not with the plan.
+    let n = r.count("successful_requests");
+    assert!((49..=50).contains(&n), "{n}");
+    let stages = load(&r)["stages"].as_array().cloned().unwrap_or_default();
+    assert_eq!(stages.len(), 2);
+    let count = |i: usize| stages[i]["requests"].as_u64().unwrap_or(0);
+    assert!((9..=10).contains(&count(0)), "{stages:?}");
+    assert!((39..=41).contains(&count(1)), "{stages:?}");
+    assert_eq!(r.csv[0]["stages"], "1s@10,1s@40");
+}
+
+/// Mean of `key` over a slice of request records.
+fn mean(rows: &[Value], key: &str) -> f64 {
+    rows.iter().filter_map(|r| r[key].as_f64()).sum::<f64>() / rows.len().max(1) as f64
+}
+
+fn records(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn the_client_queue_not_the_server_holds_requests_above_capacity() {
+    // One request at a time, each about 100 ms: capacity is about 10/s.
+    let sim = slow(10.0);
+    let url = sim.url();
+    let tok = qwen();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let run = |rate: &str, name: &str| {
+        let path = dir.path().join(name);
+        let p = path.display().to_string();
+        let r = run_batchbench(&[
+            "--host",
+            &url,
+            "--tokenizer-model",
+            &tok,
+            "--users",
+            "2",
+            "--requests-per-user",
+            "12",
+            "--output-tokens",
+            "10",
+            "--request-rate",
+            rate,
+            "--arrival",
+            "constant",
+            "--max-concurrency",
+            "1",
+            "--requests-jsonl",
+            &p,
+        ]);
+        assert_eq!(r.code, 0);
+        let mut rows = records(&path);
+        rows.sort_by(|a, b| {
+            a["intended_ms"]
+                .as_f64()
+                .unwrap_or(0.0)
+                .total_cmp(&b["intended_ms"].as_f64().unwrap_or(0.0))
+        });
+        (r, rows)
+    };
+    // Above capacity: latency from the intended send time grows through the run,
+    // latency from the actual send stays flat, and the summary names the queue.
+    let (r, rows) = run("40", "over.jsonl");
+    assert_eq!(rows.len(), 24);
+    let (head, tail) = (&rows[..8], &rows[16..]);
+    assert!(
+        mean(tail, "latency_from_intended_ms") > 2.0 * mean(head, "latency_from_intended_ms"),
+        "queueing grows"
+    );
+    let served = (mean(head, "latency_ms"), mean(tail, "latency_ms"));
+    assert!(
+        served.1 < 1.5 * served.0 && served.0 < 1.5 * served.1,
+        "the server's latency stays flat: {served:?}"
+    );
+    let verdict = load(&r)["verdict"].as_str().unwrap_or_default().to_owned();
+    assert!(verdict.contains("client queue"), "{verdict}");
+    assert!(load(&r)["queue_wait"]["p99_ms"].as_f64().unwrap_or(0.0) > 200.0);
+
+    // Below capacity the two agree and the queue is not blamed.
+    let (r, rows) = run("4", "under.jsonl");
+    let gap = mean(&rows, "latency_from_intended_ms") - mean(&rows, "latency_ms");
+    assert!(
+        gap < 20.0,
+        "from intended and from sent agree: {gap} ms apart"
+    );
+    let verdict = load(&r)["verdict"].as_str().unwrap_or_default().to_owned();
+    assert!(!verdict.contains("client queue"), "{verdict}");
+}
+
+#[test]
+fn a_session_rate_starts_agents_on_schedule_and_their_turns_follow_replies() {
+    let sim = slow(0.0);
+    let url = sim.url();
+    let tok = qwen();
+    let r = run_agent(&[
+        "--host",
+        &url,
+        "--tokenizer-model",
+        &tok,
+        "--agents",
+        "6",
+        "--tool-invocations",
+        "3",
+        "--input-tokens",
+        "32",
+        "--output-tokens",
+        "4",
+        "--session-rate",
+        "30",
+        "--arrival",
+        "gamma",
+        "--burstiness",
+        "4",
+    ]);
+    assert_eq!(r.code, 0);
+    assert_eq!(sim.stats().requests, 18);
+    assert_eq!(load(&r)["release"], "sessions");
+    assert_eq!(load(&r)["arrivals"], 6);
+    assert_eq!(load(&r)["arrival"], "gamma");
+    assert_eq!(r.count("trajectories_completed"), 6);
+    assert_eq!(r.csv[0]["session_rate"], "30.0");
+    assert_eq!(r.csv[0]["admission_mode"], "open-loop");
+}
+
+#[test]
+fn an_endless_agent_run_lasts_its_duration() {
+    let sim = slow(1.0);
+    let url = sim.url();
+    let tok = qwen();
+    let r = run_agent(&[
+        "--host",
+        &url,
+        "--tokenizer-model",
+        &tok,
+        "--max-active-agents",
+        "2",
+        "--tool-invocations",
+        "2",
+        "--input-tokens",
+        "32",
+        "--output-tokens",
+        "4",
+        "--duration-secs",
+        "1",
+    ]);
+    assert_eq!(r.code, 0);
+    let started = r.count("trajectories_started");
+    assert!(
+        started > 2,
+        "agents kept coming until the deadline: {started}"
+    );
+    let d = r.summary("total_duration_seconds").as_f64().unwrap_or(0.0);
+    assert!((1.0..3.0).contains(&d), "{d}");
+}
+
+#[test]
+fn a_duration_over_a_finite_workload_or_a_zero_session_rate_is_exit_2_and_nothing_sent() {
+    let sim = SimServer::recording("qwen");
+    let url = sim.url();
+    let tok = qwen();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let manifest = dir.path().join("plans.jsonl");
+    std::fs::write(
+        &manifest,
+        "{\"schema_version\":1,\"trajectory_id\":\"t\",\"requests\":[{\"prompt_tokens\":10,\"output_tokens\":2}]}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let m = manifest.display().to_string();
+    for args in [
+        vec!["--session-rate", "0"],
+        vec!["--agent-plans-jsonl", m.as_str(), "--duration-secs", "5"],
+        vec!["--duration-secs", "5", "--agents", "3"],
+        vec!["--session-rate", "2", "--burstiness", "3"],
+        vec!["--duration-secs", "2"],
+    ] {
+        let mut argv = vec!["--host", url.as_str(), "--tokenizer-model", tok.as_str()];
+        argv.extend(args.iter().copied());
+        let r = run_agent(&argv);
+        assert_eq!(r.code, 2, "{args:?}");
+        assert!(r.json.is_none(), "{args:?}: no report");
+    }
+    assert_eq!(sim.stats().requests, 0, "nothing was sent");
+}
+
+#[test]
+fn load_flags_round_trip_through_a_config_file_and_flags_override_it() {
+    use batchbench_run::commands::{agent, batchbench};
+    let spec = batchbench::resolve_args([
+        "batchbench",
+        "--stages",
+        "30s@10,2m@20",
+        "--arrival",
+        "gamma",
+        "--burstiness",
+        "0.5",
+        "--max-concurrency",
+        "8",
+        "--warmup-secs",
+        "5",
+    ])
+    .unwrap_or_else(|f| panic!("{}", f.error));
+    assert_eq!(spec.load.stages.len(), 2);
+    assert!((spec.load.stages[1].secs - 120.0).abs() < 1e-9);
+    let toml = batchbench_run::config::to_toml(&spec).unwrap_or_else(|f| panic!("{}", f.error));
+    assert!(toml.contains("[load]"), "{toml}");
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("run.toml");
+    std::fs::write(&path, &toml).unwrap_or_else(|e| panic!("{e}"));
+    let p = path.display().to_string();
+    let back = batchbench::resolve_args(["batchbench", "--config", p.as_str()])
+        .unwrap_or_else(|f| panic!("{}", f.error));
+    assert_eq!(back.load, spec.load);
+    // A flag over the file replaces its own field only.
+    let over = batchbench::resolve_args([
+        "batchbench",
+        "--config",
+        p.as_str(),
+        "--max-concurrency",
+        "2",
+    ])
+    .unwrap_or_else(|f| panic!("{}", f.error));
+    assert_eq!(over.load.max_concurrency, Some(2));
+    assert_eq!(over.load.stages, spec.load.stages);
+    // The agent's rate releases sessions and opens the admission.
+    let a = agent::resolve_args(["batchbench-agent", "--session-rate", "3"])
+        .unwrap_or_else(|f| panic!("{}", f.error));
+    assert_eq!(a.load.rate, Some(3.0));
+    assert_eq!(a.load.release, batchbench_core::spec::Release::Sessions);
+    assert_eq!(
+        a.admission.mode,
+        batchbench_core::spec::AdmissionMode::OpenLoop
+    );
+}

@@ -1,0 +1,290 @@
+//! The report formats are pinned: the CSV header and row and the JSON summary of
+//! fixed-seed simulator runs of both commands, with measured times and machine
+//! paths masked (`<t>` for a measured figure, `<sim>`, `<tokenizer>`, `<tmp>`).
+//! The files under `tests/golden/` are the contract; an intended change re-records
+//! them with `BATCHBENCH_BLESS=1 cargo test -p batchbench-tests --test e2e snapshots`.
+//! Every CSV column is filled unless the shape of the run leaves it empty by
+//! design (listed per scenario): a column that silently lost its value fails here.
+
+use batchbench_tests::{SimServer, run_agent, run_batchbench, tokenizer_path};
+use serde_json::Value;
+use std::path::Path;
+
+/// Whether a field (CSV column or JSON key) holds a measured figure that varies
+/// from run to run.
+fn is_measured(key: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "timestamp",
+        "started_unix",
+        "p50_ms",
+        "p90_ms",
+        "p99_ms",
+        "mean_ms",
+        "max_ms",
+        "count",
+    ];
+    EXACT.contains(&key)
+        || key.ends_with("_ms") && !key.starts_with("tool_call_latency") && key != "retry_delay_ms"
+        || key.ends_with("_seconds") && key != "request_timeout_secs"
+        || key.ends_with("_per_second")
+        || key == "max_active_observed"
+        || key == "late_admissions"
+        || key == "max_active_agents"
+}
+
+fn mask_str(s: &str, subs: &[(&str, &str)]) -> String {
+    let mut out = s.to_owned();
+    for (from, to) in subs {
+        if !from.is_empty() {
+            out = out.replace(from, to);
+        }
+    }
+    out
+}
+
+fn mask_json(v: &mut Value, key: &str, subs: &[(&str, &str)]) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m.iter_mut() {
+                mask_json(x, k, subs);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| mask_json(x, key, subs)),
+        Value::Number(_) if is_measured(key) => *v = Value::String("<t>".into()),
+        Value::String(s) if key == "timestamp" => *s = "<t>".into(),
+        Value::String(s) => *s = mask_str(s, subs),
+        _ => {}
+    }
+}
+
+fn check(name: &str, got: &str) {
+    batchbench_tests::check_snapshot(name, got);
+}
+
+/// Runs one scenario and checks its CSV and JSON snapshots; `empty` lists the
+/// columns this shape leaves empty by design. Every scenario is a closed loop:
+/// the load model's columns are empty too.
+fn snapshot(name: &str, agent: bool, flags: &[&str], empty: &[&str]) {
+    let closed_loop = ["request_rate", "session_rate"]
+        .iter()
+        .chain(batchbench_run::flags::LOAD_COLUMNS);
+    let empty: Vec<&str> = empty.iter().chain(closed_loop).copied().collect();
+    let empty = empty.as_slice();
+    let sim = SimServer::recording("qwen");
+    let url = sim.url();
+    let tok = tokenizer_path("qwen").display().to_string();
+    let mut args = vec!["--host", &url, "--tokenizer-model", &tok];
+    args.extend_from_slice(flags);
+    let r = if agent {
+        run_agent(&args)
+    } else {
+        run_batchbench(&args)
+    };
+    assert_eq!(r.code, 0, "{name}");
+    let tmp = std::env::temp_dir().display().to_string();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .and_then(|p| p.canonicalize().ok())
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let out_dir = r
+        .csv_path
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let subs = [
+        (out_dir.as_str(), "<out>"),
+        (url.as_str(), "<sim>"),
+        (tok.as_str(), "<tokenizer>"),
+        (repo.as_str(), "<repo>"),
+        (tmp.as_str(), "<tmp>"),
+    ];
+
+    let row = r
+        .csv
+        .first()
+        .unwrap_or_else(|| panic!("{name}: no CSV row"));
+    let text = std::fs::read_to_string(&r.csv_path).unwrap_or_default();
+    let header: Vec<&str> = text.lines().next().unwrap_or_default().split(',').collect();
+    let mut csv = format!("{}\n", header.join(","));
+    for col in &header {
+        let v = row.get(*col).map_or("", String::as_str);
+        let shown = if v.is_empty() {
+            assert!(
+                empty.contains(col),
+                "{name}: CSV column {col} is empty (a promised column lost its value)"
+            );
+            String::new()
+        } else if is_measured(col) {
+            assert!(
+                !empty.contains(col),
+                "{name}: {col} is listed empty but has {v}"
+            );
+            "<t>".into()
+        } else {
+            assert!(
+                !empty.contains(col),
+                "{name}: {col} is listed empty but has {v}"
+            );
+            mask_str(v, &subs)
+        };
+        csv.push_str(&format!("{col}={shown}\n"));
+    }
+    check(&format!("{name}.csv.snap"), &csv);
+
+    let mut json = r.json.clone().unwrap_or_else(|| panic!("{name}: no JSON"));
+    mask_json(&mut json, "", &subs);
+    let text = serde_json::to_string_pretty(&json).unwrap_or_default() + "\n";
+    check(&format!("{name}.json.snap"), &text);
+}
+
+#[test]
+fn batchbench_csv_and_json_are_pinned() {
+    snapshot(
+        "batchbench",
+        false,
+        &[
+            "--users",
+            "2",
+            "--requests-per-user",
+            "3",
+            "--input-tokens",
+            "32",
+            "--output-tokens",
+            "4",
+            "--stream",
+            "--seed",
+            "21",
+        ],
+        &[
+            "dataset_path",
+            "dataset_size",
+            "output_lognorm_mu",
+            "output_lognorm_sigma",
+            "output_lognorm_max",
+            "input_lognorm_mu",
+            "input_lognorm_sigma",
+            "input_lognorm_max",
+            "failures_by_kind",
+        ],
+    );
+}
+
+#[test]
+fn batchbench_lognormal_csv_and_json_are_pinned() {
+    snapshot(
+        "batchbench-lognormal",
+        false,
+        &[
+            "--users",
+            "2",
+            "--requests-per-user",
+            "2",
+            "--input-lognorm-median",
+            "40",
+            "--input-lognorm-sigma",
+            "0.2",
+            "--input-lognorm-max",
+            "60",
+            "--output-lognorm-mu",
+            "1.5",
+            "--output-lognorm-sigma",
+            "0.3",
+            "--output-lognorm-max",
+            "9",
+            "--seed",
+            "22",
+        ],
+        &[
+            "dataset_path",
+            "dataset_size",
+            "output_tokens",
+            "failures_by_kind",
+            "ttft_p50_ms",
+            "ttft_p90_ms",
+            "ttft_p99_ms",
+            "itl_p50_ms",
+            "itl_p90_ms",
+            "itl_p99_ms",
+            "tpot_p50_ms",
+            "tpot_p90_ms",
+            "tpot_p99_ms",
+        ],
+    );
+}
+
+#[test]
+fn agent_csv_and_json_are_pinned() {
+    snapshot(
+        "agent",
+        true,
+        &[
+            "--agents",
+            "2",
+            "--tool-invocations",
+            "3",
+            "--input-tokens",
+            "48",
+            "--environment-tokens",
+            "16",
+            "--output-tokens",
+            "4",
+            "--tool-call-latency-ms",
+            "2",
+            "--dp-rank-perfect-routing",
+            "--dp-rank-perfect-routing-num",
+            "2",
+            "--stream",
+            "--seed",
+            "23",
+        ],
+        &[
+            "agent_plans_jsonl",
+            "agent_plans_sha256",
+            "trajectory_schema_version",
+            "requested_max_active_agents",
+            "replay_initial_overhead_tokens",
+            "replay_turn_overhead_tokens",
+            "agent_events_jsonl",
+            "tool_call_latency_lognorm_mu",
+            "tool_call_latency_lognorm_median_ms",
+            "tool_call_latency_lognorm_sigma",
+            "tool_call_latency_lognorm_max_ms",
+            "failures_by_kind",
+        ],
+    );
+}
+
+#[test]
+fn agent_replay_csv_and_json_are_pinned() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/trajectory-replay/plans-v2.jsonl")
+        .canonicalize()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let m = manifest.display().to_string();
+    snapshot(
+        "agent-replay",
+        true,
+        &[
+            "--agent-plans-jsonl",
+            &m,
+            "--admission",
+            "open-loop",
+            "--time-scale",
+            "20",
+            "--seed",
+            "24",
+        ],
+        &[
+            "requested_max_active_agents",
+            "dp_rank_perfect_routing_num",
+            "agent_events_jsonl",
+            "tool_call_latency_ms",
+            "tool_call_latency_lognorm_mu",
+            "tool_call_latency_lognorm_median_ms",
+            "tool_call_latency_lognorm_sigma",
+            "tool_call_latency_lognorm_max_ms",
+            "failures_by_kind",
+        ],
+    );
+}
