@@ -4,6 +4,7 @@
 //! words and punctuation around the figures).
 
 use batchbench_core::plugin::WorkloadInfo;
+use batchbench_core::spec::Arrival;
 use batchbench_core::record::{
     FailureExample, LatencyStats, LoadReport, RunInfo, StageReport, Summary,
 };
@@ -119,19 +120,28 @@ fn rendered_shapes() -> BTreeSet<String> {
         }],
         verdict: Some("the client queue".into()),
     };
-    let staged = LoadReport {
-        target_rate: None,
-        ..load.clone()
-    };
-    let variants = [
-        Summary {
-            load: Some(load),
+    // Every arrival process and release kind, at one rate and over stages.
+    let mut loads = Vec::new();
+    for arrival in [Arrival::Poisson, Arrival::Constant, Arrival::Gamma] {
+        for release in ["requests", "sessions"] {
+            for target_rate in [Some(40.0), None] {
+                loads.push(LoadReport {
+                    arrival: arrival.as_str().into(),
+                    release: release.into(),
+                    target_rate,
+                    ..load.clone()
+                });
+            }
+        }
+    }
+    let mut variants: Vec<Summary> = loads
+        .into_iter()
+        .map(|l| Summary {
+            load: Some(l),
             ..full.clone()
-        },
-        Summary {
-            load: Some(staged),
-            ..full.clone()
-        },
+        })
+        .collect();
+    variants.extend([
         full.clone(),
         Summary {
             interrupted: true,
@@ -142,7 +152,7 @@ fn rendered_shapes() -> BTreeSet<String> {
             estimated_cached_input_tokens: 0,
             ..full
         },
-    ];
+    ]);
     variants
         .iter()
         .flat_map(|s| {
