@@ -197,13 +197,13 @@ fn lognormal(name: &str, l: &LogNormal) -> Result<LengthDist, String> {
 }
 
 fn default_timeout() -> f64 {
-    60.0
+    batchbench_core::spec::defaults::REQUEST_TIMEOUT_SECS
 }
 fn default_retries() -> u32 {
-    2
+    batchbench_core::spec::defaults::MAX_RETRIES
 }
 fn default_retry_delay() -> u64 {
-    250
+    batchbench_core::spec::defaults::RETRY_DELAY_MS
 }
 
 #[derive(Debug, Deserialize)]

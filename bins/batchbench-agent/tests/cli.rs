@@ -428,3 +428,34 @@ fn console_summary_of_a_fixed_seed_simulator_run_is_pinned() {
     let text = String::from_utf8_lossy(&o.stdout);
     batchbench_tests::check_snapshot("agent.console.snap", &batchbench_tests::mask_console(&text));
 }
+
+#[test]
+fn print_config_prints_the_effective_spec_exits_0_and_sends_nothing() {
+    let sim = SimServer::recording("qwen");
+    let (url, tok) = (sim.url(), tokenizer_path("qwen").display().to_string());
+    let o = run(&[
+        "--host",
+        &url,
+        "--tokenizer-model",
+        &tok,
+        "--agents",
+        "5",
+        "--tool-invocations",
+        "3",
+        "--session-rate",
+        "2",
+        "--seed",
+        "4",
+        "--print-config",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let toml = String::from_utf8_lossy(&o.stdout);
+    for want in ["seed = 4", "rate = 2.0", "release = \"sessions\"", &url] {
+        assert!(
+            toml.contains(want),
+            "--print-config lacks {want:?}:\n{toml}"
+        );
+    }
+    assert_eq!(sim.requests().len(), 0, "--print-config sent requests");
+}

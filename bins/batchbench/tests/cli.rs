@@ -404,3 +404,44 @@ fn console_summary_of_a_fixed_seed_simulator_run_is_pinned() {
         &batchbench_tests::mask_console(&text),
     );
 }
+
+#[test]
+fn print_config_prints_the_effective_spec_exits_0_and_sends_nothing() {
+    let sim = SimServer::recording("qwen");
+    let (url, tok) = (sim.url(), tokenizer_path("qwen").display().to_string());
+    let flags = [
+        "--host",
+        &url,
+        "--tokenizer-model",
+        &tok,
+        "--users",
+        "3",
+        "--requests-per-user",
+        "2",
+        "--request-rate",
+        "7.5",
+        "--seed",
+        "9",
+    ];
+    let o = run(&[&flags[..], &["--print-config"]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let toml = String::from_utf8_lossy(&o.stdout).into_owned();
+    for want in ["seed = 9", "rate = 7.5", "name = \"finite_batch\"", &url] {
+        assert!(
+            toml.contains(want),
+            "--print-config lacks {want:?}:\n{toml}"
+        );
+    }
+
+    // The printed spec is a config file; flags over it win, and it too prints.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = dir.path().join("run.toml");
+    std::fs::write(&file, &toml).unwrap_or_else(|e| panic!("{e}"));
+    let file = file.display().to_string();
+    let o = run(&["--config", &file, "--seed", "10", "--print-config"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let again = String::from_utf8_lossy(&o.stdout);
+    assert!(again.contains("seed = 10"), "{again}");
+    assert!(again.contains("rate = 7.5"), "{again}");
+    assert_eq!(sim.requests().len(), 0, "--print-config sent requests");
+}

@@ -4,10 +4,10 @@
 //! words and punctuation around the figures).
 
 use batchbench_core::plugin::WorkloadInfo;
-use batchbench_core::spec::Arrival;
 use batchbench_core::record::{
     FailureExample, LatencyStats, LoadReport, RunInfo, StageReport, Summary,
 };
+use batchbench_core::spec::Arrival;
 use std::collections::BTreeSet;
 use std::path::Path;
 

@@ -111,7 +111,7 @@ fn a_recorded_spec_reruns_the_same_bodies_and_flags_override_it() {
         want,
         "the rerun sends the same bodies"
     );
-    let spec2 = &r2.json.as_ref().unwrap_or(&json)["run"]["spec"];
+    let spec2 = &r2.json.as_ref().expect("the rerun writes its JSON summary")["run"]["spec"];
     assert_eq!(spec2["routers"], spec["routers"]);
     assert_eq!(spec2["workload"], spec["workload"]);
 
@@ -128,7 +128,10 @@ fn a_recorded_spec_reruns_the_same_bodies_and_flags_override_it() {
     ]);
     assert_eq!(r3.code, 0);
     assert_eq!(third.requests().len(), 6, "2 agents x 3 turns");
-    let spec3 = &r3.json.as_ref().unwrap_or(&json)["run"]["spec"];
+    let spec3 = &r3
+        .json
+        .as_ref()
+        .expect("the third run writes its JSON summary")["run"]["spec"];
     assert_eq!(
         spec3["workload"]["config"]["input"],
         spec["workload"]["config"]["input"]
