@@ -148,6 +148,18 @@ fn flag_errors_are_one_line_exit_2_and_nothing_sent() {
             vec!["--agent-plans-jsonl", "/nonexistent/plans.jsonl"],
             "/nonexistent/plans.jsonl: cannot read the manifest",
         ),
+        (vec!["--session-rate", "0"], "--session-rate"),
+        (vec!["--session-rate", "-2"], "--session-rate"),
+        (
+            vec!["--session-rate", "5", "--burstiness", "2"],
+            "--burstiness",
+        ),
+        (vec!["--stages", "10s@"], "--stages"),
+        (vec!["--stages", "10s@4,oops"], "--stages"),
+        (
+            vec!["--session-rate", "5", "--admission", "closed-loop"],
+            "--admission closed-loop",
+        ),
     ];
     for (args, needle) in cases {
         let mut all = vec!["--host", &url, "--tokenizer-model", &tok, "-q"];

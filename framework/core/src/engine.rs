@@ -397,6 +397,7 @@ impl Engine {
         }
         // The benchmark clock starts now.
         let start = Instant::now();
+        let cpu_at_start = crate::cpu::process_cpu();
         let cancel = self.cancel.child_token();
         let inflight = self
             .opts
@@ -459,7 +460,6 @@ impl Engine {
             late,
             lag,
             arrivals,
-            last_release,
         } = adm;
         let elapsed = start.elapsed();
         // The source may finish its description in the background (a digest).
@@ -474,8 +474,8 @@ impl Engine {
             &c.metrics,
             &load,
             arrivals,
-            last_release,
             elapsed,
+            cpu_at_start.and_then(|c| Some(crate::cpu::process_cpu()?.saturating_sub(c))),
         );
         summary.interrupted = shared.interrupt.is_cancelled() && fatal.is_none();
         summary.max_active_observed = max_observed;
@@ -510,8 +510,6 @@ struct AdmissionStats {
     lag: crate::metrics::Latency,
     /// Arrivals released by a rate schedule.
     arrivals: u64,
-    /// When the last of them was actually released.
-    last_release: Duration,
 }
 
 /// Records a finished trajectory task; returns its freed slot.
@@ -746,7 +744,6 @@ async fn open_loop(
         stats.lag.record(now.saturating_sub(scheduled));
         stats.late += u64::from(late);
         stats.arrivals += 1;
-        stats.last_release = now;
         let slot = free.pop_first().unwrap_or_else(|| {
             next_slot += 1;
             next_slot - 1
@@ -1091,8 +1088,10 @@ async fn drive(
         if sh.cancel.is_cancelled() || sh.deadline.is_cancelled() {
             return Ok(false);
         }
-        // Due now unless the schedule said when.
-        let eligible = intended.take().unwrap_or_else(|| sh.start.elapsed());
+        // Due now unless the schedule said when (then it is an arrival).
+        let scheduled = intended.take();
+        let arrival = scheduled.is_some();
+        let eligible = scheduled.unwrap_or_else(|| sh.start.elapsed());
         let fresh = matches!(
             prepared,
             Prepared::Fresh(_) | Prepared::Raw(_) | Prepared::Blocks { fresh: true, .. }
@@ -1169,7 +1168,9 @@ async fn drive(
         let Outcome {
             result,
             retries,
+            first_sent_at,
             sent_at,
+            first_byte_at,
             done_at,
         } = sh
             .transport
@@ -1177,11 +1178,15 @@ async fn drive(
             .await;
         drop(permit);
         let latency = done_at.saturating_duration_since(sent_at);
+        let since_start = |t: Instant| t.saturating_duration_since(sh.start);
         let timing = SendTiming {
             intended: eligible,
-            sent: sent_at.saturating_duration_since(sh.start),
+            sent: since_start(first_sent_at),
+            last_attempt: since_start(sent_at),
+            first_byte: first_byte_at.map(since_start),
             queue_wait,
             warmup,
+            arrival,
         };
         if load::cut_at_deadline(sh, &result) {
             if let Some(h) = next_prep {

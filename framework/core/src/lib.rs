@@ -6,6 +6,8 @@ pub mod arrivals;
 #[cfg(feature = "engine")]
 pub mod blocks;
 pub mod conversation;
+#[cfg(feature = "engine")]
+pub mod cpu;
 pub mod dist;
 #[cfg(feature = "engine")]
 pub mod engine;

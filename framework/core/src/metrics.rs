@@ -135,10 +135,16 @@ pub struct Metrics {
     pub late_sends: u64,
     /// Warmup requests sent (excluded from everything else).
     pub warmup_requests: u64,
+    /// Latency of the successful warmup requests.
+    pub warmup_latency: Latency,
     /// Requests cancelled at the end of a duration run (`at_deadline = cancel`).
     pub cut_at_deadline: u64,
     /// The earliest intended send time of a measured (non-warmup) request.
     pub measured_from: Option<Duration>,
+    /// Arrivals of the schedule actually sent (warmup included).
+    pub arrivals_sent: u64,
+    /// The first and the last actual send of an arrival.
+    pub arrival_sends: Option<(Duration, Duration)>,
     /// Per stage of a rate schedule, by intended send time.
     pub stages: Vec<StageMetrics>,
 }
@@ -165,8 +171,12 @@ pub struct StageMetrics {
 impl Metrics {
     /// Folds in one request outcome; `stage` is its stage of a rate schedule.
     pub fn record_request_in(&mut self, rec: &RequestRecord<'_>, stage: Option<usize>) {
+        self.record_arrival(&rec.timing);
         if rec.timing.warmup {
             self.warmup_requests += 1;
+            if rec.failure.is_none() {
+                self.warmup_latency.record(rec.latency);
+            }
             return;
         }
         if let Some(i) = stage {
@@ -242,6 +252,26 @@ impl Metrics {
                 }
             }
         }
+    }
+
+    /// When an arrival of the schedule really went out.
+    fn record_arrival(&mut self, t: &SendTiming) {
+        if !t.arrival {
+            return;
+        }
+        self.arrivals_sent += 1;
+        self.arrival_sends = Some(match self.arrival_sends {
+            None => (t.sent, t.sent),
+            Some((first, last)) => (first.min(t.sent), last.max(t.sent)),
+        });
+    }
+
+    /// Arrivals per second as they were really sent: the gaps between the
+    /// first and the last actual send (`None` below two arrivals).
+    pub fn achieved_arrival_rate(&self) -> Option<f64> {
+        let (first, last) = self.arrival_sends?;
+        let span = last.saturating_sub(first).as_secs_f64();
+        (self.arrivals_sent >= 2 && span > 0.0).then(|| (self.arrivals_sent - 1) as f64 / span)
     }
 
     /// The schedule figures of a measured request.
@@ -433,6 +463,75 @@ mod tests {
         assert_eq!(m.retries, 2);
         assert_eq!(m.failure_examples[0].kind, "http_503");
         assert!(m.latency.is_empty());
+    }
+
+    #[test]
+    fn the_achieved_rate_counts_actual_sends_of_arrivals_only() {
+        let mut m = Metrics::default();
+        let ms = Duration::from_millis;
+        let mut rec = |sent: Duration, arrival: bool| {
+            let rec = RequestRecord {
+                agent_id: 0,
+                trajectory_id: "t",
+                request_index: 0,
+                planned_prompt_tokens: None,
+                retries: 0,
+                latency: ms(1),
+                usage: None,
+                estimated_cached_tokens: 0,
+                live_block_fallbacks: 0,
+                ttft: None,
+                failure: None,
+                timing: SendTiming {
+                    intended: sent,
+                    sent,
+                    last_attempt: sent,
+                    arrival,
+                    ..SendTiming::default()
+                },
+            };
+            m.record_request_in(&rec, None);
+        };
+        // 101 arrivals sent 10 ms apart (100/s) and later turns that are not.
+        for i in 0..=100u64 {
+            rec(ms(5 + 10 * i), true);
+            rec(ms(7 + 10 * i), false);
+        }
+        let rate = m.achieved_arrival_rate().unwrap_or_default();
+        assert!((rate - 100.0).abs() < 1e-9, "{rate}");
+        assert_eq!(m.arrivals_sent, 101);
+        assert_eq!(Metrics::default().achieved_arrival_rate(), None);
+    }
+
+    #[test]
+    fn a_retry_is_not_send_lag_but_counts_from_the_intended_time() {
+        let mut m = Metrics::default();
+        let ms = Duration::from_millis;
+        let rec = RequestRecord {
+            agent_id: 0,
+            trajectory_id: "t",
+            request_index: 0,
+            planned_prompt_tokens: None,
+            retries: 1,
+            latency: ms(20),
+            usage: None,
+            estimated_cached_tokens: 0,
+            live_block_fallbacks: 0,
+            ttft: None,
+            failure: None,
+            timing: SendTiming {
+                intended: ms(100),
+                sent: ms(100),
+                last_attempt: ms(350),
+                ..SendTiming::default()
+            },
+        };
+        m.record_request_in(&rec, None);
+        assert_eq!(m.late_sends, 0);
+        let lag = m.send_lag.stats().map_or(f64::MAX, |s| s.max_ms);
+        assert!(lag < 0.01, "{lag}");
+        let from_intended = m.latency_from_intended.stats().map_or(0.0, |s| s.max_ms);
+        assert!((from_intended - 270.0).abs() < 0.5, "{from_intended}");
     }
 
     #[test]

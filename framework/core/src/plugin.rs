@@ -339,26 +339,38 @@ pub struct SendTiming {
     /// The intended send time: from the arrival schedule, or (in a closed loop
     /// and for later turns) when the request became ready to send.
     pub intended: std::time::Duration,
-    /// When the request was sent.
+    /// When the request was first sent (its first attempt): the client's own
+    /// lag counts to here.
     pub sent: std::time::Duration,
+    /// When its last attempt was sent (`sent` unless it was retried): the
+    /// request's latency runs from here.
+    pub last_attempt: std::time::Duration,
+    /// When the last attempt's response head (status line and headers)
+    /// arrived, if one did.
+    pub first_byte: Option<std::time::Duration>,
     /// Time spent waiting for a concurrency slot (`max_concurrency`).
     pub queue_wait: std::time::Duration,
     /// A warmup request: sent, but excluded from the statistics.
     pub warmup: bool,
+    /// An arrival of the schedule: a request released at its arrival time, or
+    /// a session's first request (later turns follow their replies).
+    pub arrival: bool,
 }
 
 impl SendTiming {
     /// How far the client itself sent the request behind its intended time,
-    /// beyond the concurrency queue.
+    /// beyond the concurrency queue (first attempt: retries are not lag).
     pub fn send_lag(&self) -> std::time::Duration {
         self.sent
             .saturating_sub(self.intended)
             .saturating_sub(self.queue_wait)
     }
 
-    /// The intended send time's lead over the actual send.
+    /// The intended send time's lead over the last attempt: added to the
+    /// request's latency, it gives the latency from the intended send time
+    /// (queue, lag, failed attempts and their backoff included).
     pub fn behind(&self) -> std::time::Duration {
-        self.sent.saturating_sub(self.intended)
+        self.last_attempt.saturating_sub(self.intended)
     }
 }
 

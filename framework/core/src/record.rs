@@ -268,8 +268,8 @@ pub struct LoadReport {
     pub release: String,
     /// The target rate (absent with stages).
     pub target_rate: Option<f64>,
-    /// Arrivals released per second: the arrivals over the time of the last
-    /// release (a client that falls behind its schedule achieves less).
+    /// Arrivals per second as they were really sent: the arrivals sent, less
+    /// one, over the time from the first send to the last.
     pub achieved_rate: f64,
     /// Arrivals released.
     pub arrivals: u64,
@@ -285,6 +285,8 @@ pub struct LoadReport {
     pub late_sends: u64,
     /// Warmup requests sent and excluded from the statistics.
     pub warmup_requests: u64,
+    /// Latency of the successful warmup requests, apart from every other figure.
+    pub warmup_latency: Option<LatencyStats>,
     /// The run's duration limit, seconds.
     pub duration_secs: Option<f64>,
     /// `finish` or `cancel`: requests in flight at the deadline.

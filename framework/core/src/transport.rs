@@ -70,8 +70,12 @@ pub struct Outcome {
     pub result: Result<Reply, (FailureKind, String)>,
     /// Attempts beyond the first.
     pub retries: u32,
+    /// When the first attempt was sent.
+    pub first_sent_at: Instant,
     /// When the last attempt was sent.
     pub sent_at: Instant,
+    /// When the last attempt's response head arrived (a successful reply).
+    pub first_byte_at: Option<Instant>,
     /// When it ended.
     pub done_at: Instant,
 }
@@ -150,8 +154,13 @@ impl Transport {
             eprintln!("-> POST {} {s}", self.url);
         }
         let mut retries = 0;
+        let first_sent_at = Instant::now();
         loop {
-            let sent_at = Instant::now();
+            let sent_at = if retries == 0 {
+                first_sent_at
+            } else {
+                Instant::now()
+            };
             let result = tokio::select! {
                 biased;
                 () = cancel.cancelled() => Err((FailureKind::Cancelled, "cancelled".to_owned(), false)),
@@ -159,7 +168,7 @@ impl Transport {
             };
             let done_at = Instant::now();
             match result {
-                Ok(reply) => {
+                Ok((reply, first_byte_at)) => {
                     if self.cfg.verbose {
                         let mut s = reply.content.clone();
                         crate::metrics::truncate(&mut s, 400);
@@ -168,7 +177,9 @@ impl Transport {
                     return Outcome {
                         result: Ok(reply),
                         retries,
+                        first_sent_at,
                         sent_at,
+                        first_byte_at: Some(first_byte_at),
                         done_at,
                     };
                 }
@@ -180,7 +191,9 @@ impl Transport {
                         return Outcome {
                             result: Err((kind, msg)),
                             retries,
+                            first_sent_at,
                             sent_at,
+                            first_byte_at: None,
                             done_at,
                         };
                     }
@@ -192,7 +205,7 @@ impl Transport {
                     retries += 1;
                     tokio::select! {
                         () = cancel.cancelled() => {
-                            return Outcome { result: Err((FailureKind::Cancelled, "cancelled".to_owned())), retries, sent_at, done_at };
+                            return Outcome { result: Err((FailureKind::Cancelled, "cancelled".to_owned())), retries, first_sent_at, sent_at, first_byte_at: None, done_at };
                         }
                         () = tokio::time::sleep(backoff) => {}
                     }
@@ -207,7 +220,7 @@ impl Transport {
         extra_headers: &[(String, String)],
         stream: bool,
         codec: &dyn RequestCodec,
-    ) -> Result<Reply, (FailureKind, String, bool)> {
+    ) -> Result<(Reply, Instant), (FailureKind, String, bool)> {
         let mut req = self.client.post(self.url.clone());
         req = match body {
             [one] => req.body(one.clone()),
@@ -221,6 +234,7 @@ impl Transport {
             req = req.header(k.as_str(), v.as_str());
         }
         let mut resp = req.send().await.map_err(classify)?;
+        let head_at = Instant::now();
         let status = resp.status();
         if !status.is_success() {
             let code = status.as_u16();
@@ -236,11 +250,14 @@ impl Transport {
                 dec.feed(&chunk, Instant::now())
                     .map_err(|e| (FailureKind::Decode, e.0, true))?;
             }
-            dec.finish().map_err(|e| (FailureKind::Decode, e.0, true))
+            dec.finish()
+                .map(|r| (r, head_at))
+                .map_err(|e| (FailureKind::Decode, e.0, true))
         } else {
             let bytes = resp.bytes().await.map_err(classify)?;
             codec
                 .decode(&bytes)
+                .map(|r| (r, head_at))
                 .map_err(|e| (FailureKind::Decode, e.0, true))
         }
     }

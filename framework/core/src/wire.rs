@@ -196,15 +196,24 @@ pub struct WireRequestRecord {
     /// Intended send time, milliseconds from the clock start.
     #[serde(default)]
     pub intended_ms: f64,
-    /// Actual send time, milliseconds from the clock start.
+    /// Actual send time of the first attempt, milliseconds from the clock start.
     #[serde(default)]
     pub sent_ms: f64,
+    /// Send time of the last attempt (absent: `sent_ms`, no retry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_attempt_ms: Option<f64>,
+    /// When the response head arrived, milliseconds from the clock start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_byte_ms: Option<f64>,
     /// Wait for a concurrency slot.
     #[serde(default)]
     pub queue_wait_ms: f64,
     /// A warmup request (excluded from the statistics).
     #[serde(default)]
     pub warmup: bool,
+    /// An arrival of the schedule (released at its arrival time).
+    #[serde(default)]
+    pub arrival: bool,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -233,8 +242,12 @@ impl WireRequestRecord {
             failure_message: r.failure.map(|(_, m)| m.to_owned()),
             intended_ms: ms(r.timing.intended),
             sent_ms: ms(r.timing.sent),
+            last_attempt_ms: (r.timing.last_attempt != r.timing.sent)
+                .then(|| ms(r.timing.last_attempt)),
+            first_byte_ms: r.timing.first_byte.map(ms),
             queue_wait_ms: ms(r.timing.queue_wait),
             warmup: r.timing.warmup,
+            arrival: r.timing.arrival,
         }
     }
 
@@ -260,8 +273,11 @@ impl WireRequestRecord {
             timing: SendTiming {
                 intended: from_ms(self.intended_ms),
                 sent: from_ms(self.sent_ms),
+                last_attempt: from_ms(self.last_attempt_ms.unwrap_or(self.sent_ms)),
+                first_byte: self.first_byte_ms.map(from_ms),
                 queue_wait: from_ms(self.queue_wait_ms),
                 warmup: self.warmup,
+                arrival: self.arrival,
             },
         }
     }
@@ -293,8 +309,11 @@ mod tests {
             timing: SendTiming {
                 intended: Duration::from_millis(100),
                 sent: Duration::from_micros(100_250),
+                last_attempt: Duration::from_micros(350_500),
+                first_byte: Some(Duration::from_micros(352_000)),
                 queue_wait: Duration::from_micros(200),
                 warmup: true,
+                arrival: true,
             },
         };
         let wire = WireRequestRecord::from_record(&rec);
@@ -306,6 +325,7 @@ mod tests {
         assert_eq!(r.failure, Some((FailureKind::Http(429), "slow down")));
         assert_eq!(r.timing, rec.timing);
         assert_eq!(r.timing.send_lag(), Duration::from_micros(50));
+        assert_eq!(r.timing.behind(), Duration::from_micros(250_500));
         assert_eq!(r.usage, rec.usage);
         assert_eq!(r.ttft, Some(Duration::from_millis(5)));
     }

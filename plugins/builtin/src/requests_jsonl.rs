@@ -42,8 +42,15 @@ struct Line<'a> {
     /// Intended send time (the schedule's, or when the request was ready),
     /// milliseconds from the benchmark clock start.
     intended_ms: f64,
-    /// Actual send time, milliseconds from the clock start.
+    /// Actual send time (first attempt), milliseconds from the clock start.
     sent_ms: f64,
+    /// When the response head (status and headers) arrived, milliseconds from
+    /// the clock start; absent for a request that got none.
+    first_byte_ms: Option<f64>,
+    /// When the first streamed token arrived, milliseconds from the clock start.
+    first_token_ms: Option<f64>,
+    /// When the request ended, milliseconds from the clock start.
+    end_ms: f64,
     /// Wait for a concurrency slot.
     queue_wait_ms: f64,
     /// Latency from the intended send time to the last byte.
@@ -103,6 +110,9 @@ fn line<'a>(rec: &'a RequestRecord<'a>) -> Line<'a> {
         live_block_fallbacks: rec.live_block_fallbacks,
         intended_ms: ms(rec.timing.intended),
         sent_ms: ms(rec.timing.sent),
+        first_byte_ms: rec.timing.first_byte.map(ms),
+        first_token_ms: rec.ttft.map(|t| ms(rec.timing.last_attempt + t)),
+        end_ms: ms(rec.timing.last_attempt + rec.latency),
         queue_wait_ms: ms(rec.timing.queue_wait),
         latency_from_intended_ms: ms(rec.latency + rec.timing.behind()),
         warmup: rec.timing.warmup,

@@ -153,6 +153,7 @@ fn load(o: &mut String, l: &LoadReport) {
             "  {:<22} {} requests sent and left out of every figure",
             "warmup", l.warmup_requests
         );
+        lat(o, "warmup latency", l.warmup_latency);
     }
     if let (Some(d), Some(p)) = (l.duration_secs, &l.at_deadline) {
         let _ = writeln!(

@@ -104,6 +104,7 @@ fn rendered_shapes() -> BTreeSet<String> {
         send_lag: stats(),
         late_sends: 3,
         warmup_requests: 10,
+        warmup_latency: stats(),
         duration_secs: Some(3.0),
         at_deadline: Some("finish".into()),
         cut_at_deadline: 0,

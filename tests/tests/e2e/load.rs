@@ -95,6 +95,7 @@ fn warmup_requests_reach_the_server_and_stay_out_of_the_figures() {
     assert_eq!(r.count("total_requests"), 15);
     assert_eq!(r.count("successful_requests"), 15);
     assert_eq!(load(&r)["warmup_requests"], 5);
+    assert_eq!(load(&r)["warmup_latency"]["count"], 5, "reported apart");
     assert_eq!(r.summary("latency")["count"], 15);
     assert_eq!(r.csv[0]["warmup_requests"], "5");
 }
@@ -407,4 +408,222 @@ fn load_flags_round_trip_through_a_config_file_and_flags_override_it() {
         a.admission.mode,
         batchbench_core::spec::AdmissionMode::OpenLoop
     );
+}
+
+#[test]
+fn a_retried_request_is_not_client_lag_and_every_timeline_is_in_order() {
+    // Half the requests get a 503 and are retried after a 40 ms backoff.
+    let sim = SimServer::start(
+        SimConfig {
+            fault_rate: 0.5,
+            seed: 3,
+            decode_ms_per_token: 1.0,
+            record_requests: true,
+            ..SimConfig::default()
+        },
+        "qwen",
+    );
+    let url = sim.url();
+    let tok = qwen();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("requests.jsonl");
+    let p = path.display().to_string();
+    let r = run_batchbench(&[
+        "--host",
+        &url,
+        "--tokenizer-model",
+        &tok,
+        "--users",
+        "4",
+        "--requests-per-user",
+        "5",
+        "--output-tokens",
+        "4",
+        "--stream",
+        "--request-rate",
+        "50",
+        "--arrival",
+        "constant",
+        "--max-retries",
+        "4",
+        "--retry-delay-ms",
+        "40",
+        "--requests-jsonl",
+        &p,
+    ]);
+    assert_eq!(r.code, 0);
+    let rows = records(&path);
+    assert_eq!(rows.len(), 20);
+    let f = |row: &Value, k: &str| {
+        row[k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{k} missing in {row}"))
+    };
+    let retried: Vec<&Value> = rows.iter().filter(|r| f(r, "retries") > 0.0).collect();
+    assert!(!retried.is_empty(), "the fault rate retried some requests");
+    for row in &rows {
+        if row["ok"] != true {
+            continue;
+        }
+        let (intended, sent) = (f(row, "intended_ms"), f(row, "sent_ms"));
+        let (head, token, end) = (
+            f(row, "first_byte_ms"),
+            f(row, "first_token_ms"),
+            f(row, "end_ms"),
+        );
+        assert!(
+            intended <= sent && sent <= head && head <= token && token <= end,
+            "timeline out of order: {row}"
+        );
+        // Latency from the intended time spans the retries; latency alone is the
+        // last attempt's.
+        let from_intended = f(row, "latency_from_intended_ms");
+        assert!((from_intended - (end - intended)).abs() < 0.01, "{row}");
+        if f(row, "retries") > 0.0 {
+            assert!(end - sent >= 40.0 + f(row, "latency_ms") - 0.01, "{row}");
+        }
+    }
+    // The backoff (40 ms and more) is not the client falling behind its
+    // schedule: no send lag comes near it.
+    let lag_max = load(&r)["send_lag"]["max_ms"].as_f64().unwrap_or(f64::MAX);
+    assert!(
+        lag_max < 35.0,
+        "send lag max {lag_max} ms counts the backoff"
+    );
+}
+
+#[test]
+fn warmup_seconds_leave_out_what_was_due_in_them() {
+    let sim = slow(0.0);
+    let url = sim.url();
+    let tok = qwen();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("requests.jsonl");
+    let p = path.display().to_string();
+    // 40/s, evenly spaced from 25 ms: the 11 requests due before 0.3 s (at 25,
+    // 50, ..., 275 ms) are warmup.
+    let r = run_batchbench(&[
+        "--host",
+        &url,
+        "--tokenizer-model",
+        &tok,
+        "--users",
+        "4",
+        "--requests-per-user",
+        "8",
+        "--output-tokens",
+        "2",
+        "--request-rate",
+        "40",
+        "--arrival",
+        "constant",
+        "--warmup-secs",
+        "0.3",
+        "--requests-jsonl",
+        &p,
+    ]);
+    assert_eq!(r.code, 0);
+    assert_eq!(sim.stats().requests, 32, "warmup requests are sent");
+    let rows = records(&path);
+    let warm: Vec<&Value> = rows.iter().filter(|r| r["warmup"] == true).collect();
+    assert_eq!(warm.len(), 11, "due before 0.3 s at 40/s");
+    assert!(
+        warm.iter()
+            .all(|r| r["intended_ms"].as_f64().unwrap_or(f64::MAX) < 300.0)
+    );
+    assert_eq!(load(&r)["warmup_requests"], 11);
+    assert_eq!(r.count("total_requests"), 21);
+    assert_eq!(r.summary("latency")["count"], 21);
+}
+
+#[test]
+fn a_ramp_rises_linearly_to_its_rate() {
+    let sim = slow(0.0);
+    let url = sim.url();
+    let tok = qwen();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("requests.jsonl");
+    let p = path.display().to_string();
+    // A linear ramp from 0 to 40/s over 2 s, then 40/s: 40 arrivals fill the
+    // ramp (the area under it), the rest follow at the full rate.
+    let r = run_batchbench(&[
+        "--host",
+        &url,
+        "--tokenizer-model",
+        &tok,
+        "--users",
+        "4",
+        "--requests-per-user",
+        "15",
+        "--output-tokens",
+        "2",
+        "--request-rate",
+        "40",
+        "--arrival",
+        "constant",
+        "--ramp-up-secs",
+        "2",
+        "--requests-jsonl",
+        &p,
+    ]);
+    assert_eq!(r.code, 0);
+    let mut due: Vec<f64> = records(&path)
+        .iter()
+        .filter_map(|r| r["intended_ms"].as_f64())
+        .collect();
+    due.sort_by(f64::total_cmp);
+    assert_eq!(due.len(), 60);
+    let in_first_second = due.iter().filter(|&&t| t < 1000.0).count();
+    let in_second_second = due
+        .iter()
+        .filter(|&&t| (1000.0..2000.0).contains(&t))
+        .count();
+    // Area under the ramp: 10 arrivals in its first second, 30 in its second.
+    assert!((8..=12).contains(&in_first_second), "{in_first_second}");
+    assert!((28..=32).contains(&in_second_second), "{in_second_second}");
+    // After the ramp, 25 ms apart.
+    let gaps: Vec<f64> = due.windows(2).skip(45).map(|w| w[1] - w[0]).collect();
+    assert!(gaps.iter().all(|g| (g - 25.0).abs() < 0.5), "{gaps:?}");
+}
+
+#[test]
+fn a_session_rate_replaces_recorded_offsets_in_a_replay() {
+    let sim = slow(0.0);
+    let url = sim.url();
+    let tok = qwen();
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/trajectory-replay/plans.jsonl")
+        .display()
+        .to_string();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let events = dir.path().join("events.jsonl");
+    let e = events.display().to_string();
+    let r = run_agent(&[
+        "--host",
+        &url,
+        "--tokenizer-model",
+        &tok,
+        "--agent-plans-jsonl",
+        &manifest,
+        "--session-rate",
+        "20",
+        "--arrival",
+        "constant",
+        "--agent-events-jsonl",
+        &e,
+    ]);
+    assert_eq!(r.code, 0);
+    assert_eq!(load(&r)["release"], "sessions");
+    let trajectories = r.count("trajectories_completed");
+    assert_eq!(load(&r)["arrivals"].as_u64(), Some(trajectories));
+    // Sessions start 50 ms apart, in manifest order, whatever their offsets said.
+    let mut starts: Vec<f64> = records(&events)
+        .iter()
+        .filter_map(|l| l["scheduled_at_seconds"].as_f64())
+        .collect();
+    starts.sort_by(f64::total_cmp);
+    assert_eq!(starts.len() as u64, trajectories);
+    for w in starts.windows(2) {
+        assert!(((w[1] - w[0]) - 0.05).abs() < 1e-6, "{starts:?}");
+    }
 }

@@ -224,7 +224,6 @@ pub(super) async fn request_loop(
         let now = sh.start.elapsed();
         stats.lag.record(now.saturating_sub(r.due));
         stats.arrivals += 1;
-        stats.last_release = now;
         if r.index == 0 {
             sh.collector().metrics.trajectories_started += 1;
         }
@@ -301,8 +300,8 @@ pub(super) fn report(
     m: &Metrics,
     load: &LoadSpec,
     arrivals: u64,
-    last_release: Duration,
     elapsed: Duration,
+    client_cpu: Option<Duration>,
 ) {
     let warmup = load.warmup_requests.is_some() || load.warmup_secs.is_some();
     if !(load.is_open() || load.max_concurrency.is_some() || warmup || load.duration_secs.is_some())
@@ -338,12 +337,9 @@ pub(super) fn report(
             ttft: sm.ttft.stats(),
         })
         .collect();
-    // Released arrivals over the time it took to release them.
-    let achieved_rate = if last_release.is_zero() {
-        0.0
-    } else {
-        arrivals as f64 / last_release.as_secs_f64()
-    };
+    // From when arrivals really went out, not when they were released: a
+    // client that sends late shows in it.
+    let achieved_rate = m.achieved_arrival_rate().unwrap_or(0.0);
     let mut r = LoadReport {
         arrival: if load.is_open() {
             load.arrival.as_str().to_owned()
@@ -364,6 +360,7 @@ pub(super) fn report(
         send_lag: m.send_lag.stats(),
         late_sends: m.late_sends,
         warmup_requests: m.warmup_requests,
+        warmup_latency: m.warmup_latency.stats(),
         duration_secs: load.duration_secs,
         at_deadline: load
             .duration_secs
@@ -372,14 +369,24 @@ pub(super) fn report(
         stages,
         verdict: None,
     };
-    r.verdict = verdict(&r, m.requests, load.max_concurrency, summary);
+    let cpu_share = client_cpu.map(|c| crate::cpu::share_of_cores(c, elapsed));
+    r.verdict = verdict(&r, m.requests, load.max_concurrency, cpu_share, summary);
     summary.load = Some(r);
 }
 
+/// Above this share of its cores busy, the client itself may be the limit.
+const CLIENT_CPU_BUSY: f64 = 0.9;
+
 /// One line when the client, not the server, decided the figures: its
-/// concurrency queue held requests back, or it fell behind its schedule (both
-/// are said when both hold).
-fn verdict(r: &LoadReport, measured: u64, cap: Option<u64>, s: &Summary) -> Option<String> {
+/// concurrency queue held requests back, it fell behind its schedule, or it
+/// kept its cores busy (each is said when it holds).
+fn verdict(
+    r: &LoadReport,
+    measured: u64,
+    cap: Option<u64>,
+    cpu_share: Option<f64>,
+    s: &Summary,
+) -> Option<String> {
     let mut says = Vec::new();
     if let (Some(q), Some(cap)) = (r.queue_wait, cap) {
         let served = s.latency.map_or(0.0, |l| l.mean_ms);
@@ -397,6 +404,14 @@ fn verdict(r: &LoadReport, measured: u64, cap: Option<u64>, s: &Summary) -> Opti
         says.push(format!(
             "the client fell behind its schedule (send lag p99 {:.2} ms; {} of {} requests sent over 1 ms late): these figures measure the client as well as the server",
             lag.p99_ms, r.late_sends, measured
+        ));
+    }
+    if let Some(share) = cpu_share
+        && share > CLIENT_CPU_BUSY
+    {
+        says.push(format!(
+            "the client kept {:.0}% of its cores busy: its CPU, not the server, may limit this run (with sim:// the simulator shares the process)",
+            share * 100.0
         ));
     }
     (!says.is_empty()).then(|| says.join("; "))

@@ -810,6 +810,11 @@ pub fn resolve(c: &Cli, g: &Given) -> Result<RunSpec, Failure> {
         Release::Sessions,
     )?;
     if spec.load.is_open() {
+        if g.explicit("admission") && c.admission.mode() == AdmissionMode::ClosedLoop {
+            return Err(Failure::bad(
+                "--admission closed-loop and a session rate (--session-rate, --stages, --ramp-up-secs): give one (a rate starts each session at its arrival)",
+            ));
+        }
         // Each session at its arrival, whatever is active.
         spec.admission.mode = AdmissionMode::OpenLoop;
     }
