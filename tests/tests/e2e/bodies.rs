@@ -3,6 +3,12 @@
 //! (SHA-256 of every body, sorted per scenario). A change that alters a body, or
 //! how many are sent, fails here; an intended change re-records the file with
 //! `BATCHBENCH_BLESS=1 cargo test -p batchbench-tests --test e2e bodies`.
+//!
+//! The recorded list predates the run-spec refactor: this test, run against
+//! the tree before it (commit 08ae3f6, its own binaries and simulator, with
+//! only a SHA-256 added to that simulator's request log), wrote a file
+//! identical to this one. Re-record it only for a change that means to alter
+//! bodies, and say so in the commit.
 
 use batchbench_tests::{SimServer, run_agent, run_batchbench, tokenizer_path};
 use std::collections::BTreeMap;
