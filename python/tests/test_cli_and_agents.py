@@ -64,6 +64,9 @@ def test_ctrl_c_prints_a_partial_summary_and_exits_130(qwen):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A harness that starts the suite in the background leaves SIGINT ignored,
+        # and a child inherits that: give it the default, as a terminal would.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     time.sleep(2.0)
     p.send_signal(signal.SIGINT)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import _thread
+import signal
 import threading
 import time
 
@@ -118,7 +119,17 @@ def test_long_running_mode_runs_for_the_duration_recycling_requests(sim):
     assert report["run"]["mode"] == "long_running"
 
 
-def test_keyboard_interrupt_cancels_and_returns_the_partial_report(qwen):
+@pytest.fixture
+def sigint_handled():
+    """Python's own SIGINT handler for the test. ``interrupt_main`` does nothing
+    while SIGINT is ignored, as it is when a harness starts the suite in the
+    background."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+def test_keyboard_interrupt_cancels_and_returns_the_partial_report(qwen, sigint_handled):
     with batchbench.Simulator(qwen, decode_ms_per_token=20) as s:
         timer = threading.Timer(0.8, _thread.interrupt_main)
         timer.start()

@@ -462,6 +462,8 @@ impl Engine {
             arrivals,
         } = adm;
         let elapsed = start.elapsed();
+        let client_cpu =
+            cpu_at_start.and_then(|c| Some(crate::cpu::process_cpu()?.saturating_sub(c)));
         // The source may finish its description in the background (a digest).
         info.workload = tokio::task::spawn_blocking(move || source.final_info())
             .await
@@ -475,7 +477,7 @@ impl Engine {
             &load,
             arrivals,
             elapsed,
-            cpu_at_start.and_then(|c| Some(crate::cpu::process_cpu()?.saturating_sub(c))),
+            client_cpu,
         );
         summary.interrupted = shared.interrupt.is_cancelled() && fatal.is_none();
         summary.max_active_observed = max_observed;
@@ -721,12 +723,13 @@ async fn open_loop(
         if sh.deadline.is_cancelled() {
             break;
         }
-        // The cap delays admission.
+        // The cap delays admission; the wait is the session's queue, not lag.
         let mut late = false;
-        while tasks.len() >= cap && !sh.cancel.is_cancelled() {
+        while tasks.len() >= cap && !sh.cancel.is_cancelled() && !sh.deadline.is_cancelled() {
             late = true;
             tokio::select! {
                 () = sh.cancel.cancelled() => {}
+                () = sh.deadline.cancelled() => {}
                 Some(done) = tasks.join_next() => {
                     if let Some(slot) = reap(done, &mut stats.fatal, &sh.cancel) {
                         free.insert(slot);
@@ -734,7 +737,14 @@ async fn open_loop(
                 }
             }
         }
-        if sh.cancel.is_cancelled() {
+        // Held by the cap: everything since it was due was the cap's queue (a
+        // session behind another held one waits its turn behind it too).
+        let cap_wait = if late {
+            sh.start.elapsed().saturating_sub(scheduled)
+        } else {
+            Duration::ZERO
+        };
+        if sh.cancel.is_cancelled() || sh.deadline.is_cancelled() {
             break;
         }
         let Some(prepared) = prep.ready(&mut stats.fatal, &sh.cancel).await else {
@@ -755,7 +765,7 @@ async fn open_loop(
             t,
             first,
             prepared,
-            Some(scheduled),
+            Some((scheduled, cap_wait)),
         ));
         next_agent += 1;
         stats.max_observed = stats.max_observed.max(tasks.len() as u64);
@@ -1008,8 +1018,13 @@ async fn run_trajectory(
     traj: Trajectory,
     first: Option<PlannedRequest>,
     first_prepared: Option<Prepared>,
-    scheduled: Option<Duration>,
+    scheduled: Option<(Duration, Duration)>,
 ) -> Result<u64, EngineError> {
+    // When the trajectory was due, and how long the admission cap held it.
+    let (scheduled, admission_wait) = match scheduled {
+        Some((due, wait)) => (Some(due), wait),
+        None => (None, Duration::ZERO),
+    };
     let id = traj.id.clone();
     let mut reqs = traj.requests;
     let eligible = scheduled.unwrap_or_else(|| sh.start.elapsed());
@@ -1028,6 +1043,7 @@ async fn run_trajectory(
             id: &id,
             index: 0,
             intended: scheduled,
+            admission_wait,
         };
         completed = drive(&sh, turn, first, prepared, &mut reqs).await?;
     }
@@ -1060,6 +1076,9 @@ struct Turn<'a> {
     index: u64,
     /// The first request's intended send time (absent: when it is ready).
     intended: Option<Duration>,
+    /// How long the admission cap held the trajectory back before its first
+    /// request (part of that request's queue wait).
+    admission_wait: Duration,
 }
 
 /// The turn loop. Returns whether every request succeeded.
@@ -1076,6 +1095,7 @@ async fn drive(
         id,
         mut index,
         mut intended,
+        mut admission_wait,
     } = turn;
     let mut conv = Conversation::default();
     let mut cur = first;
@@ -1156,7 +1176,7 @@ async fn drive(
         };
 
         let (permit, queue_wait) = match load::slot(sh).await {
-            Some(p) => p,
+            Some((p, wait)) => (p, wait + std::mem::take(&mut admission_wait)),
             None => {
                 if let Some(h) = next_prep {
                     h.abort();
@@ -1201,7 +1221,9 @@ async fn drive(
             let (usage, ttft, failure, estimated) = match &result {
                 Ok(reply) => {
                     let est = crate::metrics::estimated_cached_tokens(prev_prompt, reply.usage);
-                    if let Some(u) = reply.usage {
+                    if let Some(u) = reply.usage
+                        && !warmup
+                    {
                         c.metrics.record_stream(reply, u.completion_tokens);
                     }
                     (

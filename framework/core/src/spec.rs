@@ -292,6 +292,11 @@ impl LoadSpec {
         self.rate.is_some() || !self.stages.is_empty()
     }
 
+    /// The longest duration, warmup, ramp or stage, in seconds: a year.
+    pub const MAX_SECS: f64 = 366.0 * 86_400.0;
+    /// The largest concurrency cap.
+    pub const MAX_CONCURRENCY: u64 = 1_000_000;
+
     /// Checks the numbers; an error names the field.
     pub fn check(&self) -> Result<(), String> {
         let positive = |name: &str, v: Option<f64>| match v {
@@ -300,15 +305,26 @@ impl LoadSpec {
             }
             _ => Ok(()),
         };
+        let span = |name: &str, v: Option<f64>| {
+            positive(name, v)?;
+            match v {
+                Some(x) if x > Self::MAX_SECS => Err(format!(
+                    "load.{name} is {x} s; the limit is {} s (a year)",
+                    Self::MAX_SECS
+                )),
+                _ => Ok(()),
+            }
+        };
         positive("rate", self.rate)?;
         positive("burstiness", self.burstiness)?;
-        positive("ramp_up_secs", self.ramp_up_secs)?;
-        positive("warmup_secs", self.warmup_secs)?;
-        positive("duration_secs", self.duration_secs)?;
+        span("ramp_up_secs", self.ramp_up_secs)?;
+        span("warmup_secs", self.warmup_secs)?;
+        span("duration_secs", self.duration_secs)?;
         for (i, st) in self.stages.iter().enumerate() {
-            if !(st.secs.is_finite() && st.secs > 0.0) {
+            if !(st.secs.is_finite() && st.secs > 0.0 && st.secs <= Self::MAX_SECS) {
                 return Err(format!(
-                    "load.stages[{i}].secs must be a positive number, got {}",
+                    "load.stages[{i}].secs must be a positive number of at most {} s, got {}",
+                    Self::MAX_SECS,
                     st.secs
                 ));
             }
@@ -335,6 +351,14 @@ impl LoadSpec {
         }
         if self.max_concurrency == Some(0) {
             return Err("load.max_concurrency must be at least 1 (absent: no cap)".into());
+        }
+        if let Some(n) = self.max_concurrency
+            && n > Self::MAX_CONCURRENCY
+        {
+            return Err(format!(
+                "load.max_concurrency is {n}; the limit is {} (absent: no cap)",
+                Self::MAX_CONCURRENCY
+            ));
         }
         if self.warmup_requests.is_some() && self.warmup_secs.is_some() {
             return Err("load.warmup_requests and load.warmup_secs: give one".into());

@@ -74,6 +74,20 @@ impl CsvReport {
     }
 }
 
+/// Why a file with header `theirs` cannot take rows of columns `ours`.
+fn header_mismatch(theirs: &str, ours: &str) -> String {
+    let (t, o) = (theirs.split(',').count(), ours.split(',').count());
+    if ours.starts_with(theirs) && ours[theirs.len()..].starts_with(',') {
+        format!(
+            "the file was written by an earlier version: its {t} columns are the first {t} of this run's {o}, so a row of this run would not line up; choose a new path"
+        )
+    } else {
+        format!(
+            "the file exists with other columns ({t} of them; this run writes {o}); choose a new path"
+        )
+    }
+}
+
 impl Reporter for CsvReport {
     fn on_start(&mut self, run: &RunInfo) -> Result<(), PluginError> {
         // The set of field names does not depend on the figures: check every
@@ -116,8 +130,9 @@ impl Reporter for CsvReport {
                 .read_line(&mut first)
                 .map_err(|e| self.fail(e))?;
             let first = first.trim_end();
-            if !first.is_empty() && first != self.header() {
-                return Err(self.fail("the file exists with other columns; choose a new path"));
+            let ours = self.header();
+            if !first.is_empty() && first != ours {
+                return Err(self.fail(header_mismatch(first, &ours)));
             }
         }
         std::fs::OpenOptions::new()
@@ -158,4 +173,24 @@ batchbench_core::register_reporter! {
     example: r#"{"path": "results.csv", "columns": ["timestamp", "model", "total_requests", "rps=requests_per_second", "latency_p99_ms"]}"#,
     config: CsvConfig,
     build: CsvReport::new,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::header_mismatch;
+
+    #[test]
+    fn a_shorter_legacy_header_is_named_as_an_earlier_version() {
+        let m = header_mismatch("a,b", "a,b,c");
+        assert!(m.contains("earlier version"), "{m}");
+        assert!(m.contains("first 2 of this run's 3"), "{m}");
+        let m = header_mismatch("a,x", "a,b,c");
+        assert!(
+            m.contains("other columns (2 of them; this run writes 3)"),
+            "{m}"
+        );
+        // A prefix that ends inside a column name is not an earlier version.
+        let m = header_mismatch("a,b", "a,bc");
+        assert!(m.contains("other columns"), "{m}");
+    }
 }

@@ -236,6 +236,7 @@ pub(super) async fn request_loop(
                 id: &r.id,
                 index: r.index,
                 intended: Some(r.due),
+                admission_wait: Duration::ZERO,
             };
             drive(&sh2, turn, r.request, prepared, &mut none).await?;
             Ok(r.agent_id)
