@@ -193,6 +193,27 @@ fn records(path: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
+/// Runs `batchbench` against `url` with the Qwen tokenizer, `args` and
+/// `--requests-jsonl`; returns the result and the per-request lines.
+fn run_with_records(url: &str, args: &[&str]) -> (batchbench_tests::RunResult, Vec<Value>) {
+    let tok = qwen();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("requests.jsonl");
+    let p = path.display().to_string();
+    let mut all = vec![
+        "--host",
+        url,
+        "--tokenizer-model",
+        &tok,
+        "--requests-jsonl",
+        &p,
+    ];
+    all.extend_from_slice(args);
+    let r = run_batchbench(&all);
+    let rows = records(&path);
+    (r, rows)
+}
+
 #[test]
 fn the_client_queue_not_the_server_holds_requests_above_capacity() {
     // One request at a time, each about 100 ms: capacity is about 10/s.
@@ -420,36 +441,27 @@ fn a_retried_request_is_not_client_lag_and_every_timeline_is_in_order() {
         },
         "qwen",
     );
-    let url = sim.url();
-    let tok = qwen();
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let path = dir.path().join("requests.jsonl");
-    let p = path.display().to_string();
-    let r = run_batchbench(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "4",
-        "--requests-per-user",
-        "5",
-        "--output-tokens",
-        "4",
-        "--stream",
-        "--request-rate",
-        "50",
-        "--arrival",
-        "constant",
-        "--max-retries",
-        "4",
-        "--retry-delay-ms",
-        "40",
-        "--requests-jsonl",
-        &p,
-    ]);
+    let (r, rows) = run_with_records(
+        &sim.url(),
+        &[
+            "--users",
+            "4",
+            "--requests-per-user",
+            "5",
+            "--output-tokens",
+            "4",
+            "--stream",
+            "--request-rate",
+            "50",
+            "--arrival",
+            "constant",
+            "--max-retries",
+            "4",
+            "--retry-delay-ms",
+            "40",
+        ],
+    );
     assert_eq!(r.code, 0);
-    let rows = records(&path);
     assert_eq!(rows.len(), 20);
     let f = |row: &Value, k: &str| {
         row[k]
@@ -492,36 +504,27 @@ fn a_retried_request_is_not_client_lag_and_every_timeline_is_in_order() {
 #[test]
 fn warmup_seconds_leave_out_what_was_due_in_them() {
     let sim = slow(0.0);
-    let url = sim.url();
-    let tok = qwen();
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let path = dir.path().join("requests.jsonl");
-    let p = path.display().to_string();
     // 40/s, evenly spaced from 25 ms: the 11 requests due before 0.3 s (at 25,
     // 50, ..., 275 ms) are warmup.
-    let r = run_batchbench(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "4",
-        "--requests-per-user",
-        "8",
-        "--output-tokens",
-        "2",
-        "--request-rate",
-        "40",
-        "--arrival",
-        "constant",
-        "--warmup-secs",
-        "0.3",
-        "--requests-jsonl",
-        &p,
-    ]);
+    let (r, rows) = run_with_records(
+        &sim.url(),
+        &[
+            "--users",
+            "4",
+            "--requests-per-user",
+            "8",
+            "--output-tokens",
+            "2",
+            "--request-rate",
+            "40",
+            "--arrival",
+            "constant",
+            "--warmup-secs",
+            "0.3",
+        ],
+    );
     assert_eq!(r.code, 0);
     assert_eq!(sim.stats().requests, 32, "warmup requests are sent");
-    let rows = records(&path);
     let warm: Vec<&Value> = rows.iter().filter(|r| r["warmup"] == true).collect();
     assert_eq!(warm.len(), 11, "due before 0.3 s at 40/s");
     assert!(
@@ -536,35 +539,27 @@ fn warmup_seconds_leave_out_what_was_due_in_them() {
 #[test]
 fn a_ramp_rises_linearly_to_its_rate() {
     let sim = slow(0.0);
-    let url = sim.url();
-    let tok = qwen();
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let path = dir.path().join("requests.jsonl");
-    let p = path.display().to_string();
     // A linear ramp from 0 to 40/s over 2 s, then 40/s: 40 arrivals fill the
     // ramp (the area under it), the rest follow at the full rate.
-    let r = run_batchbench(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "4",
-        "--requests-per-user",
-        "15",
-        "--output-tokens",
-        "2",
-        "--request-rate",
-        "40",
-        "--arrival",
-        "constant",
-        "--ramp-up-secs",
-        "2",
-        "--requests-jsonl",
-        &p,
-    ]);
+    let (r, rows) = run_with_records(
+        &sim.url(),
+        &[
+            "--users",
+            "4",
+            "--requests-per-user",
+            "15",
+            "--output-tokens",
+            "2",
+            "--request-rate",
+            "40",
+            "--arrival",
+            "constant",
+            "--ramp-up-secs",
+            "2",
+        ],
+    );
     assert_eq!(r.code, 0);
-    let mut due: Vec<f64> = records(&path)
+    let mut due: Vec<f64> = rows
         .iter()
         .filter_map(|r| r["intended_ms"].as_f64())
         .collect();
