@@ -53,6 +53,60 @@ pub fn tokenizer(name: &str) -> Arc<TokenizerHandle> {
         .clone()
 }
 
+/// The property the proven synthesis path rests on, checked against the full
+/// encoding: for `cases` random prompts (lengths from 1 to 3,000 tokens, with and
+/// without a shared prefix of random length), the text `tok` makes encodes to
+/// exactly its target and is byte-identical to what the per-piece checked path
+/// (`checked`) makes; tool schemas and tool-call arguments of random lengths
+/// encode exactly too. `name` labels the failures.
+pub fn check_synthesis_property(
+    name: &str,
+    tok: &TokenizerHandle,
+    checked: &TokenizerHandle,
+    cases: u64,
+) {
+    use batchbench_core::rng::Stream;
+    let mut rng = Stream::new(0x7e57_0000 ^ cases);
+    for case in 0..cases {
+        let n = 1 + rng.below(if case % 10 == 0 { 3000 } else { 300 }) as usize;
+        let prefix =
+            (rng.below(2) == 0).then(|| (rng.next_u64(), rng.below(n as u64 + 8) as usize));
+        let key = rng.next_u64();
+        let ctx = || format!("{name} case {case}");
+        let text = tok
+            .exact_text_with_prefix(prefix, key, n, &ctx)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            tok.count(&text).unwrap_or_else(|e| panic!("{e}")),
+            n,
+            "{name} case {case}: {n} tokens, prefix {prefix:?}"
+        );
+        let again = checked
+            .exact_text_with_prefix(prefix, key, n, &ctx)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(text, again, "{name} case {case}: the two paths differ");
+        if case % 8 == 0 {
+            let m = 40 + rng.below(200) as usize;
+            let schema = tok
+                .tool_schema(key, m, &ctx)
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(
+                tok.count(&schema).ok(),
+                Some(m),
+                "{name} case {case}: schema"
+            );
+            let args = tok
+                .tool_arguments(key, m / 4 + 6, &ctx)
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(
+                tok.count(&args).ok(),
+                Some(m / 4 + 6),
+                "{name} case {case}: call"
+            );
+        }
+    }
+}
+
 /// A simulator serving on its own runtime while the test thread runs clients.
 pub struct SimServer {
     rt: tokio::runtime::Runtime,

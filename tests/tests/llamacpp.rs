@@ -159,6 +159,31 @@ fn the_gguf_tokenizer_matches_the_servers_tokenize() {
 
 #[test]
 #[ignore = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh start)\""]
+fn the_proof_holds_for_the_gguf_tokenizer_and_agrees_with_full_encoding_and_the_server() {
+    let s = server();
+    let name = s.model.display().to_string();
+    let proven =
+        TokenizerHandle::from_file_uncached(&name, &s.model).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        proven.synthesis_path(),
+        batchbench_core::tokens::SynthesisPath::Proven,
+        "SmolLM2 (GGUF)"
+    );
+    let checked = TokenizerHandle::from_file_uncached(&name, &s.model)
+        .and_then(TokenizerHandle::without_proof)
+        .unwrap_or_else(|e| panic!("{e}"));
+    batchbench_tests::check_synthesis_property("SmolLM2 (GGUF)", &proven, &checked, 300);
+    // And the server's own tokenizer counts proven prompts exactly.
+    for (key, n) in [(11u64, 1usize), (12, 64), (13, 1500)] {
+        let text = proven
+            .exact_text(key, n, &|| "proof".into())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(tokenize(&s.url, &text).len(), n, "{n} tokens");
+    }
+}
+
+#[test]
+#[ignore = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh start)\""]
 fn prompts_are_exact_and_outputs_exact_with_ignore_eos() {
     let s = server();
     let (out, lines, _dir) = run_with_requests(

@@ -68,6 +68,18 @@ pub(crate) fn needs(blocks: &[Block], fresh: bool, state: &BlockState) -> Vec<Ne
     out
 }
 
+/// The tokens `needs` synthesise when every one is plain text (no tool schema or
+/// tool call, whose JSON is checked by a full encoding).
+pub(crate) fn plain_tokens(needs: &[Need]) -> Option<u64> {
+    needs
+        .iter()
+        .map(|n| {
+            (!matches!(n.role, BlockRole::ToolDefinition | BlockRole::ToolCall))
+                .then_some(u64::from(n.tokens))
+        })
+        .sum()
+}
+
 /// Block texts shared by every trajectory of a run: a seed's text is a function of
 /// the seed, its token count and its role alone, so a system prompt shared by many
 /// sessions is synthesised (and checked) once.

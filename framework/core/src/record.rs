@@ -256,6 +256,11 @@ pub struct Summary {
     /// The arrival process, when requests were released at a rate (absent: the
     /// closed loop).
     pub load: Option<LoadReport>,
+    /// How synthetic prompts were known to be exact: `proven` (once, at load),
+    /// `pre-tokenized` or `encoded` (every piece checked); absent without a
+    /// tokenizer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_synthesis: Option<String>,
 }
 
 /// How an open-loop run kept its schedule, and what the schedule cost.

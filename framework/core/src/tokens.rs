@@ -1,23 +1,31 @@
 //! Tokenizers and exact-length synthetic text.
 //!
-//! A tokenizer comes from a local `tokenizer.json`, a directory holding one, or a
-//! Hugging Face model id (read from the standard hub cache, downloaded into it unless
-//! `HF_HUB_OFFLINE` is set).
+//! A tokenizer comes from a local `tokenizer.json`, a directory holding one, a GGUF
+//! model file, or a Hugging Face model id (read from the standard hub cache,
+//! downloaded into it unless `HF_HUB_OFFLINE` is set).
 //!
 //! Synthetic text is a sequence of *words*: vocabulary entries that decode to a space
-//! followed by ASCII letters and that re-encode, alone, to exactly their own id. Every
-//! common pre-tokenizer (byte-level BPE, Metaspace) splits text at such a space, so a
-//! sequence of `n` words encodes to exactly `n` tokens. That is still checked: every
-//! generated piece is re-tokenized, and a piece that does not come out exact is an
-//! error naming what it was for, never a silently different workload.
+//! followed by ASCII letters and that re-encode, alone, to exactly their own id.
+//! Whether `n` words are exactly `n` tokens is settled in one of three ways, recorded
+//! as the run's [`SynthesisPath`]:
 //!
-//! The check runs the tokenizer's own normalizer and pre-tokenizer over the whole
-//! piece (where context between words could change the split) and requires every
-//! split to be one of the table's words, whose model step was proven at load (each
-//! encodes alone to its one id). That is the full encoding's count whenever the
-//! model is a BPE without dropout and no added token can match inside such text,
-//! which is checked at load together with a self-test against the full encoding on
-//! every word; otherwise every piece is fully encoded.
+//! - **proven**: at load, the tokenizer's structure proves that its normalizer and
+//!   pre-tokenizer split such text exactly at word boundaries (see [`proof`]), and a
+//!   comparison against the full encoding confirms it. Making a prompt is then
+//!   sampling words and copying bytes, with no tokenizer call, and the proven table
+//!   is cached on disk by the tokenizer file's digest (see [`cache`]), so a later
+//!   run starts without parsing the tokenizer at all;
+//! - **pre-tokenized**: the proof does not apply, but the model is a BPE without
+//!   dropout and no added token can match such text: every piece is run through the
+//!   normalizer and pre-tokenizer and every split must be a table word, whose model
+//!   step was proven at load;
+//! - **encoded**: every piece is fully encoded.
+//!
+//! On the last two paths a piece that does not come out exact is an error naming
+//! what it was for, never a silently different workload.
+
+pub mod cache;
+pub mod proof;
 
 use crate::rng::Stream;
 use std::path::{Path, PathBuf};
@@ -64,15 +72,96 @@ pub enum TokenError {
 
 const MIN_WORDS: usize = 256;
 const MAX_WORDS: usize = 4_096;
+/// Longest word, its leading space included: a word is copied as a fixed slot.
+const MAX_WORD_BYTES: usize = 13;
+const SLOT: usize = 16;
+
+/// How a run knows its synthetic text is exact (recorded in the run's summary).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum SynthesisPath {
+    /// Proven once, at load, for the whole word table (see [`proof`]): making a
+    /// prompt is sampling words and copying bytes, with no tokenizer call.
+    Proven,
+    /// Every piece is pre-tokenized and its splits looked up in the word table.
+    PreTokenized,
+    /// Every piece is fully encoded.
+    Encoded,
+}
+
+impl SynthesisPath {
+    /// The name in summaries and records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Proven => "proven",
+            Self::PreTokenized => "pre-tokenized",
+            Self::Encoded => "encoded",
+        }
+    }
+}
+
+enum Check {
+    Proven,
+    /// The words' vocabulary pieces (`Ġword`).
+    PreTokenized(std::collections::HashSet<Box<str>>),
+    Encoded,
+}
+
+/// The single-token words, as fixed slots: bytes `0..len` are the word, byte 15 its
+/// length, so a word is appended as one 16-byte copy and a truncation.
+struct WordTable {
+    slots: Vec<[u8; SLOT]>,
+    ids: Vec<u32>,
+}
+
+impl WordTable {
+    fn new(words: &[(Box<str>, u32)]) -> Self {
+        let slots = words
+            .iter()
+            .map(|(w, _)| {
+                let mut s = [0u8; SLOT];
+                s[..w.len()].copy_from_slice(w.as_bytes());
+                s[SLOT - 1] = w.len() as u8;
+                s
+            })
+            .collect();
+        Self {
+            slots,
+            ids: words.iter().map(|(_, id)| *id).collect(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn word(&self, i: usize) -> &str {
+        let s = &self.slots[i];
+        std::str::from_utf8(&s[..usize::from(s[SLOT - 1])]).unwrap_or_default()
+    }
+}
+
+/// Whether `w` is a word by the table's rules: a space, then 2 to 12 lowercase
+/// ASCII letters.
+fn is_word(w: &str) -> bool {
+    w.len() <= MAX_WORD_BYTES
+        && w.len() >= 3
+        && w.starts_with(' ')
+        && w[1..].bytes().all(|b| b.is_ascii_lowercase())
+}
 
 /// A loaded tokenizer with its table of single-token words.
+///
+/// On the proven path with a cached table the full tokenizer is not parsed until
+/// something needs it (a full encoding); then it is parsed once.
 pub struct TokenizerHandle {
     spec: String,
     path: PathBuf,
-    inner: tokenizers::Tokenizer,
-    words: Vec<Box<str>>,
-    /// The words' vocabulary pieces (`Ġword`), when the pre-tokenizer check is sound.
-    pieces: Option<std::collections::HashSet<Box<str>>>,
+    full: std::sync::OnceLock<Result<tokenizers::Tokenizer, String>>,
+    words: WordTable,
+    check: Check,
+    from_cache: bool,
 }
 
 impl std::fmt::Debug for TokenizerHandle {
@@ -81,7 +170,17 @@ impl std::fmt::Debug for TokenizerHandle {
             .field("spec", &self.spec)
             .field("path", &self.path)
             .field("words", &self.words.len())
+            .field("synthesis", &self.synthesis_path())
             .finish_non_exhaustive()
+    }
+}
+
+fn parse(path: &Path) -> Result<tokenizers::Tokenizer, String> {
+    // A GGUF model file carries its tokenizer in its metadata.
+    if crate::gguf::is_gguf(path) {
+        crate::gguf::load_tokenizer(path).map_err(|e| format!("{}: {e}", path.display()))
+    } else {
+        tokenizers::Tokenizer::from_file(path).map_err(|e| format!("{}: {e}", path.display()))
     }
 }
 
@@ -93,22 +192,56 @@ impl TokenizerHandle {
         Self::from_file(spec, &path)
     }
 
-    /// Loads a `tokenizer.json` file.
+    /// Loads a `tokenizer.json` or GGUF file, using the proven word table cached
+    /// for this file's digest when there is one (see [`cache`]).
     pub fn from_file(spec: &str, path: &Path) -> Result<Self, TokenError> {
+        Self::open(spec, path, Some(&cache::cache_dir()))
+    }
+
+    /// [`from_file`](Self::from_file) with the word-table cache under `dir`.
+    pub fn from_file_with_cache(spec: &str, path: &Path, dir: &Path) -> Result<Self, TokenError> {
+        Self::open(spec, path, Some(dir))
+    }
+
+    /// Loads a tokenizer without reading or writing the word-table cache: the
+    /// table is built and the proof made from the file itself.
+    pub fn from_file_uncached(spec: &str, path: &Path) -> Result<Self, TokenError> {
+        Self::open(spec, path, None)
+    }
+
+    fn open(spec: &str, path: &Path, cache_dir: Option<&Path>) -> Result<Self, TokenError> {
         let load_err = |reason: String| TokenError::Load {
             spec: spec.to_owned(),
             reason,
         };
-        // A GGUF model file carries its tokenizer in its metadata.
-        let inner = if crate::gguf::is_gguf(path) {
-            crate::gguf::load_tokenizer(path)
-                .map_err(|e| load_err(format!("{}: {e}", path.display())))?
-        } else {
-            tokenizers::Tokenizer::from_file(path)
-                .map_err(|e| load_err(format!("{}: {e}", path.display())))?
+        let cached = match cache_dir {
+            Some(dir) => Some((
+                dir,
+                cache::file_digest(path)
+                    .map_err(|e| load_err(format!("{}: {e}", path.display())))?,
+            )),
+            None => None,
         };
-        let (words, pieces): (Vec<Box<str>>, Vec<Box<str>>) =
-            word_table(&inner).into_iter().unzip();
+        if let Some(entry) = cached.as_ref().and_then(|(dir, d)| cache::read(dir, d)) {
+            if entry.words.len() >= MIN_WORDS && entry.words.iter().all(|w| is_word(w)) {
+                let words: Vec<(Box<str>, u32)> = entry
+                    .words
+                    .into_iter()
+                    .map(String::into_boxed_str)
+                    .zip(entry.ids)
+                    .collect();
+                return Ok(Self {
+                    spec: spec.to_owned(),
+                    path: path.to_owned(),
+                    full: std::sync::OnceLock::new(),
+                    words: WordTable::new(&words),
+                    check: Check::Proven,
+                    from_cache: true,
+                });
+            }
+        }
+        let inner = parse(path).map_err(load_err)?;
+        let words = word_table(&inner);
         if words.len() < MIN_WORDS {
             return Err(TokenError::Vocabulary {
                 spec: spec.to_owned(),
@@ -116,20 +249,41 @@ impl TokenizerHandle {
                 needed: MIN_WORDS,
             });
         }
-        let mut handle = Self {
+        let table = WordTable::new(&words);
+        let texts: Vec<Box<str>> = words.into_iter().map(|(w, _)| w).collect();
+        let proven = proof::structure_proves(&inner)
+            && proof::confirm(&texts, &table.ids, &|t| {
+                inner
+                    .encode_fast(t, false)
+                    .ok()
+                    .map(|e| e.get_ids().to_vec())
+            });
+        let check = if proven {
+            if let Some((dir, d)) = &cached {
+                cache::write(dir, d, &texts, &table.ids);
+            }
+            Check::Proven
+        } else {
+            unproven_check(&inner, &table)
+        };
+        let full = std::sync::OnceLock::new();
+        let _ = full.set(Ok(inner));
+        Ok(Self {
             spec: spec.to_owned(),
             path: path.to_owned(),
-            inner,
-            words,
-            pieces: None,
-        };
-        if fast_check_sound(&handle.inner) {
-            handle.pieces = Some(pieces.into_iter().collect());
-            if !handle.fast_check_agrees() {
-                handle.pieces = None;
-            }
-        }
-        Ok(handle)
+            full,
+            words: table,
+            check,
+            from_cache: false,
+        })
+    }
+
+    /// This handle on the path a tokenizer the proof does not cover takes (every
+    /// piece checked at run time), for comparing the two.
+    pub fn without_proof(mut self) -> Result<Self, TokenError> {
+        let check = unproven_check(self.full()?, &self.words);
+        self.check = check;
+        Ok(self)
     }
 
     /// What the user asked for (id or path).
@@ -142,9 +296,26 @@ impl TokenizerHandle {
         &self.path
     }
 
-    /// The underlying tokenizer.
-    pub fn inner(&self) -> &tokenizers::Tokenizer {
-        &self.inner
+    /// The full tokenizer, parsed now if it was not yet (a cached proven table
+    /// defers it).
+    pub fn full(&self) -> Result<&tokenizers::Tokenizer, TokenError> {
+        self.full
+            .get_or_init(|| parse(&self.path))
+            .as_ref()
+            .map_err(|reason| TokenError::Load {
+                spec: self.spec.clone(),
+                reason: reason.clone(),
+            })
+    }
+
+    /// Whether the full tokenizer has been parsed.
+    pub fn full_loaded(&self) -> bool {
+        self.full.get().is_some()
+    }
+
+    /// Whether the word table came from the cache.
+    pub fn table_from_cache(&self) -> bool {
+        self.from_cache
     }
 
     /// How many single-token words the synthesiser draws from.
@@ -152,53 +323,40 @@ impl TokenizerHandle {
         self.words.len()
     }
 
+    /// The words (each with its leading space) and their token ids, by id.
+    pub fn words(&self) -> impl Iterator<Item = (&str, u32)> {
+        (0..self.words.len()).map(|i| (self.words.word(i), self.words.ids[i]))
+    }
+
+    /// How synthetic text is known to be exact.
+    pub fn synthesis_path(&self) -> SynthesisPath {
+        match self.check {
+            Check::Proven => SynthesisPath::Proven,
+            Check::PreTokenized(_) => SynthesisPath::PreTokenized,
+            Check::Encoded => SynthesisPath::Encoded,
+        }
+    }
+
     /// Whether pieces are checked by pre-tokenization (see the module docs) rather
     /// than by a full encoding.
     pub fn fast_check(&self) -> bool {
-        self.pieces.is_some()
+        matches!(self.check, Check::PreTokenized(_))
     }
 
     /// The token count of a synthesised piece: by pre-tokenization when every split
     /// is a table word (see the module docs), else by a full encoding.
     pub fn count_synthetic(&self, text: &str) -> Result<usize, TokenError> {
-        let Some(pieces) = &self.pieces else {
-            return self.count(text);
-        };
-        use tokenizers::{Normalizer, PreTokenizer};
-        let err = |e: tokenizers::Error| TokenError::Encode(e.to_string());
-        let mut pts = tokenizers::PreTokenizedString::from(text);
-        if let Some(n) = self.inner.get_normalizer() {
-            pts.normalize(|s| n.normalize(s)).map_err(err)?;
+        match &self.check {
+            Check::PreTokenized(pieces) => {
+                pre_tokenized_count(self.full()?, pieces, text).map_or_else(|| self.count(text), Ok)
+            }
+            Check::Proven | Check::Encoded => self.count(text),
         }
-        if let Some(p) = self.inner.get_pre_tokenizer() {
-            p.pre_tokenize(&mut pts).map_err(err)?;
-        }
-        let splits = pts.get_splits(
-            tokenizers::OffsetReferential::Normalized,
-            tokenizers::OffsetType::None,
-        );
-        if splits.iter().all(|(piece, _, _)| pieces.contains(*piece)) {
-            Ok(splits.len())
-        } else {
-            self.count(text)
-        }
-    }
-
-    /// The load-time self-test: every word, in a shuffled run, counts the same by
-    /// pre-tokenization and by full encoding.
-    fn fast_check_agrees(&self) -> bool {
-        let mut order: Vec<usize> = (0..self.words.len()).collect();
-        let mut rng = Stream::new(0x5e1f_7e57);
-        for i in (1..order.len()).rev() {
-            order.swap(i, rng.below(i as u64 + 1) as usize);
-        }
-        let text: String = order.iter().map(|&i| &*self.words[i]).collect();
-        matches!((self.count_synthetic(&text), self.count(&text)), (Ok(a), Ok(b)) if a == b && a == self.words.len())
     }
 
     /// The token count of `text`, without special tokens.
     pub fn count(&self, text: &str) -> Result<usize, TokenError> {
-        self.inner
+        self.full()?
             .encode_fast(text, false)
             .map(|e| e.len())
             .map_err(|e| TokenError::Encode(e.to_string()))
@@ -206,7 +364,7 @@ impl TokenizerHandle {
 
     /// The token ids of `text`, without special tokens.
     pub fn ids(&self, text: &str) -> Result<Vec<u32>, TokenError> {
-        self.inner
+        self.full()?
             .encode_fast(text, false)
             .map(|e| e.get_ids().to_vec())
             .map_err(|e| TokenError::Encode(e.to_string()))
@@ -214,11 +372,19 @@ impl TokenizerHandle {
 
     /// Appends `n` words drawn from `stream` to `out`, without checking.
     pub fn push_words(&self, stream: &mut Stream, n: usize, out: &mut String) {
-        out.reserve(n * 7);
+        let mut buf = std::mem::take(out).into_bytes();
+        buf.reserve(n * SLOT);
+        let slots = &self.words.slots;
+        let len = slots.len() as u64;
         for _ in 0..n {
-            let w = &self.words[stream.below(self.words.len() as u64) as usize];
-            out.push_str(w);
+            let slot = &slots[stream.below(len) as usize];
+            let end = buf.len() + usize::from(slot[SLOT - 1]);
+            buf.extend_from_slice(slot);
+            buf.truncate(end);
         }
+        // Words are ASCII (`is_word`), so this never fails; if it somehow did, the
+        // text would be empty and the exactness check would name the piece.
+        *out = String::from_utf8(buf).unwrap_or_default();
     }
 
     /// Text of exactly `n` tokens from the stream `key`: equal keys give identical
@@ -248,7 +414,10 @@ impl TokenizerHandle {
             self.push_words(&mut Stream::new(pkey), shared, &mut out);
         }
         self.push_words(&mut Stream::new(key), n - shared, &mut out);
-        self.check(&out, n, context)?;
+        // On the proven path `n` words are `n` tokens: nothing to check.
+        if !matches!(self.check, Check::Proven) {
+            self.check(&out, n, context)?;
+        }
         Ok(out)
     }
 
@@ -272,10 +441,68 @@ impl TokenizerHandle {
     }
 }
 
+/// The per-piece check for a tokenizer the proof does not cover.
+fn unproven_check(tok: &tokenizers::Tokenizer, words: &WordTable) -> Check {
+    if !fast_check_sound(tok) {
+        return Check::Encoded;
+    }
+    let pieces: Option<std::collections::HashSet<Box<str>>> = words
+        .ids
+        .iter()
+        .map(|&id| tok.id_to_token(id).map(String::into_boxed_str))
+        .collect();
+    match pieces {
+        Some(p) if pre_tokenized_agrees(tok, &p, words) => Check::PreTokenized(p),
+        _ => Check::Encoded,
+    }
+}
+
+/// Runs the normalizer and pre-tokenizer over `text`: the split count when every
+/// split is a table word, else `None`.
+fn pre_tokenized_count(
+    tok: &tokenizers::Tokenizer,
+    pieces: &std::collections::HashSet<Box<str>>,
+    text: &str,
+) -> Option<usize> {
+    use tokenizers::{Normalizer, PreTokenizer};
+    let mut pts = tokenizers::PreTokenizedString::from(text);
+    if let Some(n) = tok.get_normalizer() {
+        pts.normalize(|s| n.normalize(s)).ok()?;
+    }
+    if let Some(p) = tok.get_pre_tokenizer() {
+        p.pre_tokenize(&mut pts).ok()?;
+    }
+    let splits = pts.get_splits(
+        tokenizers::OffsetReferential::Normalized,
+        tokenizers::OffsetType::None,
+    );
+    splits
+        .iter()
+        .all(|(piece, _, _)| pieces.contains(*piece))
+        .then_some(splits.len())
+}
+
+/// The load-time self-test of the per-piece check: every word, in a shuffled run,
+/// counts the same by pre-tokenization and by full encoding.
+fn pre_tokenized_agrees(
+    tok: &tokenizers::Tokenizer,
+    pieces: &std::collections::HashSet<Box<str>>,
+    words: &WordTable,
+) -> bool {
+    let mut order: Vec<usize> = (0..words.len()).collect();
+    let mut rng = Stream::new(0x5e1f_7e57);
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let text: String = order.iter().map(|&i| words.word(i)).collect();
+    let full = tok.encode_fast(text.as_str(), false).map(|e| e.len()).ok();
+    pre_tokenized_count(tok, pieces, &text) == Some(words.len()) && full == Some(words.len())
+}
+
 /// Finds the words: vocabulary entries that decode to `" " + [a-z]{2,12}` and encode
 /// back to exactly themselves. Ordered by id, so the table is a pure function of the
 /// tokenizer file.
-fn word_table(tok: &tokenizers::Tokenizer) -> Vec<(Box<str>, Box<str>)> {
+fn word_table(tok: &tokenizers::Tokenizer) -> Vec<(Box<str>, u32)> {
     let mut vocab: Vec<(String, u32)> = tok.get_vocab(false).into_iter().collect();
     vocab.sort_unstable_by_key(|(_, id)| *id);
     let mut words = Vec::new();
@@ -303,7 +530,7 @@ fn word_table(tok: &tokenizers::Tokenizer) -> Vec<(Box<str>, Box<str>)> {
         if enc.get_ids() != [id] {
             continue;
         }
-        words.push((text.into_boxed_str(), piece.into_boxed_str()));
+        words.push((text.into_boxed_str(), id));
         if words.len() >= MAX_WORDS {
             break;
         }
@@ -317,12 +544,7 @@ fn word_table(tok: &tokenizers::Tokenizer) -> Vec<(Box<str>, Box<str>)> {
 /// Metaspace stand-ins).
 fn fast_check_sound(tok: &tokenizers::Tokenizer) -> bool {
     let bpe = matches!(tok.get_model(), tokenizers::ModelWrapper::BPE(b) if b.dropout.is_none());
-    let inert = |c: char| c.is_ascii_alphabetic() || matches!(c, ' ' | 'Ġ' | '▁');
-    let added_ok = tok
-        .get_added_tokens_decoder()
-        .values()
-        .all(|t| t.content.chars().any(|c| !inert(c)));
-    bpe && tok.get_pre_tokenizer().is_some() && added_ok
+    bpe && tok.get_pre_tokenizer().is_some() && proof::added_tokens_inert(tok)
 }
 
 /// Where a tokenizer spec points locally: a file, a directory holding

@@ -145,6 +145,13 @@ impl Sim {
         addr: SocketAddr,
     ) -> std::io::Result<Self> {
         cfg.validate().map_err(std::io::Error::other)?;
+        // The simulator counts every prompt with the full tokenizer: parse it now
+        // (a cached word table defers it), not on the first request.
+        let t = tok.clone();
+        tokio::task::spawn_blocking(move || t.full().map(|_| ()))
+            .await
+            .map_err(std::io::Error::other)?
+            .map_err(std::io::Error::other)?;
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let workers = (0..cfg.workers)

@@ -1,6 +1,7 @@
 //! Exact-length synthesis with real byte-level BPE tokenizers.
 
 use batchbench_core::rng;
+use batchbench_core::tokens::{SynthesisPath, TokenizerHandle, cache};
 use batchbench_tests::tokenizer;
 
 const TOKENIZERS: [&str; 3] = ["qwen", "llama3.2", "deepseek"];
@@ -98,11 +99,12 @@ fn unreadable_tokenizer_is_a_clear_error() {
 #[test]
 fn the_pre_tokenizer_check_agrees_with_full_encoding() {
     for name in TOKENIZERS {
-        let tok = tokenizer(name);
-        assert!(
-            tok.fast_check(),
-            "{name}: the pre-tokenizer check should be sound for byte-level BPE"
-        );
+        // The path a tokenizer outside the proof takes, on a real one.
+        let path = batchbench_tests::tokenizer_path(name);
+        let tok = TokenizerHandle::from_file_uncached(name, &path)
+            .and_then(TokenizerHandle::without_proof)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(tok.synthesis_path(), SynthesisPath::PreTokenized, "{name}");
         for seed in 0..20u64 {
             let mut text = String::new();
             tok.push_words(
@@ -130,6 +132,95 @@ fn the_pre_tokenizer_check_agrees_with_full_encoding() {
             );
         }
     }
+}
+
+#[test]
+fn the_proof_holds_for_real_tokenizers_and_agrees_with_full_encoding() {
+    for name in TOKENIZERS {
+        let path = batchbench_tests::tokenizer_path(name);
+        let proven =
+            TokenizerHandle::from_file_uncached(name, &path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(proven.synthesis_path(), SynthesisPath::Proven, "{name}");
+        let checked = TokenizerHandle::from_file_uncached(name, &path)
+            .and_then(TokenizerHandle::without_proof)
+            .unwrap_or_else(|e| panic!("{e}"));
+        batchbench_tests::check_synthesis_property(name, &proven, &checked, 300);
+    }
+}
+
+#[test]
+fn a_pre_tokenizer_outside_the_proof_keeps_the_checked_path() {
+    // Qwen's tokenizer with its split pattern changed (digits in pairs): the proof
+    // does not know the pattern, so every piece is checked, and still exact.
+    let files = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = files.path().join("tokenizer.json");
+    let json =
+        std::fs::read_to_string(batchbench_tests::tokenizer_path("qwen")).unwrap_or_default();
+    let changed = json.replacen(r"|\\p{N}|", r"|\\p{N}{1,2}|", 1);
+    assert_ne!(changed, json, "the pattern to change was not found");
+    std::fs::write(&file, changed).unwrap_or_else(|e| panic!("{e}"));
+    let tok =
+        TokenizerHandle::from_file_uncached("changed", &file).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(tok.synthesis_path(), SynthesisPath::PreTokenized);
+    let text = tok
+        .exact_text(1, 900, &|| "changed".into())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(tok.count(&text).ok(), Some(900));
+}
+
+#[test]
+fn the_proven_table_is_cached_by_digest_and_a_bad_entry_is_rebuilt() {
+    let cache = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let files = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = files.path().join("tokenizer.json");
+    std::fs::copy(batchbench_tests::tokenizer_path("qwen"), &file)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let load = || {
+        TokenizerHandle::from_file_with_cache("qwen", &file, cache.path())
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let cold = load();
+    assert!(!cold.table_from_cache() && cold.full_loaded());
+    let digest = cache::file_digest(&file).unwrap_or_else(|e| panic!("{e}"));
+    let entry = cache::entry_path(cache.path(), &digest);
+    assert!(entry.is_file(), "{} was not written", entry.display());
+
+    // Warm: the same table, without parsing the tokenizer, and the same text.
+    let warm = load();
+    assert!(warm.table_from_cache() && !warm.full_loaded());
+    assert_eq!(
+        warm.words().collect::<Vec<_>>(),
+        cold.words().collect::<Vec<_>>()
+    );
+    let ctx = || "cache".to_owned();
+    let text = warm.exact_text(3, 700, &ctx).unwrap_or_default();
+    assert_eq!(text, cold.exact_text(3, 700, &ctx).unwrap_or_default());
+    assert!(
+        !warm.full_loaded(),
+        "making a proven prompt parsed the tokenizer"
+    );
+    // Something that needs the full tokenizer still gets it.
+    assert_eq!(warm.count(&text).ok(), Some(700));
+
+    // A damaged entry (a word changed, its digest not) is detected and rebuilt.
+    let good = std::fs::read_to_string(&entry).unwrap_or_default();
+    let (w0, _) = cold.words().next().unwrap_or_default();
+    let damaged = good.replacen(&format!("\"{w0}\""), "\" zzzzzz\"", 1);
+    assert_ne!(damaged, good);
+    std::fs::write(&entry, damaged).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!load().table_from_cache(), "a damaged entry was used");
+    assert_eq!(std::fs::read_to_string(&entry).unwrap_or_default(), good);
+    // Garbage too.
+    std::fs::write(&entry, "{ not json").unwrap_or_else(|e| panic!("{e}"));
+    assert!(!load().table_from_cache());
+    assert!(load().table_from_cache());
+
+    // A changed tokenizer file has another digest: its own entry, built afresh.
+    let mut json = std::fs::read_to_string(&file).unwrap_or_default();
+    json.push('\n');
+    std::fs::write(&file, json).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!load().table_from_cache());
+    assert!(load().table_from_cache());
 }
 
 /// Writes a GGUF file (metadata only) holding the vocabulary and merges of a
@@ -234,7 +325,13 @@ fn a_gguf_tokenizer_encodes_like_the_models_tokenizer_json() {
                 "{name} ({pre}): {t:?}"
             );
         }
-        // The synthesiser works on it exactly as on the tokenizer.json.
+        // The synthesiser works on it exactly as on the tokenizer.json, on the
+        // proven path.
+        assert_eq!(
+            ours.synthesis_path(),
+            SynthesisPath::Proven,
+            "{name} ({pre})"
+        );
         let text = ours.exact_text(5, 300, &|| "gguf".into()).unwrap();
         assert_eq!(reference.count(&text).unwrap(), 300);
     }
