@@ -109,6 +109,12 @@ fn cancel_on_ctrl_c(token: CancellationToken) {
 /// Checks what can be checked of a spec before anything is loaded: numbers in
 /// range, and every result file creatable. Bad input names the field.
 pub fn check(spec: &RunSpec) -> Result<(), Failure> {
+    let threads = spec.target.client_threads;
+    if !(1..=1024).contains(&threads) {
+        return Err(Failure::bad(format!(
+            "target.client_threads (--client-threads) must be between 1 and 1024, got {threads}"
+        )));
+    }
     let a = &spec.admission;
     if !(a.time_scale.is_finite() && a.time_scale > 0.0) {
         return Err(Failure::bad(format!(
@@ -299,7 +305,7 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
         order_by_start: open,
         endless: spec.load.duration_secs.is_some(),
     };
-    let rt = runtime()?;
+    let rt = runtime(spec.target.client_threads)?;
     // A local tokenizer loads on the runtime while this thread builds the
     // workload (reading a large manifest takes seconds): both stand between
     // launch and the first request. A hub id waits, so that bad input never

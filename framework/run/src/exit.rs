@@ -105,9 +105,10 @@ pub fn clap_exit(prog: &str, e: &clap::Error) -> i32 {
     }
 }
 
-/// The multi-threaded runtime of a run.
-pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+/// The runtime of a run, with `threads` worker threads.
+pub fn runtime(threads: u32) -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.max(1) as usize)
         .enable_all()
         .build()
         .map_err(|e| Failure::failed(anyhow::anyhow!("cannot start the async runtime: {e}")))

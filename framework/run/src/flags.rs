@@ -438,6 +438,10 @@ pub struct TargetArgs {
     /// Base delay of the exponential retry backoff, in milliseconds.
     #[arg(long, default_value_t = defaults::RETRY_DELAY_MS, value_parser = non_negative, help_heading = "Target")]
     pub retry_delay_ms: u64,
+    /// Threads of the client's async runtime. One costs the least CPU per request;
+    /// raise it when the run's verdict says the client is CPU-bound.
+    #[arg(long, default_value_t = defaults::CLIENT_THREADS, value_parser = clap::value_parser!(u32).range(1..=1024), help_heading = "Target")]
+    pub client_threads: u32,
 
     /// The request codec: how bodies are written and responses read (see
     /// `batchbench plugins`).
@@ -484,6 +488,9 @@ impl TargetArgs {
         }
         if g.has("retry_delay_ms") {
             t.retry_delay_ms = self.retry_delay_ms;
+        }
+        if g.has("client_threads") {
+            t.client_threads = self.client_threads;
         }
         if self.stream {
             t.stream = true;
