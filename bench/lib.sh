@@ -1,5 +1,6 @@
 # Helpers shared by the benchmark scripts (sourced, not run).
-# Sets: profile/dir from BENCH_SMOKE, target, tok; provides start_sim, cpu_of.
+# Sets: profile/dir from BENCH_SMOKE, target, tok; provides start_sim, cpu_of,
+# ensure_reference and ref_cpu_of.
 
 smoke="${BENCH_SMOKE:-}"
 if [ -n "$smoke" ]; then
@@ -22,7 +23,7 @@ build() { # packages...
   local args=()
   for p in "$@"; do args+=(-p "$p"); done
   cargo build --quiet --profile "$profile" "${args[@]}"
-  target="${CARGO_TARGET_DIR:-target}/$dir"
+  target="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/$dir"
   tok="$(examples/fetch-tokenizers.sh)/qwen/tokenizer.json"
 }
 
@@ -42,33 +43,62 @@ start_sim() {
 stop_sim() { kill "$sim_pid" 2>/dev/null || true; }
 
 # cpu_of EXPECTED_REQUESTS CMD...: runs CMD with --summary-json, checks every
-# request succeeded, prints "wall cpu_seconds maxrss_kb user_seconds sys_seconds"
-# (from getrusage with microsecond precision, not /usr/bin/time's 10 ms steps).
+# request succeeded, prints
+# "wall cpu_seconds maxrss_kb user_seconds sys_seconds prompt_synthesis"
+# (from getrusage with microsecond precision, not /usr/bin/time's 10 ms steps;
+# prompt_synthesis is the summary's, "-" without a tokenizer).
 # BENCH_REPS=N runs it N times and reports the run with the least CPU: the machine
 # may be shared, and interference only ever adds.
-cpu_of() {
-  local expect=$1; shift
-  python3 - "$expect" "$@" <<'PY'
-import json, os, resource, subprocess, sys, tempfile, time
-expect, cmd = int(sys.argv[1]), sys.argv[2:]
+cpu_of() { measure summary "$@"; }
+
+# ref_cpu_of EXPECTED_REQUESTS CMD...: the same for the reference tool, which has
+# no --summary-json: its --results-csv row is checked instead ("-" for synthesis).
+ref_cpu_of() { measure csv "$@"; }
+
+measure() {
+  local mode=$1 expect=$2; shift 2
+  python3 - "$mode" "$expect" "$@" <<'PY'
+import csv, json, os, resource, subprocess, sys, tempfile, time
+mode, expect, cmd = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 best = None
 for _ in range(int(os.environ.get("BENCH_REPS", "1"))):
     with tempfile.TemporaryDirectory() as d:
-        summary = os.path.join(d, "s.json")
+        out = os.path.join(d, "out")
+        extra = ["--quiet", "--summary-json", out] if mode == "summary" else ["--results-csv", out]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.monotonic()
-        subprocess.run(cmd + ["--quiet", "--summary-json", summary], check=True, stdout=subprocess.DEVNULL)
+        # In the temporary directory: the reference writes a logs/ directory of
+        # responses where it runs.
+        subprocess.run(cmd + extra, check=True, cwd=d, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL if mode == "csv" else None)
         wall = time.monotonic() - t
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        s = json.load(open(summary))["summary"]
-    if s["successful_requests"] != expect or s["failed_requests"]:
-        sys.exit(f"bench invalid: {s['successful_requests']} of {expect} requests succeeded: {s['failures_by_kind']}")
+        if mode == "summary":
+            s = json.load(open(out))["summary"]
+            ok, failed, synth = s["successful_requests"], s["failed_requests"], s.get("prompt_synthesis") or "-"
+        else:
+            row = list(csv.DictReader(open(out)))[-1]
+            ok, failed, synth = int(row["successful_requests"]), int(row["failed_requests"]), "-"
+    if ok != expect or failed:
+        sys.exit(f"bench invalid: {ok} of {expect} requests succeeded, {failed} failed: {' '.join(cmd)}")
     user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
-    run = (user + system, wall, after.ru_maxrss, user, system)
+    run = (user + system, wall, after.ru_maxrss, user, system, synth)
     best = run if best is None or run < best else best
-cpu, wall, rss, user, system = best
-print(f"{wall:.3f} {cpu:.6f} {rss} {user:.6f} {system:.6f}")
+cpu, wall, rss, user, system, synth = best
+print(f"{wall:.3f} {cpu:.6f} {rss} {user:.6f} {system:.6f} {synth}")
 PY
 }
 
 per_request_us() { python3 -c "print(f'{($1)/($2)*1e6:.1f}')"; }
+
+# The tool batchbench replaces, batchbench==0.7.0 from PyPI, in a virtual
+# environment outside the clone (kept between runs); sets $ref_dir (its bin/).
+ensure_reference() {
+  local cache="${BATCHBENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/batchbench}"
+  ref_dir="$cache/bench/reference-0.7.0/bin"
+  if [ ! -x "$ref_dir/batchbench" ]; then
+    echo "installing the reference (batchbench==0.7.0 from PyPI) into $(dirname "$ref_dir")" >&2
+    python3 -m venv "$(dirname "$ref_dir")" >&2
+    "$ref_dir/pip" install --quiet --disable-pip-version-check "batchbench==0.7.0" >&2
+  fi
+}

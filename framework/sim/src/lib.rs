@@ -18,6 +18,7 @@
 //!   `GET /sim/requests` (the request log, when `--record-requests` is on).
 
 mod cache;
+pub mod cli;
 mod server;
 
 pub use server::{RequestLog, Sim, SimStats, WorkerStats};

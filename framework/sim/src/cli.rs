@@ -1,0 +1,67 @@
+//! The `batchbench-sim` command line: the simulator as a standalone server.
+
+use crate::{Sim, SimConfig};
+use anyhow::Context;
+use clap::Parser;
+use std::ffi::OsString;
+use std::net::SocketAddr;
+
+/// An OpenAI-compatible LLM server simulator for batchbench.
+#[derive(Debug, Parser)]
+#[command(name = "batchbench-sim", version, about)]
+struct Args {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Port to listen on (0 picks a free one).
+    #[arg(long, default_value_t = 8000)]
+    port: u16,
+    /// Tokenizer used to count prompt tokens: a tokenizer.json, a directory holding
+    /// one, or a Hugging Face model id.
+    #[arg(long)]
+    tokenizer_model: String,
+    #[command(flatten)]
+    sim: SimConfig,
+}
+
+/// Runs `batchbench-sim` with `args` (program name first) until Ctrl+C; returns
+/// the exit code (2 for bad arguments or a server that cannot start).
+pub fn run<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let args = match Args::try_parse_from(args) {
+        Ok(a) => a,
+        Err(e) => e.exit(),
+    };
+    match serve(args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("batchbench-sim: {e:#}");
+            2
+        }
+    }
+}
+
+fn serve(args: Args) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    rt.block_on(async {
+        let tok = batchbench_core::tokens::load(&args.tokenizer_model).await?;
+        let addr: SocketAddr = format!("{}:{}", args.host, args.port)
+            .parse()
+            .with_context(|| format!("invalid address {}:{}", args.host, args.port))?;
+        let sim = Sim::start(args.sim, tok, addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
+        eprintln!("batchbench-sim listening on {}", sim.url());
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let c = cancel.clone();
+        tokio::spawn(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            c.cancel();
+        });
+        sim.serve_until(cancel).await;
+        Ok(())
+    })
+}
