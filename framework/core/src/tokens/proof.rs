@@ -27,7 +27,7 @@
 //!
 //! Conditions 1, 2 and 4 are read from the tokenizer; 3 is recognised by the exact
 //! pre-tokenizer configuration, since a regex's behaviour is not decidable from a
-//! sample. After the structural proof, [`confirm`] compares the claim against the
+//! sample. After the structural proof, `confirm` compares the claim against the
 //! full encoding of every word in a shuffled run and of many random short runs, so
 //! a mistake in this reasoning shows up as a refused proof, not as inexact prompts.
 
