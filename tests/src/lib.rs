@@ -81,6 +81,11 @@ pub fn check_synthesis_property(
             n,
             "{name} case {case}: {n} tokens, prefix {prefix:?}"
         );
+        assert_eq!(
+            tok.proven_ids(&text),
+            Some(tok.ids(&text).unwrap_or_else(|e| panic!("{e}"))),
+            "{name} case {case}: table lookups and the full encoding differ"
+        );
         let again = checked
             .exact_text_with_prefix(prefix, key, n, &ctx)
             .unwrap_or_else(|e| panic!("{e}"));

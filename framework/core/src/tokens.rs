@@ -162,6 +162,8 @@ pub struct TokenizerHandle {
     words: WordTable,
     check: Check,
     from_cache: bool,
+    /// Word slot to id, built on first use by [`proven_ids`](Self::proven_ids).
+    index: std::sync::OnceLock<std::collections::HashMap<[u8; SLOT], u32>>,
 }
 
 impl std::fmt::Debug for TokenizerHandle {
@@ -237,6 +239,7 @@ impl TokenizerHandle {
                     words: WordTable::new(&words),
                     check: Check::Proven,
                     from_cache: true,
+                    index: std::sync::OnceLock::new(),
                 });
             }
         }
@@ -275,6 +278,7 @@ impl TokenizerHandle {
             words: table,
             check,
             from_cache: false,
+            index: std::sync::OnceLock::new(),
         })
     }
 
@@ -360,6 +364,44 @@ impl TokenizerHandle {
             .encode_fast(text, false)
             .map(|e| e.len())
             .map_err(|e| TokenError::Encode(e.to_string()))
+    }
+
+    /// The token ids of `text` when the table is proven and `text` is a run of
+    /// table words (each a space and its letters): by the proof, exactly what the
+    /// full encoding gives, found by table lookups. `None` otherwise.
+    pub fn proven_ids(&self, text: &str) -> Option<Vec<u32>> {
+        if !matches!(self.check, Check::Proven) {
+            return None;
+        }
+        let index = self.index.get_or_init(|| {
+            self.words
+                .slots
+                .iter()
+                .copied()
+                .zip(self.words.ids.iter().copied())
+                .collect()
+        });
+        let b = text.as_bytes();
+        if b.first() != Some(&b' ') {
+            return None;
+        }
+        let mut ids = Vec::with_capacity(b.len() / 6 + 1);
+        let mut start = 0;
+        for end in 1..=b.len() {
+            if end < b.len() && b[end] != b' ' {
+                continue;
+            }
+            let word = &b[start..end];
+            if word.len() > MAX_WORD_BYTES {
+                return None;
+            }
+            let mut slot = [0u8; SLOT];
+            slot[..word.len()].copy_from_slice(word);
+            slot[SLOT - 1] = word.len() as u8;
+            ids.push(*index.get(&slot)?);
+            start = end;
+        }
+        Some(ids)
     }
 
     /// The token ids of `text`, without special tokens.

@@ -199,6 +199,18 @@ fn the_proven_table_is_cached_by_digest_and_a_bad_entry_is_rebuilt() {
         !warm.full_loaded(),
         "making a proven prompt parsed the tokenizer"
     );
+    // Text that is not a run of table words gets no lookup answer.
+    for other in [
+        "",
+        "hello",
+        " Hello",
+        "  the",
+        " the,",
+        " the\n",
+        " abcdefghijklmnop",
+    ] {
+        assert_eq!(warm.proven_ids(other), None, "{other:?}");
+    }
     // Something that needs the full tokenizer still gets it.
     assert_eq!(warm.count(&text).ok(), Some(700));
 
