@@ -1,7 +1,8 @@
 //! The engine: admission, the per-trajectory loop, and event fan-out.
 //!
-//! Data flow of one turn: plan → token synthesis on a bounded pool (off the async
-//! threads, prefetched while the previous request is in flight) → routers
+//! Data flow of one turn: plan → token synthesis (prefetched while the previous
+//! request is in flight; on the proven path plain text is made in place, anything
+//! else on a bounded pool off the async threads) → routers
 //! decorate (headers, body fields) → codec encodes the live conversation with
 //! those fields → HTTP → codec decodes → metrics and reporters → think time →
 //! next turn.
