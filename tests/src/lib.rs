@@ -13,16 +13,7 @@ pub fn tokenizer_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("BATCHBENCH_TOKENIZERS") {
         return PathBuf::from(d);
     }
-    let cache = std::env::var_os("BATCHBENCH_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-                .unwrap_or_else(|| PathBuf::from(".cache"))
-                .join("batchbench")
-        });
-    cache.join("tokenizers")
+    batchbench_core::tokens::cache::cache_dir().join("tokenizers")
 }
 
 /// Path of a real tokenizer (`qwen`, `llama3.2`, `deepseek`). Panics with the fix

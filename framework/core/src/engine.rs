@@ -880,8 +880,11 @@ fn first_job(
 }
 
 /// The most tokens a turn synthesises on the async worker rather than the
-/// blocking pool (on the proven path: about 0.1 ms of copying).
-const INLINE_TOKENS: u64 = 16_384;
+/// blocking pool, on the proven path: at 200-300M tokens/s, at most ~15 us on
+/// the async thread. Handing a 32-token prompt to the pool instead cost 64-67 us
+/// of client CPU per request against 35-38 us made in place (bench/client-cpu.sh
+/// shape, A/B, least of 3 runs each).
+const INLINE_TOKENS: u64 = 4_096;
 
 impl PrepJob {
     /// The tokens this job synthesises when all of it is plain text (no JSON

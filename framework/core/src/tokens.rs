@@ -77,8 +77,7 @@ const MAX_WORD_BYTES: usize = 13;
 const SLOT: usize = 16;
 
 /// How a run knows its synthetic text is exact (recorded in the run's summary).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SynthesisPath {
     /// Proven once, at load, for the whole word table (see [`proof`]): making a
@@ -253,9 +252,8 @@ impl TokenizerHandle {
             });
         }
         let table = WordTable::new(&words);
-        let texts: Vec<Box<str>> = words.into_iter().map(|(w, _)| w).collect();
         let proven = proof::structure_proves(&inner)
-            && proof::confirm(&texts, &table.ids, &|t| {
+            && proof::confirm(&table, &|t| {
                 inner
                     .encode_fast(t, false)
                     .ok()
@@ -263,7 +261,7 @@ impl TokenizerHandle {
             });
         let check = if proven {
             if let Some((dir, d)) = &cached {
-                cache::write(dir, d, &texts, &table.ids);
+                cache::write(dir, d, &table);
             }
             Check::Proven
         } else {
@@ -339,12 +337,6 @@ impl TokenizerHandle {
             Check::PreTokenized(_) => SynthesisPath::PreTokenized,
             Check::Encoded => SynthesisPath::Encoded,
         }
-    }
-
-    /// Whether pieces are checked by pre-tokenization (see the module docs) rather
-    /// than by a full encoding.
-    pub fn fast_check(&self) -> bool {
-        matches!(self.check, Check::PreTokenized(_))
     }
 
     /// The token count of a synthesised piece: by pre-tokenization when every split
@@ -424,8 +416,8 @@ impl TokenizerHandle {
             buf.extend_from_slice(slot);
             buf.truncate(end);
         }
-        // Words are ASCII (`is_word`), so this never fails; if it somehow did, the
-        // text would be empty and the exactness check would name the piece.
+        // Cannot fail: every slot holds a word that passed `is_word` (ASCII) when
+        // the table was built or read from the cache.
         *out = String::from_utf8(buf).unwrap_or_default();
     }
 
@@ -531,14 +523,21 @@ fn pre_tokenized_agrees(
     pieces: &std::collections::HashSet<Box<str>>,
     words: &WordTable,
 ) -> bool {
-    let mut order: Vec<usize> = (0..words.len()).collect();
-    let mut rng = Stream::new(0x5e1f_7e57);
-    for i in (1..order.len()).rev() {
-        order.swap(i, rng.below(i as u64 + 1) as usize);
-    }
+    let (order, _) = shuffled(words.len());
     let text: String = order.iter().map(|&i| words.word(i)).collect();
     let full = tok.encode_fast(text.as_str(), false).map(|e| e.len()).ok();
     pre_tokenized_count(tok, pieces, &text) == Some(words.len()) && full == Some(words.len())
+}
+
+/// The indices `0..n` in a fixed shuffled order, and the stream that made it (for
+/// the load-time self-tests, which must be a pure function of the tokenizer).
+fn shuffled(n: usize) -> (Vec<usize>, Stream) {
+    let mut rng = Stream::new(0x5e1f_7e57);
+    let mut order: Vec<usize> = (0..n).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    (order, rng)
 }
 
 /// Finds the words: vocabulary entries that decode to `" " + [a-z]{2,12}` and encode
@@ -563,7 +562,7 @@ fn word_table(tok: &tokenizers::Tokenizer) -> Vec<(Box<str>, u32)> {
         let Ok(text) = tok.decode(&[id], false) else {
             continue;
         };
-        if text.len() != rest.len() + 1 || !text.starts_with(' ') || &text[1..] != rest {
+        if !is_word(&text) || &text[1..] != rest {
             continue;
         }
         let Ok(enc) = tok.encode_fast(text.as_str(), false) else {

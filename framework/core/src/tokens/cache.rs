@@ -81,14 +81,14 @@ pub(crate) fn read(dir: &Path, digest: &str) -> Option<Entry> {
 }
 
 /// Stores a proven table; failures are ignored (see the module docs).
-pub(crate) fn write(dir: &Path, digest: &str, words: &[Box<str>], ids: &[u32]) {
-    let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+pub(super) fn write(dir: &Path, digest: &str, table: &super::WordTable) {
+    let words: Vec<String> = (0..table.len()).map(|i| table.word(i).to_owned()).collect();
     let entry = Entry {
         format: FORMAT,
         tokenizer_sha256: digest.to_owned(),
-        check: check_of(&words, ids),
+        check: check_of(&words, &table.ids),
         words,
-        ids: ids.to_vec(),
+        ids: table.ids.clone(),
     };
     let path = entry_path(dir, digest);
     let Some(dir) = path.parent() else { return };

@@ -31,7 +31,6 @@
 //! full encoding of every word in a shuffled run and of many random short runs, so
 //! a mistake in this reasoning shows up as a refused proof, not as inexact prompts.
 
-use crate::rng::Stream;
 use serde_json::Value;
 
 /// `Split` patterns whose splitting of space-joined lowercase words is one split
@@ -123,19 +122,11 @@ fn pre_tokenizer_splits_words(p: Option<Result<Value, serde_json::Error>>) -> bo
 
 /// The runs the proof is checked against: the whole table shuffled, then random
 /// runs of 1 to 64 words.
-pub(crate) fn confirm(
-    words: &[Box<str>],
-    ids: &[u32],
-    encode: &dyn Fn(&str) -> Option<Vec<u32>>,
-) -> bool {
-    let mut rng = Stream::new(0x5e1f_7e57);
-    let mut order: Vec<usize> = (0..words.len()).collect();
-    for i in (1..order.len()).rev() {
-        order.swap(i, rng.below(i as u64 + 1) as usize);
-    }
+pub(super) fn confirm(words: &super::WordTable, encode: &dyn Fn(&str) -> Option<Vec<u32>>) -> bool {
+    let (order, mut rng) = super::shuffled(words.len());
     let agrees = |picked: &[usize]| {
-        let text: String = picked.iter().map(|&i| &*words[i]).collect();
-        let want: Vec<u32> = picked.iter().map(|&i| ids[i]).collect();
+        let text: String = picked.iter().map(|&i| words.word(i)).collect();
+        let want: Vec<u32> = picked.iter().map(|&i| words.ids[i]).collect();
         encode(&text).is_some_and(|got| got == want)
     };
     if !agrees(&order) {
