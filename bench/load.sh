@@ -10,11 +10,12 @@
 #   bash bench/load.sh                 # release build, 60 s per point
 #   BENCH_SMOKE=1 bash bench/load.sh   # dev build, 2 s per point: proves the script runs
 #   BENCH_SECS=20 bash bench/load.sh   # shorter points
+#   BENCH_RATES=1000 bash bench/load.sh  # only some rates
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 if [ -n "$smoke" ]; then secs=2; rates="100 1000"
-else secs="${BENCH_SECS:-60}"; rates="1000 10000"; fi
+else secs="${BENCH_SECS:-60}"; rates="${BENCH_RATES:-1000 10000}"; fi
 build batchbench batchbench-agent batchbench-sim
 start_sim
 trap stop_sim EXIT

@@ -173,6 +173,8 @@ struct Shared {
     deadline: CancellationToken,
     /// Requests in flight at most (`max_concurrency`).
     inflight: Option<Semaphore>,
+    /// Precise send times for arrivals (open loop only).
+    pacer: Option<crate::pacer::Pacer>,
     /// Requests sent so far (warmup counts the first ones).
     sent: std::sync::atomic::AtomicU64,
     start: Instant,
@@ -396,6 +398,10 @@ impl Engine {
         if let Some(e) = start_error {
             return Err(EngineError::Start(e));
         }
+        // Precise send times for arrivals, its thread started before the clock.
+        let pacer = (open || self.opts.load.is_open())
+            .then(crate::pacer::Pacer::start)
+            .and_then(Result::ok);
         // The benchmark clock starts now.
         let start = Instant::now();
         let cpu_at_start = crate::cpu::process_cpu();
@@ -415,6 +421,7 @@ impl Engine {
             interrupt: self.cancel,
             deadline: CancellationToken::new(),
             inflight,
+            pacer,
             sent: std::sync::atomic::AtomicU64::new(0),
             start,
             collector: Mutex::new(Collector {
@@ -668,7 +675,6 @@ async fn open_loop(
             None => exhausted = true,
         }
     }
-    let pacer = crate::pacer::Pacer::start().ok();
     let mut stats = AdmissionStats::default();
     let mut tasks: JoinSet<Result<u64, EngineError>> = JoinSet::new();
     let mut free: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
@@ -711,8 +717,10 @@ async fn open_loop(
         if sh.cancel.is_cancelled() || sh.deadline.is_cancelled() {
             break;
         }
-        let due = sh.start + scheduled;
-        // Wait for the offset, reaping finished trajectories meanwhile.
+        // Wait until shortly before the offset, reaping finished trajectories
+        // meanwhile: the first request waits for its exact time itself, with
+        // its body made, just before it is sent.
+        let release = load::release_time(sh, scheduled);
         loop {
             tokio::select! {
                 biased;
@@ -723,16 +731,18 @@ async fn open_loop(
                         free.insert(slot);
                     }
                 }
-                () = load::until(pacer.as_ref(), due) => break,
+                () = tokio::time::sleep_until(release.into()) => break,
             }
         }
         if sh.deadline.is_cancelled() {
             break;
         }
         // The cap delays admission; the wait is the session's queue, not lag.
-        let mut late = false;
+        // Released early, a trajectory is late only if the cap held it past its
+        // offset.
+        let mut held = false;
         while tasks.len() >= cap && !sh.cancel.is_cancelled() && !sh.deadline.is_cancelled() {
-            late = true;
+            held = true;
             tokio::select! {
                 () = sh.cancel.cancelled() => {}
                 () = sh.deadline.cancelled() => {}
@@ -745,11 +755,12 @@ async fn open_loop(
         }
         // Held by the cap: everything since it was due was the cap's queue (a
         // session behind another held one waits its turn behind it too).
-        let cap_wait = if late {
+        let cap_wait = if held {
             sh.start.elapsed().saturating_sub(scheduled)
         } else {
             Duration::ZERO
         };
+        let late = !cap_wait.is_zero();
         if sh.cancel.is_cancelled() || sh.deadline.is_cancelled() {
             break;
         }
@@ -926,9 +937,12 @@ async fn prepare(sh: &Arc<Synth>, job: PrepJob) -> Result<Prepared, EngineError>
         .await
         .map_err(|e| EngineError::Internal(e.to_string()))?;
     let synth = sh.clone();
-    tokio::task::spawn_blocking(move || synthesise(&tok, seed, &synth.texts, &job))
-        .await
-        .map_err(|e| EngineError::Internal(e.to_string()))?
+    tokio::task::spawn_blocking(move || {
+        crate::pacer::background_priority();
+        synthesise(&tok, seed, &synth.texts, &job)
+    })
+    .await
+    .map_err(|e| EngineError::Internal(e.to_string()))?
 }
 
 fn synthesise(
@@ -1069,7 +1083,9 @@ async fn run_trajectory(
             Some(p) => p,
             None => prepare(&sh.synth, first_job(&sh.opts, &id, agent_id, &first)?).await?,
         };
-        run_started = Some(sh.start.elapsed());
+        // Handed over ahead of its offset, it starts at the offset (the first
+        // request waits for it) or, when held back, now.
+        run_started = Some(sh.start.elapsed().max(eligible));
         sh.collector().metrics.trajectories_started += 1;
         let turn = Turn {
             agent_id,
@@ -1209,6 +1225,14 @@ async fn drive(
             None => None,
         };
 
+        // An arrival is handed over shortly before it is due: wait for its
+        // exact time here, with the body made, so that only the send follows.
+        if arrival && !load::until_due(sh, eligible).await {
+            if let Some(h) = next_prep {
+                h.abort();
+            }
+            return Ok(false);
+        }
         let (permit, queue_wait) = match load::slot(sh).await {
             Some((p, wait)) => (p, wait + std::mem::take(&mut admission_wait)),
             None => {

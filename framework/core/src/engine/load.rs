@@ -7,7 +7,6 @@ use super::{
 use crate::arrivals::Schedule;
 use crate::blocks::BlockState;
 use crate::metrics::{Metrics, Summary};
-use crate::pacer::Pacer;
 use crate::plan::{PlannedRequest, RequestIter, Trajectory};
 use crate::plugin::{FailureKind, Reply, WorkloadSource};
 use crate::record::{LoadReport, StageReport};
@@ -19,11 +18,34 @@ use std::time::{Duration, Instant};
 use tokio::sync::SemaphorePermit;
 use tokio::task::{JoinHandle, JoinSet};
 
-/// Waits until `due` on the pacer, or on the runtime's timer without one.
-pub(super) async fn until(pacer: Option<&Pacer>, due: Instant) {
-    match pacer {
-        Some(p) => p.until(due).await,
-        None => tokio::time::sleep_until(due.into()).await,
+/// How far ahead of its due time an arrival is handed to its task: enough for
+/// the runtime timer's millisecond steps and for making the request's body,
+/// so that the task is waiting, body made, when the time comes.
+const RELEASE_AHEAD: Duration = Duration::from_millis(2);
+
+/// When the release loops hand an arrival due at `offset` to its task.
+pub(super) fn release_time(sh: &Shared, offset: Duration) -> Instant {
+    let due = sh.start + offset;
+    due.checked_sub(RELEASE_AHEAD)
+        .map_or(sh.start, |t| t.max(sh.start))
+}
+
+/// Waits until the arrival due at `offset` (from the clock start) may be
+/// sent: on the pacer, to within microseconds, or on the runtime's timer
+/// without one. `false` when the run stops first.
+pub(super) async fn until_due(sh: &Shared, offset: Duration) -> bool {
+    let due = sh.start + offset;
+    let wait = async {
+        match &sh.pacer {
+            Some(p) => p.until(due).await,
+            None => tokio::time::sleep_until(due.into()).await,
+        }
+    };
+    tokio::select! {
+        biased;
+        () = sh.cancel.cancelled() => false,
+        () = sh.deadline.cancelled() => false,
+        () = wait => true,
     }
 }
 
@@ -117,7 +139,6 @@ pub(super) async fn request_loop(
 ) -> AdmissionStats {
     let mut stats = AdmissionStats::default();
     let mut schedule = Schedule::new(&sh.opts.load, sh.opts.seed);
-    let pacer = Pacer::start().ok();
     let lookahead = sh.opts.lookahead.max(1);
     // The first round: trajectories prepared before the clock, then the source.
     let mut fresh: VecDeque<Ready> = ready.into();
@@ -211,7 +232,7 @@ pub(super) async fn request_loop(
             biased;
             () = sh.cancel.cancelled() => {}
             () = sh.deadline.cancelled() => {}
-            () = until(pacer.as_ref(), sh.start + r.due) => {}
+            () = tokio::time::sleep_until(release_time(sh, r.due).into()) => {}
         }
         if sh.cancel.is_cancelled() || sh.deadline.is_cancelled() {
             pipeline.push_front(r);
