@@ -257,22 +257,45 @@ mod tests {
         p.until(past).await;
     }
 
-    #[tokio::test]
-    async fn many_waits_at_once_each_end_at_or_after_its_own_due_time() {
-        let p = std::sync::Arc::new(Pacer::start().unwrap_or_else(|e| panic!("{e}")));
-        let base = Instant::now() + Duration::from_millis(2);
-        // Registered out of order: the heap, not arrival, decides.
-        let mut tasks = tokio::task::JoinSet::new();
-        for k in [7u64, 1, 4, 0, 9, 3] {
-            let p = p.clone();
-            let due = base + Duration::from_micros(300 * k);
-            tasks.spawn(async move {
-                p.until(due).await;
-                Instant::now() >= due
-            });
+    #[test]
+    fn the_thread_fires_waits_in_due_order_whatever_order_they_came_in() {
+        // The thread alone, without the task's final spin (which would hide a
+        // wait fired early): a queue taken in arrival order fires the first
+        // registered (the latest) wait first and the earlier ones after it.
+        let (tx, rx) = mpsc::channel::<Wait>();
+        let thread = std::thread::spawn(move || timer_thread(&rx));
+        let base = Instant::now() + Duration::from_millis(5);
+        let mut waits = Vec::new();
+        for (seq, k) in [7u64, 1, 4, 0, 9, 3].into_iter().enumerate() {
+            let fire = base + Duration::from_micros(500 * k);
+            let (done, fired) = oneshot::channel();
+            tx.send(Wait {
+                fire,
+                seq: seq as u64,
+                done,
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+            waits.push((fire, fired));
         }
-        while let Some(ok) = tasks.join_next().await {
-            assert_eq!(ok.ok(), Some(true));
+        let mut got: Vec<(Instant, Instant)> = waits
+            .into_iter()
+            .map(|(fire, fired)| {
+                (
+                    fire,
+                    fired.blocking_recv().unwrap_or_else(|e| panic!("{e}")),
+                )
+            })
+            .collect();
+        drop(tx);
+        thread
+            .join()
+            .unwrap_or_else(|_| panic!("the timer thread panicked"));
+        got.sort_by_key(|&(fire, _)| fire);
+        for (fire, fired) in &got {
+            assert!(fired >= fire, "fired before its time");
+        }
+        for pair in got.windows(2) {
+            assert!(pair[0].1 <= pair[1].1, "fired out of due order: {got:?}");
         }
     }
 
