@@ -7,8 +7,13 @@
 //! - Prompt tokens are counted with the real tokenizer: every message's content and
 //!   tool calls, the `tools` array, plus a per-message and a per-request template
 //!   overhead.
-//! - Latency: TTFT = base + per-uncached-prompt-token prefill; then one decode
-//!   interval per output token.
+//! - Latency, in one of two models. Per request (the default): TTFT = base +
+//!   per-uncached-prompt-token prefill, then one decode interval per output
+//!   token, whatever the load. Continuous batching (`--max-running N`): per
+//!   worker, at most N sequences decode together in steps whose time grows with
+//!   the batch, prefill is chunked, the rest queue, and KV pressure preempts; so
+//!   the server saturates like a real one (see the `batch` module for the model
+//!   and its saturation rate).
 //! - A prefix cache per worker (hashed token blocks, LRU, capacity in tokens), the
 //!   worker picked by `X-SMG-Target-Worker` or a hash of `X-SMG-Routing-Key`;
 //!   reported as `usage.prompt_tokens_details.cached_tokens`.
@@ -17,10 +22,12 @@
 //! - `GET /v1/models`, `GET /health`, `GET /metrics` (Prometheus text), and
 //!   `GET /sim/requests` (the request log, when `--record-requests` is on).
 
+mod batch;
 mod cache;
 pub mod cli;
 mod server;
 
+pub use batch::Gauges;
 pub use server::{RequestLog, Sim, SimStats, WorkerStats};
 
 use clap::Parser;
@@ -80,6 +87,23 @@ pub struct SimConfig {
     /// Decode interval per output token, in milliseconds.
     #[arg(long, default_value_t = 0.0)]
     pub decode_ms_per_token: f64,
+    /// Continuous batching: sequences in a worker's batch at once (0: off, each
+    /// request's latency is its own whatever the load).
+    #[arg(long, default_value_t = 0)]
+    pub max_running: u32,
+    /// Continuous batching: the fixed time of one step, in milliseconds.
+    #[arg(long, default_value_t = 0.0)]
+    pub step_base_ms: f64,
+    /// Continuous batching: step time per sequence in the batch, in milliseconds.
+    #[arg(long, default_value_t = 0.0)]
+    pub step_ms_per_seq: f64,
+    /// Continuous batching: prompt tokens prefilled per step, shared by the batch.
+    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..))]
+    pub prefill_chunk_tokens: u64,
+    /// Continuous batching: KV capacity per worker, in tokens (0: no limit);
+    /// beyond it the sequence that joined the batch last is preempted.
+    #[arg(long, default_value_t = 0)]
+    pub kv_capacity_tokens: u64,
     /// Output tokens per streamed content chunk.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub tokens_per_chunk: u32,
@@ -126,6 +150,19 @@ impl Default for SimConfig {
 }
 
 impl SimConfig {
+    /// The continuous-batching model, when `max_running` turns it on.
+    pub(crate) fn batch_model(&self) -> Option<batch::BatchModel> {
+        let ms = |v: f64| std::time::Duration::from_secs_f64(v.max(0.0) / 1000.0);
+        (self.max_running > 0).then(|| batch::BatchModel {
+            max_running: self.max_running as usize,
+            step_base: ms(self.step_base_ms),
+            step_per_seq: ms(self.step_ms_per_seq),
+            prefill_per_token: ms(self.prefill_us_per_token / 1000.0),
+            prefill_chunk_tokens: self.prefill_chunk_tokens,
+            kv_capacity_tokens: self.kv_capacity_tokens,
+        })
+    }
+
     /// Parses `key=value&key=value` (the query of a `sim://` URL).
     pub fn from_query(query: &str) -> Result<Self, String> {
         let mut args = vec!["sim".to_owned()];
@@ -163,10 +200,22 @@ impl SimConfig {
             ("prefill-us-per-token", self.prefill_us_per_token),
             ("decode-ms-per-token", self.decode_ms_per_token),
             ("stall-secs", self.stall_secs),
+            ("step-base-ms", self.step_base_ms),
+            ("step-ms-per-seq", self.step_ms_per_seq),
         ] {
             if !v.is_finite() || v < 0.0 {
                 return Err(format!("{name} must be a finite number >= 0, got {v}"));
             }
+        }
+        if self.max_running > 0 {
+            if self.ttft_base_ms > 0.0 || self.decode_ms_per_token > 0.0 {
+                return Err("ttft-base-ms and decode-ms-per-token belong to the per-request latency model; with max-running the batch's step time (step-base-ms + step-ms-per-seq x batch + prefill-us-per-token x prefilled tokens) sets the latency".into());
+            }
+        } else if self.step_base_ms > 0.0
+            || self.step_ms_per_seq > 0.0
+            || self.kv_capacity_tokens > 0
+        {
+            return Err("step-base-ms, step-ms-per-seq and kv-capacity-tokens need max-running (the continuous-batching model)".into());
         }
         if self.fault_status.iter().any(|s| !(100..=599).contains(s)) {
             return Err("fault-status codes must be between 100 and 599".into());

@@ -1,5 +1,6 @@
 //! The HTTP server of the simulator.
 
+use crate::batch::{self, Admission, Gauges};
 use crate::cache::PrefixCache;
 use crate::{FaultKind, SimConfig};
 use axum::body::Body;
@@ -85,6 +86,10 @@ struct AppState {
     tok: Arc<TokenizerHandle>,
     seq: AtomicU64,
     workers: Vec<Mutex<(PrefixCache, WorkerStats)>>,
+    /// Per worker: what `/metrics` reports of its load.
+    gauges: Vec<Arc<Gauges>>,
+    /// Per worker, with the continuous-batching model: its scheduler.
+    schedulers: Vec<mpsc::UnboundedSender<Admission>>,
     faults: Mutex<BTreeMap<String, u64>>,
     rejected: AtomicU64,
     log: Mutex<Vec<RequestLog>>,
@@ -167,8 +172,17 @@ impl Sim {
                 ))
             })
             .collect();
+        let gauges: Vec<Arc<Gauges>> = (0..cfg.workers)
+            .map(|_| Arc::new(Gauges::default()))
+            .collect();
+        let schedulers = match cfg.batch_model() {
+            Some(m) => gauges.iter().map(|g| batch::start(m, g.clone())).collect(),
+            None => Vec::new(),
+        };
         let state = Arc::new(AppState {
             cfg,
+            gauges,
+            schedulers,
             tok,
             seq: AtomicU64::new(0),
             workers,
@@ -303,6 +317,7 @@ async fn metrics(State(st): State<Arc<AppState>>) -> Response {
             let _ = writeln!(o, "{name}{{worker=\"{i}\"}} {}", f(w));
         }
     }
+    vllm_metrics(&st, &s, &mut o);
     let _ = writeln!(
         o,
         "# HELP sim_faults_total Injected faults by kind.\n# TYPE sim_faults_total counter"
@@ -311,6 +326,110 @@ async fn metrics(State(st): State<Arc<AppState>>) -> Response {
         let _ = writeln!(o, "sim_faults_total{{kind=\"{k}\"}} {v}");
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], o).into_response()
+}
+
+/// The load of each worker under vLLM's metric names (labelled by `engine`,
+/// as vLLM labels its data-parallel engines), so that a scraper made for vLLM
+/// reads the simulator.
+fn vllm_metrics(st: &AppState, s: &SimStats, o: &mut String) {
+    let model = st
+        .cfg
+        .served_models
+        .first()
+        .map_or("batchbench-sim", String::as_str);
+    let kv_capacity = st.cfg.kv_capacity_tokens;
+    let load = |g: &Gauges| {
+        [
+            g.running.load(Ordering::Relaxed) as f64,
+            g.waiting.load(Ordering::Relaxed) as f64,
+            if kv_capacity > 0 {
+                g.kv_tokens.load(Ordering::Relaxed) as f64 / kv_capacity as f64
+            } else {
+                0.0
+            },
+            g.preemptions.load(Ordering::Relaxed) as f64,
+        ]
+    };
+    let loads: Vec<[f64; 4]> = st.gauges.iter().map(|g| load(g)).collect();
+    let served = |w: &WorkerStats| {
+        [
+            w.prompt_tokens as f64,
+            w.cached_tokens as f64,
+            w.prompt_tokens as f64,
+            w.completion_tokens as f64,
+        ]
+    };
+    let counts: Vec<[f64; 4]> = s.workers.iter().map(served).collect();
+    // Name, type, help, the worker rows and the column in them.
+    type Family<'a> = (&'a str, &'a str, &'a str, &'a [[f64; 4]], usize);
+    let families: [Family<'_>; 8] = [
+        (
+            "vllm:num_requests_running",
+            "gauge",
+            "Requests in the batch.",
+            &loads,
+            0,
+        ),
+        (
+            "vllm:num_requests_waiting",
+            "gauge",
+            "Requests waiting to join the batch.",
+            &loads,
+            1,
+        ),
+        (
+            "vllm:kv_cache_usage_perc",
+            "gauge",
+            "KV cache usage (1 is full; 0 without a KV capacity).",
+            &loads,
+            2,
+        ),
+        (
+            "vllm:num_preemptions_total",
+            "counter",
+            "Preemptions under KV pressure.",
+            &loads,
+            3,
+        ),
+        (
+            "vllm:prefix_cache_queries_total",
+            "counter",
+            "Prompt tokens looked up in the prefix cache.",
+            &counts,
+            0,
+        ),
+        (
+            "vllm:prefix_cache_hits_total",
+            "counter",
+            "Prompt tokens found in the prefix cache.",
+            &counts,
+            1,
+        ),
+        (
+            "vllm:prompt_tokens_total",
+            "counter",
+            "Prompt tokens processed.",
+            &counts,
+            2,
+        ),
+        (
+            "vllm:generation_tokens_total",
+            "counter",
+            "Output tokens generated.",
+            &counts,
+            3,
+        ),
+    ];
+    for (name, kind, help, rows, col) in families {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (i, row) in rows.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "{name}{{model_name=\"{model}\",engine=\"{i}\"}} {}",
+                row[col]
+            );
+        }
+    }
 }
 
 fn error(status: StatusCode, msg: &str) -> Response {
@@ -399,6 +518,7 @@ fn prompt_tokens(st: &AppState, req: &Value) -> Result<(Vec<u32>, u64, u64), Str
 
 struct Plan {
     seq: u64,
+    worker: u32,
     prompt: u64,
     cached: u64,
     completion: u32,
@@ -541,6 +661,7 @@ async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) 
         .to_owned();
     let plan = Plan {
         seq,
+        worker,
         prompt,
         cached,
         completion,
@@ -575,6 +696,75 @@ async fn sleep(d: Duration) {
     }
 }
 
+/// How a response's tokens are timed.
+enum Pace {
+    /// The per-request model: the TTFT, then a decode interval per token.
+    Timed { ttft: Duration, decode: Duration },
+    /// The worker's batch makes the tokens: one message per token.
+    Batched(mpsc::UnboundedReceiver<()>),
+}
+
+impl Pace {
+    /// Waits for the next `n` tokens (`first`: they start the reply).
+    async fn next(&mut self, first: bool, n: u32) {
+        match self {
+            Self::Timed { ttft, decode } => sleep(if first { *ttft } else { *decode * n }).await,
+            Self::Batched(rx) => {
+                for _ in 0..n {
+                    if rx.recv().await.is_none() {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits for the whole reply of `n` tokens.
+    async fn all(&mut self, n: u32) {
+        match self {
+            Self::Timed { ttft, decode } => sleep(*ttft + *decode * n).await,
+            Self::Batched(_) => self.next(true, n).await,
+        }
+    }
+}
+
+/// A request in flight in the per-request model, counted as running.
+struct InFlight(Option<Arc<Gauges>>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(g) = &self.0 {
+            g.running.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The request joins its worker's batch, or (per-request model) is timed on
+/// its own.
+fn pace(st: &AppState, p: &Plan) -> (Pace, InFlight) {
+    let w = p.worker as usize;
+    if let Some(scheduler) = st.schedulers.get(w) {
+        let (tokens, rx) = mpsc::unbounded_channel();
+        let _ = scheduler.send(Admission {
+            cached: p.cached,
+            uncached: p.prompt.saturating_sub(p.cached),
+            output: p.completion,
+            tokens,
+        });
+        return (Pace::Batched(rx), InFlight(None));
+    }
+    let g = st.gauges[w].clone();
+    g.running.fetch_add(1, Ordering::Relaxed);
+    let decode = Duration::from_secs_f64(st.cfg.decode_ms_per_token.max(0.0) / 1000.0);
+    (
+        Pace::Timed {
+            ttft: ttft(st, p),
+            decode,
+        },
+        InFlight(Some(g)),
+    )
+}
+
 fn sse(v: &Value) -> Bytes {
     Bytes::from(format!("data: {v}\n\n"))
 }
@@ -604,9 +794,10 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
         _ => {}
     }
     let id = format!("chatcmpl-sim-{}", p.seq);
-    let decode = Duration::from_secs_f64(st.cfg.decode_ms_per_token.max(0.0) / 1000.0);
+    let (mut pace, in_flight) = pace(&st, &p);
     if !p.stream {
-        sleep(ttft(&st, &p) + decode * p.completion).await;
+        pace.all(p.completion).await;
+        drop(in_flight);
         let mut text = String::new();
         st.tok
             .push_words(&mut rng, p.completion as usize, &mut text);
@@ -629,8 +820,8 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
         return ([(header::CONTENT_TYPE, "application/json")], body).into_response();
     }
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
-    let ttft = ttft(&st, &p);
     tokio::spawn(async move {
+        let _in_flight = in_flight;
         let chunk = |delta: Value, finish: Option<&str>| {
             serde_json::json!({"id": id, "object": "chat.completion.chunk", "model": p.model,
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
@@ -649,14 +840,14 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
                 .await;
             return;
         }
-        sleep(ttft).await;
+        if p.completion == 0 {
+            pace.all(0).await;
+        }
         let per = st.cfg.tokens_per_chunk.max(1);
         let mut sent = 0u32;
         while sent < p.completion {
             let n = per.min(p.completion - sent);
-            if sent > 0 {
-                sleep(decode * n).await;
-            }
+            pace.next(sent == 0, n).await;
             let mut text = String::new();
             st.tok.push_words(&mut rng, n as usize, &mut text);
             if tx

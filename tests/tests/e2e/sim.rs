@@ -241,3 +241,129 @@ fn faults_are_injected_at_the_configured_rate() {
         Some(faults as u64)
     );
 }
+
+/// A continuous-batching simulator: one worker, a batch of at most 4.
+fn batching(step_base_ms: f64) -> SimServer {
+    SimServer::start(
+        SimConfig {
+            max_running: 4,
+            step_base_ms,
+            step_ms_per_seq: 0.0,
+            ..SimConfig::default()
+        },
+        "qwen",
+    )
+}
+
+fn gauge(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}{{")))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in:\n{metrics}"))
+}
+
+#[test]
+fn a_full_batch_queues_the_rest_and_metrics_say_so_under_vllm_names() {
+    // 50 ms steps, 10 tokens each: a batch lasts about half a second.
+    let sim = batching(50.0);
+    let url = format!("{}/v1/chat/completions", sim.url());
+    let body = json!({"model": "m", "messages": user("hello there"), "max_tokens": 10, "ignore_eos": true});
+    let (during, texts) = sim.block_on(async {
+        let client = reqwest::Client::new();
+        let sends: Vec<_> = (0..10)
+            .map(|_| {
+                let req = client.post(&url).json(&body).send();
+                tokio::spawn(async move {
+                    req.await
+                        .unwrap_or_else(|e| panic!("{e}"))
+                        .text()
+                        .await
+                        .unwrap_or_default()
+                })
+            })
+            .collect();
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let during = reqwest::get(format!("{}/metrics", client_base(&url)))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .text()
+            .await
+            .unwrap_or_default();
+        let mut texts = Vec::new();
+        for s in sends {
+            texts.push(s.await.unwrap_or_default());
+        }
+        (during, texts)
+    });
+    assert_eq!(gauge(&during, "vllm:num_requests_running"), 4.0, "{during}");
+    assert_eq!(gauge(&during, "vllm:num_requests_waiting"), 6.0, "{during}");
+    for t in &texts {
+        let v: Value = serde_json::from_str(t).unwrap_or_default();
+        assert_eq!(v["usage"]["completion_tokens"], 10, "{t}");
+    }
+    let after = get(&sim, "/metrics");
+    assert_eq!(gauge(&after, "vllm:num_requests_running"), 0.0);
+    assert_eq!(gauge(&after, "vllm:generation_tokens_total"), 100.0);
+    assert_eq!(gauge(&after, "vllm:num_preemptions_total"), 0.0);
+}
+
+fn client_base(url: &str) -> &str {
+    url.trim_end_matches("/v1/chat/completions")
+}
+
+#[test]
+fn a_closed_loop_above_the_batch_gets_the_documented_saturation_rate() {
+    // Saturation: 1 / (O x (step_base / max_running + step_per_seq)) with
+    // O = 8 output tokens, 20 ms steps, a batch of 4: 25 requests/s.
+    let sim = batching(20.0);
+    let tok = batchbench_tests::tokenizer_path("qwen")
+        .display()
+        .to_string();
+    let url = sim.url();
+    let r = batchbench_tests::run_batchbench(&[
+        "--host",
+        &url,
+        "--tokenizer-model",
+        &tok,
+        "--users",
+        "12",
+        "--requests-per-user",
+        "5",
+        "--input-tokens",
+        "16",
+        "--output-tokens",
+        "8",
+    ]);
+    let rate = r.summary("successful_requests").as_f64().unwrap_or(0.0)
+        / r.summary("total_duration_seconds").as_f64().unwrap_or(1.0);
+    assert!(
+        (rate / 25.0 - 1.0).abs() < 0.1,
+        "{rate:.1} requests/s against 25/s"
+    );
+}
+
+#[test]
+fn batching_flags_that_do_not_go_together_are_refused() {
+    for (cfg, needle) in [
+        (
+            SimConfig {
+                max_running: 4,
+                decode_ms_per_token: 1.0,
+                ..SimConfig::default()
+            },
+            "decode-ms-per-token",
+        ),
+        (
+            SimConfig {
+                step_base_ms: 1.0,
+                ..SimConfig::default()
+            },
+            "need max-running",
+        ),
+    ] {
+        let e = cfg.validate().unwrap_err();
+        assert!(e.contains(needle), "{e}");
+    }
+}
