@@ -5,15 +5,19 @@
 //! thread with a heap of due times: it sleeps until shortly before the earliest
 //! (with the thread's timer slack at its minimum on Linux), spins the rest, and
 //! wakes the waiting task. Waking a task on the runtime's thread takes time of
-//! its own, so the thread wakes it a little early, by the median of the
-//! hand-offs so far, and the task spins the last microseconds itself. Both
-//! margins adapt to the machine and are capped: on a quiet one they are a few
-//! microseconds, so the spinning costs little CPU. A due time
+//! its own (a parked runtime thread must be woken first), so the thread wakes
+//! it early, by the 99th percentile of the hand-offs so far, and the task waits
+//! out the rest itself, yielding to the runtime until the last microseconds.
+//! Both margins adapt to the machine and are capped, and the caps grow with
+//! the spacing of the waits: the time spent waiting early stays a small share
+//! of the time between them, so a high rate does not spin away the CPU its
+//! sends need, and a low rate buys precision with spare CPU. A due time
 //! already past returns at once, so a schedule that fell behind catches up
 //! instead of drifting.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -21,14 +25,18 @@ use tokio::sync::oneshot;
 
 /// The margins start here.
 const START_MARGIN: Duration = Duration::from_micros(30);
-/// The task is woken early by the median hand-off, at most this: the task
-/// spins the difference on the runtime's thread, which then runs nothing else,
-/// so a busy runtime (whose hand-offs are long) must not make it spin long.
-const HANDOFF_CAP: Duration = Duration::from_micros(30);
-/// The thread stops sleeping early by the 90th percentile of its own late
-/// wake-ups, at most this: past it a late wake-up is the machine's doing, and
-/// spinning through it at high rates would take a core from the senders.
-const OVERSLEEP_CAP: Duration = Duration::from_micros(50);
+/// The task is woken early by the 99th percentile of the hand-offs, at most
+/// a fifth of the spacing of the waits, within these bounds: the task waits
+/// the difference on the runtime's thread, so a busy runtime (whose hand-offs
+/// are long) must not make it wait long at high rates.
+const HANDOFF_CAP: (Duration, Duration) = (Duration::from_micros(15), Duration::from_micros(200));
+/// The thread stops sleeping early by the 99th percentile of its own late
+/// wake-ups, at most a tenth of the spacing of the waits, within these
+/// bounds: past them a late wake-up is the machine's doing, and spinning
+/// through it would take a core from the senders.
+const OVERSLEEP_CAP: (Duration, Duration) = (Duration::from_micros(25), Duration::from_micros(200));
+/// The last stretch of a task's wait that it spins without yielding.
+const SPIN_LAST: Duration = Duration::from_micros(20);
 
 /// One wait: when the thread wakes the task, in due order, and how.
 struct Wait {
@@ -62,7 +70,7 @@ impl Ord for Wait {
 struct Margin {
     nanos: AtomicU64,
     q: f64,
-    cap: Duration,
+    cap_nanos: AtomicU64,
 }
 
 /// The step of a [`Margin`]: small against the latencies it tracks, large
@@ -74,8 +82,15 @@ impl Margin {
         Self {
             nanos: AtomicU64::new(START_MARGIN.min(cap).as_nanos() as u64),
             q,
-            cap,
+            cap_nanos: AtomicU64::new(cap.as_nanos() as u64),
         }
+    }
+
+    /// Sets the cap to `share` of the spacing `gap`, within `bounds`.
+    fn cap_to(&self, gap: Duration, share: u32, bounds: (Duration, Duration)) {
+        let cap = (gap / share).clamp(bounds.0, bounds.1);
+        self.cap_nanos
+            .store(cap.as_nanos() as u64, Ordering::Relaxed);
     }
 
     fn get(&self) -> Duration {
@@ -89,7 +104,7 @@ impl Margin {
         } else {
             est - STEP_NANOS * (1.0 - self.q)
         };
-        let next = next.clamp(0.0, self.cap.as_nanos() as f64);
+        let next = next.clamp(0.0, self.cap_nanos.load(Ordering::Relaxed) as f64);
         self.nanos.store(next as u64, Ordering::Relaxed);
     }
 }
@@ -102,23 +117,33 @@ pub struct Pacer {
     /// How long the runtime takes from the thread's wake-up call to the task
     /// running: the thread wakes the task this much early.
     handoff: Margin,
+    /// The spacing of due times, a moving average in nanoseconds, and the
+    /// last due time (nanoseconds from `epoch`): they set the margins' caps.
+    gap: Arc<AtomicU64>,
+    last_due: AtomicU64,
+    epoch: Instant,
 }
 
 impl Pacer {
     /// Starts the timer thread; it ends when the pacer is dropped.
     pub fn start() -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel::<Wait>();
+        let gap = Arc::new(AtomicU64::new(0));
+        let thread_gap = gap.clone();
         std::thread::Builder::new()
             .name("batchbench-pacer".into())
             .spawn(move || {
                 fine_timer_slack();
                 set_this_thread_nice(-10);
-                timer_thread(&rx);
+                timer_thread(&rx, &thread_gap);
             })?;
         Ok(Self {
             tx,
             seq: AtomicU64::new(0),
-            handoff: Margin::new(0.5, HANDOFF_CAP),
+            handoff: Margin::new(0.99, HANDOFF_CAP.0),
+            gap,
+            last_due: AtomicU64::new(0),
+            epoch: Instant::now(),
         })
     }
 
@@ -127,6 +152,7 @@ impl Pacer {
         if due <= Instant::now() + Duration::from_micros(2) {
             return;
         }
+        self.note_spacing(due);
         let (done, wait) = oneshot::channel();
         let fire = due.checked_sub(self.handoff.get()).unwrap_or(due);
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
@@ -138,16 +164,44 @@ impl Pacer {
         if let Ok(fired) = wait.await {
             self.handoff.observe(fired.elapsed());
         }
+        // Woken early: let the runtime run other tasks until the last stretch.
+        while due.saturating_duration_since(Instant::now()) > SPIN_LAST {
+            tokio::task::yield_now().await;
+        }
         spin_until(due);
+    }
+
+    /// Folds the spacing from the previous due time into the average, and
+    /// caps the hand-off margin by it.
+    fn note_spacing(&self, due: Instant) {
+        let at = due.saturating_duration_since(self.epoch).as_nanos() as u64;
+        let prev = self.last_due.swap(at, Ordering::Relaxed);
+        if prev == 0 || at <= prev {
+            return;
+        }
+        let sample = (at - prev) as f64;
+        let old = self.gap.load(Ordering::Relaxed) as f64;
+        let avg = if old == 0.0 {
+            sample
+        } else {
+            old + (sample - old) / 64.0
+        };
+        self.gap.store(avg as u64, Ordering::Relaxed);
+        self.handoff
+            .cap_to(Duration::from_nanos(avg as u64), 5, HANDOFF_CAP);
     }
 }
 
 /// The thread: the earliest wait first; new waits arrive while it sleeps.
-fn timer_thread(rx: &mpsc::Receiver<Wait>) {
+fn timer_thread(rx: &mpsc::Receiver<Wait>, gap: &AtomicU64) {
     let mut heap: BinaryHeap<Reverse<Wait>> = BinaryHeap::new();
     // How late the thread itself wakes from a timed sleep.
-    let oversleep = Margin::new(0.9, OVERSLEEP_CAP);
+    let oversleep = Margin::new(0.99, OVERSLEEP_CAP.0);
     loop {
+        let spacing = gap.load(Ordering::Relaxed);
+        if spacing > 0 {
+            oversleep.cap_to(Duration::from_nanos(spacing), 10, OVERSLEEP_CAP);
+        }
         let Some(Reverse(next)) = heap.peek() else {
             match rx.recv() {
                 Ok(w) => heap.push(Reverse(w)),
@@ -263,7 +317,7 @@ mod tests {
         // wait fired early): a queue taken in arrival order fires the first
         // registered (the latest) wait first and the earlier ones after it.
         let (tx, rx) = mpsc::channel::<Wait>();
-        let thread = std::thread::spawn(move || timer_thread(&rx));
+        let thread = std::thread::spawn(move || timer_thread(&rx, &AtomicU64::new(0)));
         let base = Instant::now() + Duration::from_millis(5);
         let mut waits = Vec::new();
         for (seq, k) in [7u64, 1, 4, 0, 9, 3].into_iter().enumerate() {
@@ -297,6 +351,22 @@ mod tests {
         for pair in got.windows(2) {
             assert!(pair[0].1 <= pair[1].1, "fired out of due order: {got:?}");
         }
+    }
+
+    #[test]
+    fn the_caps_follow_the_spacing_of_the_waits_within_their_bounds() {
+        let m = Margin::new(0.99, HANDOFF_CAP.0);
+        m.cap_to(Duration::from_millis(1), 5, HANDOFF_CAP);
+        for _ in 0..1_000 {
+            m.observe(Duration::from_millis(1));
+        }
+        assert_eq!(m.get(), Duration::from_micros(200), "a fifth of 1 ms");
+        m.cap_to(Duration::from_micros(100), 5, HANDOFF_CAP);
+        m.observe(Duration::from_millis(1));
+        assert_eq!(m.get(), Duration::from_micros(20), "a fifth of 100 us");
+        m.cap_to(Duration::from_micros(10), 5, HANDOFF_CAP);
+        m.observe(Duration::from_millis(1));
+        assert_eq!(m.get(), HANDOFF_CAP.0, "never below the floor");
     }
 
     #[test]
