@@ -97,6 +97,8 @@ pub struct EngineOptions {
     /// When requests are released: the closed loop, or an arrival process; a
     /// concurrency cap, warmup and a duration.
     pub load: LoadSpec,
+    /// The latency bounds the run is judged by (none: no verdict, no goodput).
+    pub slo: Vec<crate::slo::SloBound>,
 }
 
 pub use crate::spec::AdmissionMode as Admission;
@@ -115,6 +117,7 @@ impl Default for EngineOptions {
             admission: Admission::ClosedLoop,
             lookahead: 256,
             load: LoadSpec::default(),
+            slo: Vec::new(),
         }
     }
 }
@@ -487,6 +490,13 @@ impl Engine {
             elapsed,
             client_cpu,
         );
+        if !shared.opts.slo.is_empty() {
+            summary.slo = Some(crate::slo::report(
+                &shared.opts.slo,
+                &c.metrics,
+                summary.requests_per_second,
+            ));
+        }
         summary.interrupted = shared.interrupt.is_cancelled() && fatal.is_none();
         summary.prompt_synthesis = shared
             .synth
@@ -1276,13 +1286,14 @@ async fn drive(
         {
             let mut c = sh.collector();
             let c = &mut *c;
+            let mut stream_figures = (None, None);
             let (usage, ttft, failure, estimated) = match &result {
                 Ok(reply) => {
                     let est = crate::metrics::estimated_cached_tokens(prev_prompt, reply.usage);
                     if let Some(u) = reply.usage
                         && !warmup
                     {
-                        c.metrics.record_stream(reply, u.completion_tokens);
+                        stream_figures = c.metrics.record_stream(reply, u.completion_tokens);
                     }
                     (
                         reply.usage,
@@ -1312,6 +1323,18 @@ async fn drive(
             let stage = (!sh.opts.load.stages.is_empty())
                 .then(|| crate::arrivals::Schedule::stage_of(&sh.opts.load, eligible));
             c.metrics.record_request_in(&rec, stage);
+            if !sh.opts.slo.is_empty() && !warmup && rec.failure.is_none() {
+                let behind = timing.behind();
+                let figures = crate::slo::RequestFigures {
+                    ttft: ttft.map(|t| t + behind),
+                    tpot: stream_figures.0,
+                    itl_max: stream_figures.1,
+                    e2e: latency + behind,
+                    queue_wait: timing.queue_wait,
+                };
+                let tokens = usage.map_or(0, |u| u.completion_tokens);
+                c.metrics.slo.record(&sh.opts.slo, &figures, tokens);
+            }
             c.notify(|r| r.on_request(&rec));
         }
         match result {

@@ -23,6 +23,7 @@ pub mod plugin;
 pub mod record;
 pub mod registry;
 pub mod rng;
+pub mod slo;
 pub mod spec;
 pub mod timefmt;
 #[cfg(feature = "engine")]

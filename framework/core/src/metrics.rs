@@ -52,6 +52,11 @@ impl Latency {
         self.0.is_empty()
     }
 
+    /// The value at quantile `q` (0 to 1), in milliseconds; `None` when empty.
+    pub fn quantile_ms(&self, q: f64) -> Option<f64> {
+        (!self.0.is_empty()).then(|| self.0.value_at_quantile(q) as f64 / 1000.0)
+    }
+
     /// p50/p90/p99/mean/max in milliseconds; `None` when empty.
     pub fn stats(&self) -> Option<LatencyStats> {
         if self.0.is_empty() {
@@ -147,6 +152,8 @@ pub struct Metrics {
     pub arrival_sends: Option<(Duration, Duration)>,
     /// Per stage of a rate schedule, by intended send time.
     pub stages: Vec<StageMetrics>,
+    /// Measured successes against the per-request SLO bounds.
+    pub slo: crate::slo::SloCounts,
 }
 
 /// A request sent further than this behind its intended time (beyond the
@@ -304,29 +311,42 @@ impl Metrics {
 
     /// Folds in a streamed reply's timing: time per output token, and
     /// inter-token latency per token (not per chunk).
-    pub fn record_stream(&mut self, reply: &Reply, completion_tokens: u64) {
+    /// Returns the reply's time per output token and its longest per-token
+    /// gap (the figures of per-request SLO bounds).
+    pub fn record_stream(
+        &mut self,
+        reply: &Reply,
+        completion_tokens: u64,
+    ) -> (Option<Duration>, Option<Duration>) {
         let Some(first) = reply.first_token_at else {
-            return;
+            return (None, None);
         };
         let Some(&(last, _)) = reply.chunks.last() else {
-            return;
+            return (None, None);
         };
+        let mut tpot = None;
         if completion_tokens >= 2 && last > first {
-            let tpot = (last - first) / (completion_tokens - 1) as u32;
-            self.tpot.record(tpot);
+            let t = (last - first) / (completion_tokens - 1) as u32;
+            self.tpot.record(t);
+            tpot = Some(t);
         }
         // Inter-token latency per token: each chunk's gap is shared by the tokens it
         // carried. Servers rarely say how many that is, so the completion tokens are
         // allocated to chunks by content bytes (largest remainder, at least one each):
         // exact when every chunk is one token, and never more samples than tokens.
         let tokens = allocate_tokens(&reply.chunks, completion_tokens);
+        let mut itl_max: Option<Duration> = None;
         for (w, k) in reply.chunks.windows(2).zip(tokens.iter().skip(1)) {
             if *k == 0 {
                 continue;
             }
             let gap = w[1].0.saturating_duration_since(w[0].0);
-            self.itl.record_n(gap.as_micros() as u64 / k, *k);
+            let per_token = gap.as_micros() as u64 / k;
+            self.itl.record_n(per_token, *k);
+            let d = Duration::from_micros(per_token);
+            itl_max = Some(itl_max.map_or(d, |m| m.max(d)));
         }
+        (tpot, itl_max)
     }
 }
 

@@ -261,6 +261,10 @@ pub struct Summary {
     /// tokenizer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_synthesis: Option<String>,
+    /// The run against its SLO (`--slo`): each bound's verdict, and goodput;
+    /// absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo: Option<crate::slo::SloReport>,
 }
 
 /// How an open-loop run kept its schedule, and what the schedule cost.

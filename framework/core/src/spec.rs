@@ -457,6 +457,10 @@ pub struct RunSpec {
     /// When requests are released: closed loop, or an arrival process.
     #[serde(default, skip_serializing_if = "is_default")]
     pub load: LoadSpec,
+    /// The latency bounds the run is judged by, such as `["ttft_p99<=500ms",
+    /// "e2e<=20s"]`: each bound's verdict and goodput in the summary.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slo: Vec<crate::slo::SloBound>,
     /// Template overheads subtracted from exact prompts.
     #[serde(default)]
     pub template: TemplateSpec,
@@ -489,6 +493,7 @@ impl RunSpec {
             workload,
             admission: AdmissionSpec::default(),
             load: LoadSpec::default(),
+            slo: Vec::new(),
             template: TemplateSpec::default(),
             routers: Vec::new(),
             reporters: Vec::new(),

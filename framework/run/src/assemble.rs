@@ -421,6 +421,7 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
             initial_overhead_tokens: spec.template.initial_overhead_tokens,
             turn_overhead_tokens: spec.template.turn_overhead_tokens,
             load: spec.load.clone(),
+            slo: spec.slo.clone(),
             ..EngineOptions::default()
         };
         let quiet = spec.output.quiet;

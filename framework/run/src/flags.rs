@@ -7,6 +7,7 @@
 
 use crate::exit::Failure;
 use batchbench_core::dist::{LengthDist, LogNormalFlags, lognormal_from_flags};
+use batchbench_core::slo::SloBound;
 use batchbench_core::spec::{Arrival, AtDeadline, PluginSpec, Release, RunSpec, Stage, defaults};
 use batchbench_plugins::openai::OpenAiChatConfig;
 use clap::parser::ValueSource;
@@ -195,6 +196,23 @@ pub fn stages(s: &str) -> Result<Stages, String> {
         .map(Stages)
 }
 
+/// An SLO: comma-separated bounds (see [`batchbench_core::slo`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SloBounds(pub Vec<SloBound>);
+
+/// `ttft_p99<=500ms,tpot_p90<=50ms,e2e<=20s`.
+fn slo_bounds(s: &str) -> Result<SloBounds, String> {
+    let bounds = s
+        .split(',')
+        .filter(|b| !b.trim().is_empty())
+        .map(str::parse)
+        .collect::<Result<Vec<SloBound>, String>>()?;
+    if bounds.is_empty() {
+        return Err("no bounds: give METRIC<=DURATION or METRIC_pNN<=DURATION, comma-separated, such as ttft_p99<=500ms,tpot_p90<=50ms".into());
+    }
+    Ok(SloBounds(bounds))
+}
+
 /// `constant`, `poisson` or `gamma`.
 fn arrival(s: &str) -> Result<Arrival, String> {
     match s {
@@ -250,6 +268,12 @@ pub struct LoadArgs {
     /// cancel (counted apart, not as failures) [default: finish].
     #[arg(long, value_parser = at_deadline, value_name = "POLICY", help_heading = "Load")]
     pub at_deadline: Option<AtDeadline>,
+    /// Latency bounds the run is judged by, comma-separated: per request
+    /// (ttft<=500ms: goodput counts the requests that met every one) or an
+    /// aggregate percentile (ttft_p99<=500ms). Metrics: ttft, itl, tpot, e2e,
+    /// queue_wait; TTFT and e2e count from the intended send time.
+    #[arg(long, value_parser = slo_bounds, value_name = "BOUNDS", help_heading = "Load")]
+    pub slo: Option<SloBounds>,
 }
 
 impl LoadArgs {
@@ -262,6 +286,9 @@ impl LoadArgs {
         rate_flag: &str,
         release: Release,
     ) -> Result<(), Failure> {
+        if let Some(b) = &self.slo {
+            spec.slo.clone_from(&b.0);
+        }
         let l = &mut spec.load;
         l.release = release;
         if let Some(r) = rate {

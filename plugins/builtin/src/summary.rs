@@ -130,7 +130,32 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
     if let Some(l) = &s.load {
         load(&mut o, l);
     }
+    if let Some(r) = &s.slo {
+        slo(&mut o, r);
+    }
     o
+}
+
+/// The SLO lines: a verdict per bound, then goodput.
+fn slo(o: &mut String, r: &batchbench_core::slo::SloReport) {
+    let _ = writeln!(o, "  SLO");
+    for b in &r.bounds {
+        let verdict = if b.met { "pass" } else { "FAIL" };
+        let seen = match (b.observed_ms, b.share_met) {
+            (Some(ms), _) => format!("observed {ms:.2} ms"),
+            (None, Some(share)) => format!("met by {:.2}% of requests", share * 100.0),
+            (None, None) => "no samples".to_owned(),
+        };
+        let _ = writeln!(o, "  {:<22} {verdict}: {seen}", b.bound);
+    }
+    let _ = writeln!(
+        o,
+        "  {:<22} {:.2} req/s ({} requests met every per-request bound); SLO {}",
+        "goodput",
+        r.goodput,
+        r.good_requests,
+        if r.passed { "met" } else { "NOT met" }
+    );
 }
 
 /// The load model's lines: the schedule kept, and latency from the intended

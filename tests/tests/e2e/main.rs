@@ -8,6 +8,7 @@ mod contract;
 mod load;
 mod replay;
 mod sim;
+mod slo;
 mod snapshots;
 mod spec;
 mod tokens;
