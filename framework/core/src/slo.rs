@@ -249,14 +249,18 @@ impl SloCounts {
     /// Folds in one measured success.
     pub fn record(&mut self, bounds: &[SloBound], f: &RequestFigures, completion_tokens: u64) {
         self.met.resize(bounds.len(), 0);
+        let mut good = true;
         for (i, b) in bounds.iter().enumerate() {
-            if b.percentile.is_none() && meets(std::slice::from_ref(b), f, completion_tokens) {
+            if b.percentile.is_some() {
+                continue;
+            }
+            if meets(std::slice::from_ref(b), f, completion_tokens) {
                 self.met[i] += 1;
+            } else {
+                good = false;
             }
         }
-        if meets(bounds, f, completion_tokens) {
-            self.good += 1;
-        }
+        self.good += u64::from(good);
     }
 }
 

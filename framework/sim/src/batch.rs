@@ -63,8 +63,6 @@ pub struct Gauges {
     pub kv_tokens: AtomicU64,
     /// Preemptions so far.
     pub preemptions: AtomicU64,
-    /// Steps run so far.
-    pub steps: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -122,7 +120,6 @@ async fn run(m: BatchModel, mut rx: mpsc::UnboundedReceiver<Admission>, g: Arc<G
             + m.prefill_per_token.mul_f64(prefilled as f64);
         clock += step;
         tokio::time::sleep_until(clock).await;
-        g.steps.fetch_add(1, Ordering::Relaxed);
         for (s, make) in running.iter_mut().zip(makes) {
             if make {
                 s.made += 1;
