@@ -177,6 +177,7 @@ _BENCHMARK_KEYS: Dict[str, Tuple[type, ...]] = {
     "dry_run": (bool,),
     "output_lognorm": (dict,),
     "load": (dict,),
+    "slo": (str, list, tuple),
 }
 
 
@@ -188,6 +189,20 @@ def _entry(where: str, value: Any) -> Dict[str, Any]:
             f"{where} must be a request_entry(...) (keys body, line_idx, input_tokens)"
         )
     return request_entry(value["body"], value.get("line_idx", 0), value.get("input_tokens", 0))
+
+
+def _slo(where: str, value: Any) -> List[str]:
+    """SLO bounds as a list of strings: a comma-separated string or a list."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    bounds = []
+    for i, b in enumerate(items):
+        if not isinstance(b, str):
+            raise ConfigurationError(f"{where}[{i}] must be str, got {type(b).__name__}")
+        if b.strip():
+            bounds.append(b.strip())
+    if not bounds:
+        raise ConfigurationError(f"{where} holds no bound (for example 'ttft_p99<=500ms')")
+    return bounds
 
 
 def _validate_benchmark(config: Mapping[str, Any]) -> Dict[str, Any]:
@@ -226,6 +241,8 @@ def _validate_benchmark(config: Mapping[str, Any]) -> Dict[str, Any]:
         for k, v in out["headers"].items():
             if not isinstance(k, str) or not isinstance(v, str):
                 raise ConfigurationError("config key 'headers' must map str to str")
+    if "slo" in out:
+        out["slo"] = _slo("config key 'slo'", out["slo"])
     if "output_lognorm" in out:
         _check_keys(
             "output_lognorm",
@@ -279,6 +296,11 @@ def run_benchmark(config: Mapping[str, Any]) -> Dict[str, Any]:
     ``warmup_secs``, ``at_deadline``). The report's ``load`` then holds the
     achieved rate, latency from the intended send time, the client queue wait and
     the send lag.
+
+    ``slo`` judges the run against latency bounds, as ``--slo`` does: a string
+    ``"ttft_p99<=500ms,e2e<=20s"`` or a list of bounds. The report's ``slo`` then
+    holds a verdict per bound (``bounds``), ``passed``, ``good_requests`` and
+    ``goodput`` (requests per second that met every per-request bound).
 
     With ``dry_run`` nothing is sent and ``report["run"]["plan"]`` lists the plan.
     Ctrl+C (``KeyboardInterrupt``) cancels the run and returns the partial report,

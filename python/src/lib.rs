@@ -244,6 +244,9 @@ struct BenchmarkConfig {
     /// warmup (the duration comes from `long_running_mode`).
     #[serde(default)]
     load: Option<LoadSpec>,
+    /// The run's SLO bounds (`ttft_p99<=500ms`, `e2e<=20s`).
+    #[serde(default)]
+    slo: Vec<batchbench_core::slo::SloBound>,
 }
 
 /// Collects every request as a record (the report's `records`).
@@ -403,6 +406,7 @@ fn benchmark_spec(cfg: &BenchmarkConfig) -> Result<RunSpec, Outcome> {
     }
     spec.load.release = Release::Requests;
     spec.load.duration_secs = duration_secs;
+    spec.slo.clone_from(&cfg.slo);
     spec.seed = Some(cfg.seed.unwrap_or_else(assemble::fresh_seed));
     let t = &mut spec.target;
     // The endpoint is a full URL: the host part stays empty.
@@ -472,6 +476,7 @@ fn benchmark(config: &str, cancel: CancellationToken) -> Outcome {
         api_key: cfg.api_key.clone().filter(|k| !k.is_empty()),
         reporters: vec![Box::new(records.clone())],
         plan_out: Some(Box::new(plan.clone())),
+        quiet_summary: false,
     };
     match assemble::execute(spec, &BENCHMARK, host) {
         Ok(RunOutcome::DryRun { view: mut run, .. }) => {

@@ -409,3 +409,58 @@ pub fn check_snapshot(name: &str, got: &str) {
         );
     }
 }
+
+/// The result of an in-process series (`sweep` or `capacity`).
+#[derive(Debug)]
+pub struct SeriesResult {
+    /// Exit code.
+    pub code: i32,
+    /// The series' `index.json`, when it wrote one.
+    pub index: Option<serde_json::Value>,
+    /// Its results directory (gone once the result is dropped).
+    pub dir: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+impl SeriesResult {
+    /// The points of the index.
+    pub fn points(&self) -> Vec<serde_json::Value> {
+        self.index
+            .as_ref()
+            .and_then(|i| i["points"].as_array().cloned())
+            .unwrap_or_default()
+    }
+
+    /// One run's `summary.json` and its `requests.jsonl` lines.
+    pub fn run(&self, name: &str) -> (serde_json::Value, Vec<serde_json::Value>) {
+        let d = self.dir.join(name);
+        let summary = read_json(&d.join("summary.json"))
+            .unwrap_or_else(|| panic!("{}: no summary.json", d.display()));
+        let lines = std::fs::read_to_string(d.join("requests.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+            .collect();
+        (summary, lines)
+    }
+}
+
+/// Runs `program kind ...args` (`batchbench sweep ...`) in process, quiet, into
+/// a fresh results directory.
+pub fn run_series(program: &str, kind: &str, args: &[&str]) -> SeriesResult {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tmp.path().join("series");
+    let mut argv: Vec<String> = vec![program.into(), kind.into(), "--quiet".into()];
+    argv.extend(args.iter().map(|s| (*s).to_owned()));
+    argv.extend(["--output-dir".into(), dir.display().to_string()]);
+    let code = match program {
+        "batchbench-agent" => batchbench_run::commands::agent::run(argv),
+        _ => batchbench_run::commands::batchbench::run(argv),
+    };
+    SeriesResult {
+        code,
+        index: read_json(&dir.join("index.json")),
+        dir,
+        _tmp: tmp,
+    }
+}

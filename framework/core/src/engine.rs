@@ -1290,10 +1290,9 @@ async fn drive(
             let (usage, ttft, failure, estimated) = match &result {
                 Ok(reply) => {
                     let est = crate::metrics::estimated_cached_tokens(prev_prompt, reply.usage);
-                    if let Some(u) = reply.usage
-                        && !warmup
-                    {
-                        stream_figures = c.metrics.record_stream(reply, u.completion_tokens);
+                    if let Some(u) = reply.usage {
+                        stream_figures =
+                            c.metrics.record_stream(reply, u.completion_tokens, !warmup);
                     }
                     (
                         reply.usage,
@@ -1306,7 +1305,8 @@ async fn drive(
                 }
                 Err((kind, msg)) => (None, None, Some((*kind, msg.as_str())), 0),
             };
-            let rec = RequestRecord {
+            let per_request_slo = sh.opts.slo.iter().any(|b| b.percentile.is_none());
+            let mut rec = RequestRecord {
                 agent_id,
                 trajectory_id: id,
                 request_index: index,
@@ -1317,6 +1317,9 @@ async fn drive(
                 estimated_cached_tokens: estimated,
                 live_block_fallbacks: fallbacks,
                 ttft,
+                tpot: stream_figures.0,
+                itl_max: stream_figures.1,
+                slo_met: None,
                 failure,
                 timing,
             };
@@ -1333,7 +1336,8 @@ async fn drive(
                     queue_wait: timing.queue_wait,
                 };
                 let tokens = usage.map_or(0, |u| u.completion_tokens);
-                c.metrics.slo.record(&sh.opts.slo, &figures, tokens);
+                let good = c.metrics.slo.record(&sh.opts.slo, &figures, tokens);
+                rec.slo_met = per_request_slo.then_some(good);
             }
             c.notify(|r| r.on_request(&rec));
         }

@@ -309,14 +309,15 @@ impl Metrics {
         self.failures.values().sum()
     }
 
-    /// Folds in a streamed reply's timing: time per output token, and
-    /// inter-token latency per token (not per chunk).
-    /// Returns the reply's time per output token and its longest per-token
+    /// Folds in a streamed reply's timing (when `measured`: a warmup request
+    /// is not): time per output token, and inter-token latency per token (not
+    /// per chunk). Returns the reply's time per output token and its longest per-token
     /// gap (the figures of per-request SLO bounds).
     pub fn record_stream(
         &mut self,
         reply: &Reply,
         completion_tokens: u64,
+        measured: bool,
     ) -> (Option<Duration>, Option<Duration>) {
         let Some(first) = reply.first_token_at else {
             return (None, None);
@@ -327,7 +328,9 @@ impl Metrics {
         let mut tpot = None;
         if completion_tokens >= 2 && last > first {
             let t = (last - first) / (completion_tokens - 1) as u32;
-            self.tpot.record(t);
+            if measured {
+                self.tpot.record(t);
+            }
             tpot = Some(t);
         }
         // Inter-token latency per token: each chunk's gap is shared by the tokens it
@@ -342,7 +345,9 @@ impl Metrics {
             }
             let gap = w[1].0.saturating_duration_since(w[0].0);
             let per_token = gap.as_micros() as u64 / k;
-            self.itl.record_n(per_token, *k);
+            if measured {
+                self.itl.record_n(per_token, *k);
+            }
             let d = Duration::from_micros(per_token);
             itl_max = Some(itl_max.map_or(d, |m| m.max(d)));
         }
@@ -475,6 +480,9 @@ mod tests {
             estimated_cached_tokens: 0,
             live_block_fallbacks: 0,
             ttft: None,
+            tpot: None,
+            itl_max: None,
+            slo_met: None,
             failure: Some((FailureKind::Http(503), "unavailable")),
             timing: SendTiming::default(),
         };
@@ -501,6 +509,9 @@ mod tests {
                 estimated_cached_tokens: 0,
                 live_block_fallbacks: 0,
                 ttft: None,
+                tpot: None,
+                itl_max: None,
+                slo_met: None,
                 failure: None,
                 timing: SendTiming {
                     intended: sent,
@@ -538,6 +549,9 @@ mod tests {
             estimated_cached_tokens: 0,
             live_block_fallbacks: 0,
             ttft: None,
+            tpot: None,
+            itl_max: None,
+            slo_met: None,
             failure: None,
             timing: SendTiming {
                 intended: ms(100),

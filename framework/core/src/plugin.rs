@@ -326,6 +326,13 @@ pub struct RequestRecord<'a> {
     pub live_block_fallbacks: u32,
     /// Time to first token (streaming).
     pub ttft: Option<std::time::Duration>,
+    /// Time per output token after the first (streamed, two tokens or more).
+    pub tpot: Option<std::time::Duration>,
+    /// The longest per-token gap between two streamed chunks.
+    pub itl_max: Option<std::time::Duration>,
+    /// Whether the request met every per-request SLO bound: present for a
+    /// measured (not warmup) success of a run with per-request bounds.
+    pub slo_met: Option<bool>,
     /// The failure, if the request failed.
     pub failure: Option<(FailureKind, &'a str)>,
     /// When it was due and when it went out.

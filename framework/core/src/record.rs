@@ -123,6 +123,26 @@ impl RunInfo {
         ] {
             map.insert(k.to_owned(), opt(v));
         }
+        let slo = s.slo.as_ref();
+        let joined = |pick: fn(&crate::slo::SloResult) -> bool| {
+            slo.map(|r| {
+                r.bounds
+                    .iter()
+                    .filter(|b| pick(b))
+                    .map(|b| b.bound.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+        };
+        for (k, v) in [
+            ("slo", joined(|_| true)),
+            ("slo_passed", slo.map(|r| r.passed.to_string())),
+            ("slo_failed_bounds", joined(|b| !b.met)),
+            ("good_requests", slo.map(|r| r.good_requests.to_string())),
+            ("goodput", slo.map(|r| fixed6(r.goodput))),
+        ] {
+            map.insert(k.to_owned(), opt(v));
+        }
         for (family, stats) in [
             ("latency", s.latency),
             ("ttft", s.ttft),

@@ -246,8 +246,14 @@ pub struct SloCounts {
 }
 
 impl SloCounts {
-    /// Folds in one measured success.
-    pub fn record(&mut self, bounds: &[SloBound], f: &RequestFigures, completion_tokens: u64) {
+    /// Folds in one measured success; returns whether it met every
+    /// per-request bound (it counts toward goodput).
+    pub fn record(
+        &mut self,
+        bounds: &[SloBound],
+        f: &RequestFigures,
+        completion_tokens: u64,
+    ) -> bool {
         self.met.resize(bounds.len(), 0);
         let mut good = true;
         for (i, b) in bounds.iter().enumerate() {
@@ -261,6 +267,7 @@ impl SloCounts {
             }
         }
         self.good += u64::from(good);
+        good
     }
 }
 
@@ -390,15 +397,15 @@ mod tests {
             "one token has no TPOT"
         );
         let mut counts = SloCounts::default();
-        counts.record(&bounds, &ok, 10);
-        counts.record(
+        assert!(counts.record(&bounds, &ok, 10));
+        assert!(!counts.record(
             &bounds,
             &RequestFigures {
                 tpot: Some(ms(11)),
                 ..ok
             },
             10,
-        );
+        ));
         assert_eq!((counts.good, counts.met.clone()), (1, vec![2, 1, 0]));
     }
 
@@ -419,7 +426,7 @@ mod tests {
                 e2e,
                 ..RequestFigures::default()
             };
-            m.slo.record(&bounds, &f, 1);
+            assert!(m.slo.record(&bounds, &f, 1));
         }
         let r = report(&bounds, &m, 10.0);
         assert!(

@@ -189,6 +189,16 @@ pub struct WireRequestRecord {
     pub live_block_fallbacks: u32,
     /// Time to first token (streaming).
     pub ttft_ms: Option<f64>,
+    /// Time per output token after the first (streamed, two tokens or more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<f64>,
+    /// The longest per-token gap between streamed chunks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itl_max_ms: Option<f64>,
+    /// Met every per-request SLO bound (a measured success of a run with
+    /// per-request bounds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_met: Option<bool>,
     /// The failure kind (`http_429`, `timeout`, `connect`, `decode`, `cancelled`).
     pub failure_kind: Option<String>,
     /// The failure message.
@@ -238,6 +248,9 @@ impl WireRequestRecord {
             estimated_cached_tokens: r.estimated_cached_tokens,
             live_block_fallbacks: r.live_block_fallbacks,
             ttft_ms: r.ttft.map(ms),
+            tpot_ms: r.tpot.map(ms),
+            itl_max_ms: r.itl_max.map(ms),
+            slo_met: r.slo_met,
             failure_kind: r.failure.map(|(k, _)| k.to_string()),
             failure_message: r.failure.map(|(_, m)| m.to_owned()),
             intended_ms: ms(r.timing.intended),
@@ -264,6 +277,9 @@ impl WireRequestRecord {
             estimated_cached_tokens: self.estimated_cached_tokens,
             live_block_fallbacks: self.live_block_fallbacks,
             ttft: self.ttft_ms.map(from_ms),
+            tpot: self.tpot_ms.map(from_ms),
+            itl_max: self.itl_max_ms.map(from_ms),
+            slo_met: self.slo_met,
             failure: self.failure_kind.as_deref().map(|k| {
                 (
                     FailureKind::parse(k).unwrap_or(FailureKind::Decode),
@@ -305,6 +321,9 @@ mod tests {
             estimated_cached_tokens: 64,
             live_block_fallbacks: 0,
             ttft: Some(Duration::from_millis(5)),
+            tpot: Some(Duration::from_micros(1_250)),
+            itl_max: Some(Duration::from_millis(3)),
+            slo_met: Some(false),
             failure: Some((FailureKind::Http(429), "slow down")),
             timing: SendTiming {
                 intended: Duration::from_millis(100),

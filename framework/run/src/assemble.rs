@@ -50,6 +50,8 @@ pub struct Host {
     pub reporters: Vec<Box<dyn Reporter>>,
     /// Where a dry run writes its plan; absent: stdout.
     pub plan_out: Option<Box<dyn std::io::Write + Send>>,
+    /// Leave out the console summary: a series prints its own line per point.
+    pub quiet_summary: bool,
 }
 
 impl std::fmt::Debug for Host {
@@ -58,6 +60,7 @@ impl std::fmt::Debug for Host {
             .field("cancel", &self.cancel.is_some())
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
             .field("reporters", &self.reporters.len())
+            .field("quiet_summary", &self.quiet_summary)
             .finish_non_exhaustive()
     }
 }
@@ -200,13 +203,17 @@ fn reporters(
     spec: &RunSpec,
     profile: &Profile,
     ctx: &BuildContext,
+    console: bool,
 ) -> Result<Vec<Box<dyn Reporter>>, Failure> {
     let o = &spec.output;
-    let mut v = vec![build_reporter(
-        "console_summary",
-        serde_json::Value::Object(serde_json::Map::new()),
-        ctx,
-    )?];
+    let mut v = Vec::new();
+    if console {
+        v.push(build_reporter(
+            "console_summary",
+            serde_json::Value::Object(serde_json::Map::new()),
+            ctx,
+        )?);
+    }
     if let Some(p) = &o.summary_json {
         v.push(build_reporter("json_summary", path_config(p), ctx)?);
     }
@@ -323,7 +330,7 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
     let codec =
         registry::codec(&spec.codec.name, &spec.codec.config, &ctx).map_err(plugin_failure)?;
     let routers = build_routers(&spec.routers, &ctx)?;
-    let mut reps = reporters(&spec, profile, &ctx)?;
+    let mut reps = reporters(&spec, profile, &ctx, !host.quiet_summary)?;
     reps.append(&mut host.reporters);
     // A dry run builds every plugin too, so a bad codec, router or reporter
     // config fails the same way it would fail a run.

@@ -7,7 +7,7 @@
 
 use crate::exit::Failure;
 use batchbench_core::dist::{LengthDist, LogNormalFlags, lognormal_from_flags};
-use batchbench_core::slo::SloBound;
+use batchbench_core::slo::{SloBound, SloMetric};
 use batchbench_core::spec::{Arrival, AtDeadline, PluginSpec, Release, RunSpec, Stage, defaults};
 use batchbench_plugins::openai::OpenAiChatConfig;
 use clap::parser::ValueSource;
@@ -51,8 +51,12 @@ impl Given {
 /// Every long flag of a command line and whether it takes a value: for hosts that
 /// build argument lists (the Python package checks option names against it).
 pub fn long_flags<C: clap::CommandFactory>() -> Vec<(String, bool)> {
-    C::command()
-        .get_arguments()
+    command_flags(&C::command())
+}
+
+/// Every long flag of a clap command and whether it takes a value.
+pub fn command_flags(cmd: &clap::Command) -> Vec<(String, bool)> {
+    cmd.get_arguments()
         .filter_map(|a| {
             a.get_long()
                 .map(|l| (l.to_owned(), a.get_action().takes_values()))
@@ -289,6 +293,17 @@ impl LoadArgs {
         if let Some(b) = &self.slo {
             spec.slo.clone_from(&b.0);
         }
+        // TTFT, ITL and TPOT exist only for streamed replies: without
+        // --stream every request would miss such a bound, silently.
+        let timed = spec
+            .slo
+            .iter()
+            .find(|b| matches!(b.metric, SloMetric::Ttft | SloMetric::Itl | SloMetric::Tpot));
+        if let (Some(b), false) = (timed, spec.target.stream) {
+            return Err(Failure::bad(format!(
+                "--slo {b}: TTFT, ITL and TPOT are measured on streamed replies only: add --stream (or bound e2e)"
+            )));
+        }
         let l = &mut spec.load;
         l.release = release;
         if let Some(r) = rate {
@@ -397,6 +412,16 @@ pub const LOAD_COLUMNS: &[&str] = &[
     "warmup_requests",
     "cut_at_deadline",
     "load_verdict",
+];
+
+/// The CSV columns of `--slo`, after the load model's: the bounds, whether
+/// all held, the ones that failed, and goodput (empty without an SLO).
+pub const SLO_COLUMNS: &[&str] = &[
+    "slo",
+    "slo_passed",
+    "slo_failed_bounds",
+    "good_requests",
+    "goodput",
 ];
 
 /// A load-spec message in terms of flags: `load.rate` is the command's rate

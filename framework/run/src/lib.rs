@@ -11,6 +11,7 @@
 //! | [`commands`] | the two commands: their own flags, CSV columns and report view |
 //! | [`config`] | reading and printing run-spec files |
 //! | [`assemble`] | the one assembly: spec in, summary out |
+//! | [`series`] | `sweep` and `capacity`: runs over one load dimension |
 //! | [`exit`] | exit codes |
 
 pub mod assemble;
@@ -20,6 +21,7 @@ pub mod exit;
 pub mod flags;
 pub mod plugins;
 pub mod progress;
+pub mod series;
 
 // The built-in plugins register themselves; naming the crates keeps them linked.
 use batchbench_clickhouse as _;

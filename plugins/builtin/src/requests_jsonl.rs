@@ -30,6 +30,14 @@ struct Line<'a> {
     retries: u32,
     latency_ms: f64,
     ttft_ms: Option<f64>,
+    /// Time per output token after the first (streamed, two tokens or more).
+    tpot_ms: Option<f64>,
+    /// The longest per-token gap between streamed chunks.
+    itl_max_ms: Option<f64>,
+    /// Met every per-request SLO bound: present for the measured successes
+    /// of a run with per-request bounds (`--slo ttft<=500ms`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slo_met: Option<bool>,
     planned_prompt_tokens: Option<u32>,
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
@@ -96,6 +104,9 @@ fn line<'a>(rec: &'a RequestRecord<'a>) -> Line<'a> {
         retries: rec.retries,
         latency_ms: ms(rec.latency),
         ttft_ms: rec.ttft.map(ms),
+        tpot_ms: rec.tpot.map(ms),
+        itl_max_ms: rec.itl_max.map(ms),
+        slo_met: rec.slo_met,
         planned_prompt_tokens: rec.planned_prompt_tokens,
         prompt_tokens: usage.map(|u| u.prompt_tokens),
         completion_tokens: usage.map(|u| u.completion_tokens),

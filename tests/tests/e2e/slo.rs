@@ -84,6 +84,22 @@ fn goodput_counts_the_requests_that_met_every_bound_and_each_bound_gets_a_verdic
         "the queue makes some late: {good} of 12"
     );
     assert_eq!(slo["good_requests"].as_u64(), Some(good), "{slo}");
+    let flagged = rows.iter().filter(|row| row["slo_met"] == true).count() as u64;
+    assert_eq!(flagged, good, "each line says whether it met every bound");
+    assert!(
+        rows.iter()
+            .all(|row| row["tpot_ms"].as_f64().is_some() && row["itl_max_ms"].as_f64().is_some()),
+        "every streamed 8-token reply has a TPOT and a longest gap"
+    );
+    let row = &r.csv[0];
+    assert_eq!(row["slo"], "ttft<=100ms,e2e_p50<=10000ms,ttft_p99<=100ms");
+    assert_eq!(row["slo_passed"], "false");
+    assert_eq!(row["slo_failed_bounds"], "ttft<=100ms,ttft_p99<=100ms");
+    assert_eq!(row["good_requests"], good.to_string());
+    assert_eq!(
+        row["goodput"],
+        format!("{:.6}", slo["goodput"].as_f64().unwrap_or(-1.0))
+    );
     let share = bounds[0]["share_met"].as_f64().unwrap_or(-1.0);
     assert!((share - good as f64 / 12.0).abs() < 1e-9, "{share}");
     let goodput = slo["goodput"].as_f64().unwrap_or(-1.0);
@@ -115,6 +131,19 @@ fn without_an_slo_the_summary_has_no_verdict() {
     ]);
     assert_eq!(r.code, 0);
     assert!(r.summary("slo").is_null());
+    let row = &r.csv[0];
+    assert!(
+        [
+            "slo",
+            "slo_passed",
+            "slo_failed_bounds",
+            "good_requests",
+            "goodput"
+        ]
+        .iter()
+        .all(|c| row.get(*c).is_some_and(String::is_empty)),
+        "the SLO columns are there, and empty: {row:?}"
+    );
 }
 
 #[test]
@@ -128,6 +157,9 @@ fn a_bad_slo_names_the_flag_and_is_exit_2_with_nothing_sent() {
         "ttft<=5",
         ",",
         "ttft_p0<=1s",
+        // Not parse errors: a TTFT bound without --stream could never be met.
+        "ttft_p99<=1s",
+        "e2e<=1s,tpot<=50ms",
     ] {
         for run in [run_batchbench, run_agent] {
             let r = run(&[

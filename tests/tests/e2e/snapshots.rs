@@ -63,11 +63,12 @@ fn check(name: &str, got: &str) {
 
 /// Runs one scenario and checks its CSV and JSON snapshots; `empty` lists the
 /// columns this shape leaves empty by design. Every scenario is a closed loop:
-/// the load model's columns are empty too.
+/// the load model's columns are empty too, and so are the SLO's (none is given).
 fn snapshot(name: &str, agent: bool, flags: &[&str], empty: &[&str]) {
     let closed_loop = ["request_rate", "session_rate"]
         .iter()
-        .chain(batchbench_run::flags::LOAD_COLUMNS);
+        .chain(batchbench_run::flags::LOAD_COLUMNS)
+        .chain(batchbench_run::flags::SLO_COLUMNS);
     let empty: Vec<&str> = empty.iter().chain(closed_loop).copied().collect();
     let empty = empty.as_slice();
     let sim = SimServer::recording("qwen");

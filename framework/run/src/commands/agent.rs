@@ -10,6 +10,7 @@ use crate::exit::{self, Failure};
 use crate::flags::{
     self, ConfigArgs, Given, LoadArgs, LoadView, OutputArgs, PluginArgs, PluginsView, TargetArgs,
 };
+use crate::series;
 use batchbench_core::dist::{LengthDist, LogNormalFlags};
 use batchbench_core::engine::DryRunStats;
 use batchbench_core::plugin::WorkloadInfo;
@@ -38,7 +39,11 @@ Every request carries a `user` field and an X-SMG-Routing-Key header, stable per
 --dp-rank-perfect-routing-num N adds X-SMG-Target-Worker: <routing slot % N>.
 
 Use --host sim:// for the built-in simulator. Exit codes: 0 completed, 1 could not
-complete, 2 bad input (nothing sent), 130 interrupted (partial summary).";
+complete, 2 bad input (nothing sent), 130 interrupted (partial summary).
+
+Series: `batchbench-agent sweep` runs these flags once per load value of one dimension
+(session rate, agents, active agents, concurrency); `batchbench-agent capacity` finds the
+highest load that meets --slo. See `batchbench-agent sweep --help`.";
 
 /// Command line of `batchbench-agent`.
 #[derive(Debug, Parser)]
@@ -514,6 +519,55 @@ pub fn flags() -> Vec<(String, bool)> {
     flags::long_flags::<Cli>()
 }
 
+/// Every long flag of `batchbench-agent sweep` or `batchbench-agent capacity`.
+pub fn series_flags(kind: series::Kind) -> Vec<(String, bool)> {
+    series::long_flags(&FRONT, kind)
+}
+
+/// What `sweep` and `capacity` vary: the session rate (open loop), the
+/// agents of a closed loop, the cap on active agents, or the cap on requests
+/// in flight.
+pub const DIMENSIONS: &[series::Dimension] = &[
+    series::Dimension {
+        name: "session-rate",
+        unit: "sessions/s",
+        whole: false,
+    },
+    series::Dimension {
+        name: "agents",
+        unit: "agents",
+        whole: true,
+    },
+    series::Dimension {
+        name: "max-active-agents",
+        unit: "agents",
+        whole: true,
+    },
+    series::Dimension {
+        name: "max-concurrency",
+        unit: "requests",
+        whole: true,
+    },
+];
+
+fn series_command() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command()
+}
+
+fn resolve_argv(argv: Vec<OsString>) -> Result<RunSpec, Failure> {
+    resolve_args(argv)
+}
+
+/// `batchbench-agent` as a series sees it.
+pub const FRONT: series::Front = series::Front {
+    program: "batchbench-agent",
+    command: series_command,
+    resolve: resolve_argv,
+    profile: &PROFILE,
+    dimensions: DIMENSIONS,
+};
+
 /// [`run`] for a host that cancels the run through `cancel` (instead of Ctrl+C,
 /// whose handler is then not installed): the Python package.
 pub fn run_embedded<I, T>(args: I, cancel: CancellationToken) -> i32
@@ -529,6 +583,10 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    if let Some(kind) = series::Kind::of(args.get(1)) {
+        return series::main(&FRONT, kind, &args[2..], cancel);
+    }
     match super::parse::<Cli, _, _>(args) {
         Ok((cli, m)) => exit::exit_code("batchbench-agent", super::launch(&cli, m, cancel)),
         Err(e) => exit::clap_exit("batchbench-agent", &e),
@@ -733,7 +791,12 @@ fn dry_run_line(s: &DryRunStats) -> String {
 /// How `batchbench-agent` runs report.
 pub const PROFILE: Profile = Profile {
     command: "batchbench-agent",
-    csv_columns: &[COLUMNS, &["session_rate"], flags::LOAD_COLUMNS],
+    csv_columns: &[
+        COLUMNS,
+        &["session_rate"],
+        flags::LOAD_COLUMNS,
+        flags::SLO_COLUMNS,
+    ],
     view,
     dry_run_line,
 };

@@ -9,6 +9,7 @@ use crate::exit::{self, Failure};
 use crate::flags::{
     self, ConfigArgs, Given, LoadArgs, LoadView, OutputArgs, PluginArgs, PluginsView, TargetArgs,
 };
+use crate::series;
 use batchbench_core::dist::{LengthDist, LogNormalFlags};
 use batchbench_core::engine::DryRunStats;
 use batchbench_core::plugin::WorkloadInfo;
@@ -60,6 +61,11 @@ pub enum Command {
         #[arg(long = "plugin", value_name = "PATH")]
         plugins: Vec<std::path::PathBuf>,
     },
+    /// Run the benchmark once per load value of one dimension, into a results
+    /// directory, stopping at saturation (batchbench sweep --help).
+    Sweep(Box<SweepCmd>),
+    /// Find the highest load that meets the SLO (batchbench capacity --help).
+    Capacity(Box<CapacityCmd>),
     /// Turn a window of ClickHouse prompt-chain records into a version-2 replay
     /// manifest (CLICKHOUSE_URL, or --rows-jsonl to re-export offline).
     ///
@@ -69,6 +75,28 @@ pub enum Command {
     /// as a replay manifest. Exit codes: 0 written, 1 export failed (no file), 2 bad
     /// flags.
     ExportPlans(Box<batchbench_clickhouse::ExportArgs>),
+}
+
+/// `batchbench sweep`: the series' flags and a run's.
+#[derive(Debug, Clone, Args)]
+pub struct SweepCmd {
+    /// The sweep's flags.
+    #[command(flatten)]
+    pub sweep: series::SweepArgs,
+    /// The run's flags.
+    #[command(flatten)]
+    pub bench: BenchArgs,
+}
+
+/// `batchbench capacity`: the search's flags and a run's.
+#[derive(Debug, Clone, Args)]
+pub struct CapacityCmd {
+    /// The search's flags.
+    #[command(flatten)]
+    pub capacity: series::CapacityArgs,
+    /// The run's flags.
+    #[command(flatten)]
+    pub bench: BenchArgs,
 }
 
 /// The flags of a benchmark run.
@@ -176,6 +204,48 @@ pub fn flags() -> Vec<(String, bool)> {
     flags::long_flags::<Cli>()
 }
 
+/// Every long flag of `batchbench sweep` or `batchbench capacity`.
+pub fn series_flags(kind: series::Kind) -> Vec<(String, bool)> {
+    series::long_flags(&FRONT, kind)
+}
+
+/// What `sweep` and `capacity` vary: users (closed loop), the concurrency
+/// cap, or the request rate (open loop).
+pub const DIMENSIONS: &[series::Dimension] = &[
+    series::Dimension {
+        name: "request-rate",
+        unit: "req/s",
+        whole: false,
+    },
+    series::Dimension {
+        name: "users",
+        unit: "users",
+        whole: true,
+    },
+    series::Dimension {
+        name: "max-concurrency",
+        unit: "requests",
+        whole: true,
+    },
+];
+
+fn series_command() -> clap::Command {
+    BenchArgs::augment_args(clap::Command::new("batchbench")).allow_negative_numbers(true)
+}
+
+fn resolve_argv(argv: Vec<OsString>) -> Result<RunSpec, Failure> {
+    resolve_args(argv)
+}
+
+/// `batchbench` as a series sees it.
+pub const FRONT: series::Front = series::Front {
+    program: "batchbench",
+    command: series_command,
+    resolve: resolve_argv,
+    profile: &PROFILE,
+    dimensions: DIMENSIONS,
+};
+
 /// [`run`] for a host that cancels the run through `cancel` (instead of Ctrl+C,
 /// whose handler is then not installed): the Python package.
 pub fn run_embedded<I, T>(args: I, cancel: CancellationToken) -> i32
@@ -191,6 +261,10 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    if let Some(kind) = series::Kind::of(args.get(1)) {
+        return series::main(&FRONT, kind, &args[2..], cancel);
+    }
     let (cli, matches) = match super::parse::<Cli, _, _>(args) {
         Ok(p) => p,
         Err(e) => return exit::clap_exit("batchbench", &e),
@@ -201,6 +275,8 @@ where
             Err(f) => exit::exit_code("batchbench plugins", Err(f)),
         },
         Some(Command::ExportPlans(a)) => export_plans(&a, cancel),
+        // Handled above, before the parse: their help lists the dimensions.
+        Some(Command::Sweep(_) | Command::Capacity(_)) => exit::EXIT_BAD_INPUT,
         None => exit::exit_code("batchbench", super::launch(&cli.bench, matches, cancel)),
     }
 }
@@ -473,7 +549,12 @@ fn dry_run_line(s: &DryRunStats) -> String {
 /// How `batchbench` runs report.
 pub const PROFILE: Profile = Profile {
     command: "batchbench",
-    csv_columns: &[COLUMNS, &["request_rate"], flags::LOAD_COLUMNS],
+    csv_columns: &[
+        COLUMNS,
+        &["request_rate"],
+        flags::LOAD_COLUMNS,
+        flags::SLO_COLUMNS,
+    ],
     view,
     dry_run_line,
 };

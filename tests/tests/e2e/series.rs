@@ -1,0 +1,323 @@
+//! Sweeps and capacity search end to end, against the continuous-batching
+//! simulator, whose saturation rate has a closed form (book: Simulator).
+//!
+//! The simulator of every test: one worker, at most 8 sequences in a batch,
+//! steps of 10 ms + 1 ms per sequence, prefill free. Requests have 16-token
+//! prompts and exactly 10 output tokens, so a full batch finishes 8 requests
+//! every 10 steps of 18 ms: X = 1 / (10 x (10/8 + 1) ms) = 44.4 requests/s.
+
+use batchbench_run::commands::{agent, batchbench};
+use batchbench_run::series::{self, Kind};
+use batchbench_tests::{SimServer, run_batchbench, run_series, tokenizer_path};
+use serde_json::Value;
+use std::ffi::OsString;
+
+const SIM: &str = "sim://?max-running=8&step-base-ms=10&step-ms-per-seq=1";
+/// The analytic saturation rate of [`SIM`], requests per second.
+const CAPACITY: f64 = 1000.0 / (10.0 * (10.0 / 8.0 + 1.0));
+
+fn tok() -> String {
+    tokenizer_path("qwen").display().to_string()
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// A run's flags: constant arrivals for `secs` seconds, streamed, judged by
+/// the TTFT p99.
+fn run_flags<'a>(tok: &'a str, secs: &'a str) -> Vec<&'a str> {
+    vec![
+        "--host",
+        SIM,
+        "--tokenizer-model",
+        tok,
+        "--input-tokens",
+        "16",
+        "--output-tokens",
+        "10",
+        "--stream",
+        "--arrival",
+        "constant",
+        "--duration-secs",
+        secs,
+        "--seed",
+        "7",
+        "--slo",
+        "ttft_p99<=100ms",
+    ]
+}
+
+#[test]
+fn capacity_finds_the_analytic_saturation_rate_and_the_slo_holds_there_but_not_at_1_2x() {
+    let tok = tok();
+    let mut args = vec!["--over", "request-rate", "--start", "20"];
+    args.extend(run_flags(&tok, "2"));
+    let r = run_series("batchbench", "capacity", &args);
+    assert_eq!(r.code, 0);
+    let index = r.index.clone().unwrap_or_default();
+    let cap = &index["capacity"];
+    assert_eq!(cap["verdict"], "found", "{cap}");
+    assert_eq!(cap["unit"], "req/s");
+    let load = f(&cap["load"]);
+    assert!(
+        (load - CAPACITY).abs() / CAPACITY < 0.10,
+        "capacity {load} req/s against the analytic {CAPACITY:.1}: {cap}"
+    );
+    assert!(f(&cap["relative_width"]) <= 0.05, "{cap}");
+    let marked: Vec<f64> = r
+        .points()
+        .iter()
+        .filter(|p| p["capacity"] == true)
+        .map(|p| f(&p["value"]))
+        .collect();
+    assert_eq!(marked, [load], "one point is the capacity");
+    // The verdict, checked by ordinary runs at the rate and at 1.2 times it.
+    for (factor, holds) in [(1.0, true), (1.2, false)] {
+        let rate = format!("{}", load * factor);
+        let mut flags = run_flags(&tok, "2");
+        flags.extend(["--request-rate", &rate]);
+        let run = run_batchbench(&flags);
+        assert_eq!(run.code, 0);
+        assert_eq!(
+            run.summary("slo")["passed"],
+            holds,
+            "at {rate} req/s: {}",
+            run.summary("slo")
+        );
+    }
+}
+
+/// The agents: 4 turns each (16-token first prompt, 10 output tokens, 16-token
+/// tool results, no think time), started at a constant session rate. Every
+/// turn is one request of 10 output tokens, so the sessions' capacity is the
+/// requests' over 4: 11.1 sessions/s.
+#[test]
+fn agent_capacity_over_session_rate_is_the_request_capacity_over_the_turns() {
+    let tok = tok();
+    let args = [
+        "--over",
+        "session-rate",
+        "--start",
+        "4",
+        "--host",
+        SIM,
+        "--tokenizer-model",
+        &tok,
+        "--input-tokens",
+        "16",
+        "--output-tokens",
+        "10",
+        "--environment-tokens",
+        "16",
+        "--tool-invocations",
+        "4",
+        "--stream",
+        "--arrival",
+        "constant",
+        "--duration-secs",
+        "3",
+        "--seed",
+        "7",
+        "--slo",
+        "ttft_p99<=100ms",
+    ];
+    let r = run_series("batchbench-agent", "capacity", &args);
+    assert_eq!(r.code, 0);
+    let index = r.index.clone().unwrap_or_default();
+    let cap = &index["capacity"];
+    assert_eq!(
+        (&cap["verdict"], &cap["unit"]),
+        (&"found".into(), &"sessions/s".into())
+    );
+    let load = f(&cap["load"]);
+    let sessions = CAPACITY / 4.0;
+    assert!(
+        (load - sessions).abs() / sessions < 0.10,
+        "capacity {load} sessions/s against the analytic {sessions:.2}: {cap}"
+    );
+    for (factor, holds) in [(1.0, true), (1.2, false)] {
+        let rate = format!("{}", load * factor);
+        let mut flags: Vec<&str> = args[4..].to_vec();
+        flags.extend(["--session-rate", &rate]);
+        let run = batchbench_tests::run_agent(&flags);
+        assert_eq!(run.code, 0);
+        assert_eq!(
+            run.summary("slo")["passed"],
+            holds,
+            "at {rate} sessions/s: {}",
+            run.summary("slo")
+        );
+    }
+}
+
+#[test]
+fn a_sweep_stops_at_saturation_and_its_goodput_is_the_per_request_records() {
+    let tok = tok();
+    let mut args = vec!["--over", "request-rate", "--values", "10..320"];
+    let mut flags = run_flags(&tok, "2");
+    // A per-request bound, so that goodput is not the success rate.
+    *flags.last_mut().unwrap_or_else(|| unreachable!()) = "ttft<=60ms";
+    args.extend(flags);
+    let r = run_series("batchbench", "sweep", &args);
+    assert_eq!(r.code, 0);
+    let index = r.index.clone().unwrap_or_default();
+    let points = r.points();
+    let values: Vec<f64> = points.iter().map(|p| f(&p["value"])).collect();
+    assert_eq!(values, [10.0, 20.0, 40.0, 80.0], "{index}");
+    assert_eq!(index["skipped"], serde_json::json!([160.0, 320.0]));
+    assert_eq!(points[3]["saturated"], true);
+    assert!(
+        index["stopped_early"]
+            .as_str()
+            .is_some_and(|s| s.contains("saturated at 80"))
+    );
+    assert!(
+        f(&points[3]["requests_per_second"]["mean"]) < CAPACITY * 1.05,
+        "throughput stays under the capacity: {}",
+        points[3]
+    );
+    let csv = batchbench_tests::read_csv(&r.dir.join("results.csv"));
+    assert_eq!(csv.len(), 4, "a CSV row per run");
+    let mut below_one = false;
+    for p in &points {
+        let run = p["runs"][0].as_str().unwrap_or_default();
+        let (summary, lines) = r.run(run);
+        let measured: Vec<&Value> = lines.iter().filter(|l| l["warmup"] == false).collect();
+        let good = measured
+            .iter()
+            .filter(|l| l["ok"] == true && f(&l["first_token_ms"]) - f(&l["intended_ms"]) <= 60.0)
+            .count() as u64;
+        let flagged = measured.iter().filter(|l| l["slo_met"] == true).count() as u64;
+        assert_eq!(flagged, good, "{run}");
+        let s = &summary["summary"];
+        assert_eq!(s["slo"]["good_requests"].as_u64(), Some(good), "{run}");
+        let recomputed = good as f64 / f(&s["total_duration_seconds"]);
+        let reported = f(&p["goodput"]["mean"]);
+        assert!(
+            (recomputed - reported).abs() <= 1e-9 * reported.max(1.0),
+            "{run}: goodput {reported} reported, {recomputed} from the records"
+        );
+        below_one |= good < measured.len() as u64;
+    }
+    assert!(below_one, "past the knee some requests miss the bound");
+}
+
+fn check(front: &series::Front, kind: Kind, args: &[&str]) -> String {
+    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+    match series::check(front, kind, &args) {
+        Ok(p) => panic!("accepted: {p:?}"),
+        Err(e) => {
+            assert_eq!(e.code, 2, "{:#}", e.error);
+            format!("{:#}", e.error)
+        }
+    }
+}
+
+#[test]
+fn bad_series_input_names_the_flag_and_is_exit_2_with_nothing_sent() {
+    let sim = SimServer::recording("qwen");
+    let url = sim.url();
+    let tok = tok();
+    let base = [
+        "--host",
+        &url,
+        "--tokenizer-model",
+        &tok,
+        "--input-tokens",
+        "8",
+    ];
+    let with = |extra: &[&'static str]| {
+        let mut v: Vec<&str> = base.to_vec();
+        v.extend(extra);
+        v
+    };
+    for (kind, extra, needle) in [
+        (
+            Kind::Sweep,
+            &["--over", "speed", "--values", "1,2"][..],
+            "--over speed",
+        ),
+        (
+            Kind::Sweep,
+            &["--over", "users", "--values", "8..2"],
+            "--values 8..2",
+        ),
+        (
+            Kind::Sweep,
+            &["--over", "users", "--values", ","],
+            "no values",
+        ),
+        (
+            Kind::Sweep,
+            &["--over", "users", "--values", "1,2", "--users", "3"],
+            "--users is what the sweep varies",
+        ),
+        (
+            Kind::Sweep,
+            &[
+                "--over",
+                "users",
+                "--values",
+                "1,2",
+                "--slo",
+                "ttft_p99<500ms",
+            ],
+            "--slo",
+        ),
+        (
+            Kind::Sweep,
+            &["--over", "users", "--values", "1,2", "--dry-run"],
+            "--dry-run",
+        ),
+        (
+            Kind::Capacity,
+            &["--over", "request-rate"],
+            "capacity needs --slo",
+        ),
+        (
+            Kind::Capacity,
+            &["--over", "request-rate", "--slo", "latency_p99<=1s"],
+            "unknown metric",
+        ),
+        (
+            Kind::Capacity,
+            &["--over", "users", "--slo", "e2e_p99<=1s", "--start", "1.5"],
+            "--start 1.5",
+        ),
+        (
+            Kind::Capacity,
+            &[
+                "--over",
+                "request-rate",
+                "--slo",
+                "e2e_p99<=1s",
+                "--tolerance",
+                "2",
+            ],
+            "--tolerance",
+        ),
+    ] {
+        let msg = check(&batchbench::FRONT, kind, &with(extra));
+        assert!(msg.contains(needle), "{extra:?}: {msg}");
+        // And the command itself: exit 2.
+        let name = if kind == Kind::Sweep {
+            "sweep"
+        } else {
+            "capacity"
+        };
+        let mut argv: Vec<String> = vec!["batchbench".into(), name.into()];
+        argv.extend(with(extra).iter().map(|s| (*s).to_owned()));
+        assert_eq!(batchbench::run(argv), 2, "{extra:?}");
+    }
+    let msg = check(
+        &agent::FRONT,
+        Kind::Sweep,
+        &with(&["--over", "request-rate", "--values", "1,2"]),
+    );
+    assert!(
+        msg.contains("session-rate"),
+        "the agent's dimensions are listed: {msg}"
+    );
+    assert_eq!(sim.stats().requests, 0, "nothing was sent");
+}
