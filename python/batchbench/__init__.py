@@ -11,6 +11,8 @@ Entry points:
 - :func:`generate_requests`: request entries whose prompts are exactly N tokens.
 - :func:`run_agent`: synthetic agent loops or trajectory replay, with the options
   of the ``batchbench-agent`` command line.
+- :func:`sweep` and :func:`capacity`: a series of runs over one load dimension,
+  and the highest load that meets an SLO.
 - :class:`Simulator`: the built-in OpenAI-compatible simulator, for tests.
 """
 
@@ -40,6 +42,8 @@ __all__ = [
     "run_benchmark",
     "generate_requests",
     "run_agent",
+    "sweep",
+    "capacity",
     "plugins",
     "load_plugin",
     "count_tokens",
@@ -373,13 +377,14 @@ def load_plugin(path: Union[str, "os.PathLike[str]"]) -> List[Dict[str, str]]:
 _MANAGED = {"summary_json", "requests_jsonl", "help", "version"}
 
 
-def _argv(program: str, options: Mapping[str, Any]) -> List[str]:
-    flags = dict(_core.cli_flags(program))
-    argv = [program]
+def _argv(program: str, options: Mapping[str, Any], series: Optional[str] = None) -> List[str]:
+    flags = dict(_core.cli_flags(program, series))
+    argv = [program] + ([series] if series else [])
     for key, value in options.items():
         flag = key.replace("_", "-")
         if flag not in flags or key in ("help", "version"):
-            raise ConfigurationError(f"unknown {program} option {key!r}")
+            where = f"{program} {series}" if series else program
+            raise ConfigurationError(f"unknown {where} option {key!r}")
         if value is None:
             continue
         if not flags[flag]:
@@ -451,6 +456,101 @@ def run_agent(
         "run": summary.get("run", {}),
         "records": records,
     }
+
+
+_PROGRAMS = ("batchbench", "batchbench-agent")
+
+
+def _series(
+    kind: str,
+    program: str,
+    config: Union[Mapping[str, Any], str, "os.PathLike[str]", None],
+    options: Dict[str, Any],
+) -> List[Dict[str, Any]]:
+    if program not in _PROGRAMS:
+        raise ConfigurationError(f"command must be one of {', '.join(_PROGRAMS)}, got {program!r}")
+    merged: Dict[str, Any] = {}
+    if isinstance(config, (str, os.PathLike)):
+        merged["config"] = os.fspath(config)
+    elif config is not None:
+        if not isinstance(config, Mapping):
+            raise ConfigurationError(
+                f"{kind} config must be a dict or a run-spec file, got {type(config).__name__}"
+            )
+        merged.update(config)
+    merged.update(options)
+    if "requests_jsonl" in merged:
+        raise ConfigurationError(
+            f"{kind} writes each run's requests into its output_dir: drop 'requests_jsonl'"
+        )
+    if "slo" in merged and not isinstance(merged["slo"], str):
+        merged["slo"] = ",".join(_slo("option 'slo'", merged["slo"]))
+    if "values" in merged and isinstance(merged["values"], (list, tuple)):
+        merged["values"] = ",".join(str(v) for v in merged["values"])
+    with tempfile.TemporaryDirectory(prefix="batchbench-") as tmp:
+        out = merged.pop("output_dir", None)
+        out = os.fspath(out) if out is not None else os.path.join(tmp, kind)
+        argv = _argv(program, merged, kind) + ["--output-dir", out]
+        if "quiet" not in merged:
+            argv.append("--quiet")
+        sys.stdout.flush()
+        code = _result(_wait(_core.start_cli(program, argv)))
+        if code == 2:
+            raise ConfigurationError(f"{program} {kind} rejected the options (exit code 2): see the message above")
+        index_path = os.path.join(out, "index.json")
+        index: Dict[str, Any] = {}
+        if os.path.exists(index_path):
+            with open(index_path, encoding="utf-8") as f:
+                index = json.load(f)
+    if code not in (0, 130) and not index.get("points"):
+        raise RunError(f"{program} {kind} failed (exit code {code}): see the message above")
+    return list(index.get("points", []))
+
+
+def sweep(
+    over: str,
+    values: Union[str, Sequence[float]],
+    config: Union[Mapping[str, Any], str, "os.PathLike[str]", None] = None,
+    *,
+    command: str = "batchbench",
+    **options: Any,
+) -> List[Dict[str, Any]]:
+    """Runs ``command sweep``: the run the options describe (the command line's
+    flags with underscores, as for :func:`run_agent`) once per load of ``over``
+    (``"request-rate"``, ``"users"``, ``"max-concurrency"``; for
+    ``command="batchbench-agent"``, ``"session-rate"``, ``"agents"``,
+    ``"max-active-agents"``, ``"max-concurrency"``). ``values`` is a rising list
+    (``[1, 2, 4]``) or a range string (``"1..64"``, doubling; ``points=5`` spaces
+    five). The sweep stops early at saturation unless ``no_early_stop=True``.
+
+    Returns one dict per point measured: ``value``, ``requests_per_second``,
+    ``goodput``, ``e2e_p50_ms`` ... (each ``{"mean", "ci95", "values"}``),
+    ``bounds`` and ``passed`` with an ``slo``, ``saturated``, ``runs``. Pass
+    ``output_dir`` to keep each run's ``summary.json`` and ``requests.jsonl``
+    (by default they go to a temporary directory)."""
+    if not isinstance(over, str):
+        raise ConfigurationError(f"over must be str, got {type(over).__name__}")
+    return _series("sweep", command, config, {**options, "over": over, "values": values})
+
+
+def capacity(
+    over: str,
+    slo: Union[str, Sequence[str]],
+    config: Union[Mapping[str, Any], str, "os.PathLike[str]", None] = None,
+    *,
+    command: str = "batchbench",
+    **options: Any,
+) -> List[Dict[str, Any]]:
+    """Runs ``command capacity``: the highest load of ``over`` (see :func:`sweep`)
+    at which the run the options describe meets ``slo`` (``"ttft_p99<=500ms"``
+    or a list of bounds). Options include ``start``, ``max_load``,
+    ``tolerance``, ``trials`` and ``near``.
+
+    Returns one dict per point measured, in order; the point of the capacity
+    found has ``capacity: True`` (none has when no load met the SLO)."""
+    if not isinstance(over, str):
+        raise ConfigurationError(f"over must be str, got {type(over).__name__}")
+    return _series("capacity", command, config, {**options, "over": over, "slo": slo})
 
 
 class Simulator:

@@ -132,12 +132,18 @@ fn start_cli(program: String, argv: Vec<String>) -> PyResult<Run> {
     })
 }
 
-/// Every long flag of a CLI and whether it takes a value.
+/// Every long flag of a CLI (or of its `series` subcommand, `sweep` or
+/// `capacity`) and whether it takes a value.
 #[pyfunction]
-fn cli_flags(program: &str) -> Vec<(String, bool)> {
-    match program {
-        "batchbench-agent" => agent::flags(),
-        _ => batchbench::flags(),
+#[pyo3(signature = (program, series = None))]
+fn cli_flags(program: &str, series: Option<&str>) -> Vec<(String, bool)> {
+    use batchbench_run::series::Kind;
+    let kind = series.and_then(|s| Kind::of(Some(&std::ffi::OsString::from(s))));
+    match (program, kind) {
+        ("batchbench-agent", Some(k)) => agent::series_flags(k),
+        ("batchbench-agent", None) => agent::flags(),
+        (_, Some(k)) => batchbench::series_flags(k),
+        (_, None) => batchbench::flags(),
     }
 }
 

@@ -8,7 +8,7 @@
 //! per second.
 
 use batchbench_core::tokens::TokenizerHandle;
-use batchbench_tests::{RunResult, run_agent, run_batchbench};
+use batchbench_tests::{RunResult, run_agent, run_batchbench, run_series};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -383,4 +383,53 @@ fn a_prompt_over_the_context_is_an_http_400_failure_counted_by_kind() {
     ]);
     assert_eq!(out.count("failed_requests"), 1);
     assert_eq!(out.summary("failures_by_kind")["http_400"], 1);
+}
+
+#[test]
+#[ignore = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh start)\""]
+fn a_three_point_sweep_over_users_writes_a_record_per_run() {
+    let s = server();
+    let model = model_arg(s);
+    let r = run_series(
+        "batchbench",
+        "sweep",
+        &[
+            "--over",
+            "users",
+            "--values",
+            "1,2,4",
+            "--no-early-stop",
+            "--host",
+            &s.url,
+            "--model",
+            "smollm2",
+            "--tokenizer-model",
+            &model,
+            "--input-tokens",
+            "32",
+            "--output-tokens",
+            "8",
+            "--ignore-eos",
+            "--stream",
+            "--slo",
+            "e2e_p99<=60s",
+        ],
+    );
+    assert_eq!(r.code, 0);
+    let points = r.points();
+    assert_eq!(points.len(), 3);
+    for (p, users) in points.iter().zip([1u64, 2, 4]) {
+        assert_eq!(p["value"], users as f64);
+        let run = p["runs"][0].as_str().unwrap_or_default();
+        let (summary, lines) = r.run(run);
+        assert_eq!(summary["summary"]["successful_requests"], users, "{run}");
+        assert_eq!(lines.len() as u64, users, "{run}: a line per request");
+        for l in &lines {
+            assert_eq!(l["completion_tokens"], 8, "{l}");
+            assert!(l["tpot_ms"].as_f64().is_some_and(|t| t > 0.0), "{l}");
+        }
+        assert_eq!(p["passed"], true, "{p}");
+    }
+    let csv = batchbench_tests::read_csv(&r.dir.join("results.csv"));
+    assert_eq!(csv.len(), 3, "a CSV row per run");
 }

@@ -1,0 +1,90 @@
+"""sweep() and capacity(): series of runs over one load dimension."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import batchbench
+
+# One worker, batches of at most 4 in steps of 10 ms + 1 ms per sequence: with
+# 8-token replies a full batch finishes 4 requests every 8 x 14 ms, about 36/s.
+SIM = "sim://?max-running=4&step-base-ms=10&step-ms-per-seq=1"
+
+
+def run_options(qwen):
+    return {
+        "host": SIM,
+        "tokenizer_model": qwen,
+        "input_tokens": 16,
+        "output_tokens": 8,
+        "stream": True,
+        "seed": 3,
+    }
+
+
+def test_a_sweep_over_users_returns_a_point_per_value(qwen, tmp_path):
+    points = batchbench.sweep(
+        "users", [1, 2], output_dir=tmp_path / "sw", requests_per_user=3, slo="ttft<=1s", **run_options(qwen)
+    )
+    assert [p["value"] for p in points] == [1, 2]
+    for p in points:
+        assert p["requests"] == 3 * int(p["value"])
+        assert p["passed"] is True
+        assert p["goodput"]["mean"] == pytest.approx(p["requests_per_second"]["mean"])
+        summary = json.loads((tmp_path / "sw" / p["runs"][0] / "summary.json").read_text())
+        assert summary["summary"]["successful_requests"] == p["requests"]
+    index = json.loads((tmp_path / "sw" / "index.json").read_text())
+    assert index["kind"] == "sweep" and index["dimension"] == "users"
+
+
+def test_capacity_marks_the_highest_load_that_met_the_slo(qwen):
+    points = batchbench.capacity(
+        "request-rate",
+        ["ttft_p99<=100ms"],
+        start=16,
+        tolerance=0.25,
+        duration_secs=1.5,
+        arrival="constant",
+        **run_options(qwen),
+    )
+    found = [p for p in points if p["capacity"]]
+    assert len(found) == 1 and found[0]["passed"] is True
+    assert 20 < found[0]["value"] < 60, [(p["value"], p["passed"]) for p in points]
+    assert any(p["passed"] is False and p["value"] > found[0]["value"] for p in points)
+
+
+def test_bad_series_options_are_configuration_errors(qwen):
+    with pytest.raises(batchbench.ConfigurationError, match="unknown batchbench sweep option 'speed'"):
+        batchbench.sweep("users", [1, 2], speed=3, **run_options(qwen))
+    with pytest.raises(batchbench.ConfigurationError, match="exit code 2"):
+        batchbench.sweep("colour", [1, 2], **run_options(qwen))
+    with pytest.raises(batchbench.ConfigurationError, match="command must be one of"):
+        batchbench.capacity("users", "e2e<=1s", command="wrk", **run_options(qwen))
+
+
+def test_run_benchmark_takes_an_slo(sim):
+    report = batchbench.run_benchmark(
+        {
+            "endpoint": sim.endpoint,
+            "user_count": 2,
+            "mode": batchbench.finite_mode(2),
+            "request_body": batchbench.request_entry({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}),
+            "slo": "e2e<=10s,e2e_p99<=10s",
+        }
+    )
+    slo = report["slo"]
+    assert slo["passed"] is True
+    assert [b["bound"] for b in slo["bounds"]] == ["e2e<=10000ms", "e2e_p99<=10000ms"]
+    assert slo["good_requests"] == 4
+    with pytest.raises(batchbench.ConfigurationError, match="holds no bound"):
+        batchbench.run_benchmark(
+            {
+                "endpoint": sim.endpoint,
+                "user_count": 1,
+                "mode": batchbench.finite_mode(1),
+                "request_body": batchbench.request_entry({"messages": [{"role": "user", "content": "hi"}]}),
+                "slo": " , ",
+            }
+        )
