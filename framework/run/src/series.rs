@@ -85,11 +85,11 @@ pub struct Front {
 /// The flags every series takes.
 #[derive(Debug, Clone, Args)]
 pub struct SeriesArgs {
-    /// The load dimension to vary (see the command's list below).
+    /// The load dimension to vary: one of those the description above lists.
     #[arg(long, value_name = "DIMENSION", help_heading = "Series")]
     pub over: String,
     /// The results directory: index.json, results.csv and a directory per run
-    /// [default: ./<sweep|capacity>-<UTC time>].
+    /// [default: ./sweep-TIME or ./capacity-TIME, the UTC start time].
     #[arg(long, value_name = "DIR", help_heading = "Series")]
     pub output_dir: Option<PathBuf>,
     /// Runs per point; figures are their mean with a 95% interval.
@@ -608,11 +608,7 @@ impl Series<'_> {
         let mut summaries = Vec::new();
         let mut point = Point {
             value,
-            command: self
-                .point_argv(value)
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect(),
+            command: redacted(&self.point_argv(value)),
             ..Point::default()
         };
         let mut target = self.trials;
@@ -672,6 +668,23 @@ impl Series<'_> {
         }
         Ok(())
     }
+}
+
+/// A command line as the index records it: an API key given with `--api-key`
+/// is never written.
+fn redacted(argv: &[OsString]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(argv.len());
+    for a in argv {
+        let a = a.to_string_lossy();
+        if out.last().is_some_and(|p| p == "--api-key") {
+            out.push("<redacted>".into());
+        } else if a.starts_with("--api-key=") {
+            out.push("--api-key=<redacted>".into());
+        } else {
+            out.push(a.into_owned());
+        }
+    }
+    out
 }
 
 /// How a point is judged: the SLO and the failures allowed.
@@ -1489,6 +1502,32 @@ mod tests {
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
         assert_eq!(rest, ["--host", "sim://", "--users-x"]);
+    }
+
+    #[test]
+    fn the_recorded_command_line_never_holds_the_api_key() {
+        let argv: Vec<OsString> = [
+            "batchbench",
+            "--api-key",
+            "sk-1",
+            "--api-key=sk-2",
+            "--users",
+            "2",
+        ]
+        .iter()
+        .map(OsString::from)
+        .collect();
+        assert_eq!(
+            redacted(&argv),
+            [
+                "batchbench",
+                "--api-key",
+                "<redacted>",
+                "--api-key=<redacted>",
+                "--users",
+                "2"
+            ]
+        );
     }
 
     #[test]
