@@ -485,8 +485,14 @@ def _series(
         )
     if "slo" in merged and not isinstance(merged["slo"], str):
         merged["slo"] = ",".join(_slo("option 'slo'", merged["slo"]))
-    if "values" in merged and isinstance(merged["values"], (list, tuple)):
-        merged["values"] = ",".join(str(v) for v in merged["values"])
+    values = merged.get("values")
+    if values is not None and not isinstance(values, str):
+        try:
+            merged["values"] = ",".join(str(v) for v in values)
+        except TypeError:
+            raise ConfigurationError(
+                f"values must be a range string ('1..64') or a list of loads, got {type(values).__name__}"
+            ) from None
     with tempfile.TemporaryDirectory(prefix="batchbench-") as tmp:
         out = merged.pop("output_dir", None)
         out = os.fspath(out) if out is not None else os.path.join(tmp, kind)
@@ -502,9 +508,15 @@ def _series(
         if os.path.exists(index_path):
             with open(index_path, encoding="utf-8") as f:
                 index = json.load(f)
-    if code not in (0, 130) and not index.get("points"):
-        raise RunError(f"{program} {kind} failed (exit code {code}): see the message above")
-    return list(index.get("points", []))
+    if code not in (0, 130):
+        why = index.get("error") or "see the message above"
+        raise RunError(f"{program} {kind} failed (exit code {code}): {why}")
+    points = list(index.get("points", []))
+    verdict = (index.get("capacity") or {}).get("verdict")
+    for p in points:
+        if p.get("capacity"):
+            p["capacity_verdict"] = verdict
+    return points
 
 
 def sweep(
@@ -546,8 +558,12 @@ def capacity(
     or a list of bounds). Options include ``start``, ``max_load``,
     ``tolerance``, ``trials`` and ``near``.
 
-    Returns one dict per point measured, in order; the point of the capacity
-    found has ``capacity: True`` (none has when no load met the SLO)."""
+    Returns one dict per point measured, in order. The highest load that met the
+    SLO has ``capacity: True`` and ``capacity_verdict``: ``"found"`` when a
+    higher load missed it within ``tolerance``, otherwise a lower bound
+    (``"at_max_load"``, ``"out_of_points"``, ``"at_limit"``). No point has it
+    when no load met the SLO. A run that cannot complete raises
+    :class:`RunError`; Ctrl+C returns the points measured."""
     if not isinstance(over, str):
         raise ConfigurationError(f"over must be str, got {type(over).__name__}")
     return _series("capacity", command, config, {**options, "over": over, "slo": slo})

@@ -51,6 +51,7 @@ def test_capacity_marks_the_highest_load_that_met_the_slo(qwen):
     )
     found = [p for p in points if p["capacity"]]
     assert len(found) == 1 and found[0]["passed"] is True
+    assert found[0]["capacity_verdict"] == "found"
     assert 20 < found[0]["value"] < 60, [(p["value"], p["passed"]) for p in points]
     assert any(p["passed"] is False and p["value"] > found[0]["value"] for p in points)
 
@@ -62,6 +63,10 @@ def test_bad_series_options_are_configuration_errors(qwen):
         batchbench.sweep("colour", [1, 2], **run_options(qwen))
     with pytest.raises(batchbench.ConfigurationError, match="command must be one of"):
         batchbench.capacity("users", "e2e<=1s", command="wrk", **run_options(qwen))
+    with pytest.raises(batchbench.ConfigurationError, match="values must be"):
+        batchbench.sweep("users", 3, **run_options(qwen))
+    points = batchbench.sweep("users", range(1, 3), requests_per_user=1, no_early_stop=True, **run_options(qwen))
+    assert [p["value"] for p in points] == [1, 2]
 
 
 def test_run_benchmark_takes_an_slo(sim):

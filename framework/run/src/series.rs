@@ -136,8 +136,8 @@ pub struct CapacityArgs {
     /// Measure at most this many points.
     #[arg(long, default_value = "24", value_parser = flags::positive, help_heading = "Series")]
     pub max_points: u64,
-    /// A point whose figure lands within this share of a bound is measured once
-    /// more and judged on the mean.
+    /// A point whose percentile lands within this share of its bound is
+    /// measured once more and judged on the mean of its runs.
     #[arg(long, default_value = "0.05", value_parser = flags::finite, help_heading = "Series")]
     pub near: f64,
     /// The share of failed requests a point may have and still meet the SLO.
@@ -296,7 +296,8 @@ pub struct Capacity {
     /// The tolerance asked for.
     pub tolerance: f64,
     /// How the search ended: `found`, `at_max_load`, `below_lowest`,
-    /// `out_of_points` or `interrupted`.
+    /// `out_of_points`, `at_limit` (a load the run cannot take) or
+    /// `interrupted`.
     pub verdict: String,
     /// The sentence the console printed.
     pub message: String,
@@ -330,6 +331,8 @@ pub struct SeriesDoc {
     pub capacity: Option<Capacity>,
     /// The series was interrupted.
     pub interrupted: bool,
+    /// Why the series stopped on a run that could not complete.
+    pub error: Option<String>,
     /// The base run spec (the first point's), for reference.
     pub spec: Option<RunSpec>,
 }
@@ -383,7 +386,8 @@ pub fn command(front: &Front, kind: Kind) -> clap::Command {
                 "Find the highest load of one dimension (--over: {dims}) at which the run the other \
                  flags describe meets its --slo: doubling from --start until a point misses it \
                  (halving when the first does), then bisection until the bracket is within \
-                 --tolerance. A point within --near of a bound is measured once more. Prints the \
+                 --tolerance. A point whose percentile lands within --near of its bound is measured once \
+                 more. Prints the \
                  capacity, every point and the bracket; --summary-json holds a capacity object.\n\n\
                  Exit codes: 0 done (also when no load met the SLO: see the verdict), 1 a run could \
                  not complete, 2 bad input (nothing sent), 130 interrupted."
@@ -659,14 +663,28 @@ impl Series<'_> {
         self.write_index()
     }
 
+    /// Writes the index (and the `--summary-json` copy) whole: a temporary
+    /// file renamed over the old one, so a reader never sees half of it.
     fn write_index(&self) -> Result<(), Failure> {
         let text = serde_json::to_string_pretty(&self.doc).map_err(Failure::failed)?;
-        let path = self.dir.join("index.json");
-        std::fs::write(&path, format!("{text}\n")).map_err(|e| io_failure(&path, e))?;
-        if let Some(p) = &self.user_summary {
-            std::fs::write(p, format!("{text}\n")).map_err(|e| io_failure(p, e))?;
+        let index = self.dir.join("index.json");
+        for path in std::iter::once(&index).chain(self.user_summary.as_ref()) {
+            let mut tmp = path.as_os_str().to_owned();
+            tmp.push(".part");
+            let tmp = PathBuf::from(tmp);
+            std::fs::write(&tmp, format!("{text}\n")).map_err(|e| io_failure(&tmp, e))?;
+            std::fs::rename(&tmp, path).map_err(|e| io_failure(path, e))?;
         }
         Ok(())
+    }
+
+    /// A run of the series could not complete: the index says so and keeps
+    /// every point measured; the series exits 1 (requests were sent).
+    fn abort(&mut self, f: Failure) -> Failure {
+        let message = format!("{:#}", f.error);
+        self.doc.error = Some(message.clone());
+        let _ = self.write_index();
+        Failure::failed_msg(message)
     }
 }
 
@@ -1087,6 +1105,12 @@ fn plan<'a>(
                     dim.name
                 )));
             }
+            if dim.whole && c.max_load.is_some_and(|m| m.fract() != 0.0) {
+                return Err(Failure::bad(format!(
+                    "--max-load: {} takes whole numbers",
+                    dim.name
+                )));
+            }
             if c.max_load.is_some_and(|m| m < start) {
                 return Err(Failure::bad("--max-load is below --start"));
             }
@@ -1279,7 +1303,10 @@ fn run_sweep(
     early: bool,
 ) -> Result<(), Failure> {
     for (i, v) in values.iter().enumerate() {
-        let mut p = s.measure(*v, judge, false)?;
+        let mut p = match s.measure(*v, judge, false) {
+            Ok(p) => p,
+            Err(f) => return Err(s.abort(f)),
+        };
         let stop = early && s.doc.points.last().is_some_and(|prev| saturated(prev, &p));
         p.saturated = stop;
         let interrupted = p.interrupted;
@@ -1304,8 +1331,6 @@ fn run_sweep(
 
 fn run_capacity(s: &mut Series<'_>, c: &CapacityArgs, judge: &Judge) -> Result<(), Failure> {
     let dim = s.dim;
-    let start = c.start.unwrap_or(1.0);
-    let lowest = if dim.whole { 1.0 } else { start / 1024.0 };
     let snap = |v: f64| {
         if dim.whole {
             v.round().max(1.0)
@@ -1313,15 +1338,29 @@ fn run_capacity(s: &mut Series<'_>, c: &CapacityArgs, judge: &Judge) -> Result<(
             round_sig(v)
         }
     };
+    let start = snap(c.start.unwrap_or(1.0));
+    let max = c.max_load.map(snap);
+    let lowest = if dim.whole { 1.0 } else { start / 1024.0 };
     let mut lo: Option<f64> = None;
     let mut hi: Option<f64> = None;
     let mut verdict = "out_of_points";
+    let mut limit: Option<String> = None;
     let mut next = Some(start);
     while let Some(v) = next.take() {
         if s.doc.points.len() as u64 >= c.max_points {
             break;
         }
-        let p = s.measure(v, judge, true)?;
+        // A load the run cannot take (past a documented limit) ends the
+        // search where it is, before anything of it is sent.
+        if let Err(f) = s.spec(v) {
+            verdict = "at_limit";
+            limit = Some(format!("{:#}", f.error));
+            break;
+        }
+        let p = match s.measure(v, judge, true) {
+            Ok(p) => p,
+            Err(f) => return Err(s.abort(f)),
+        };
         let passed = p.passed == Some(true);
         let interrupted = p.interrupted;
         s.record(p, None)?;
@@ -1336,26 +1375,24 @@ fn run_capacity(s: &mut Series<'_>, c: &CapacityArgs, judge: &Judge) -> Result<(
             hi = Some(hi.map_or(v, |h: f64| h.min(v)));
         }
         next = match (lo, hi) {
-            // Bracketing upwards.
+            // Bracketing upwards, to --max-load at most.
             (Some(l), None) => {
-                let up = snap(l * 2.0);
-                match c.max_load {
-                    Some(m) if l >= m => {
-                        verdict = "at_max_load";
-                        None
-                    }
-                    Some(m) => Some(snap(up.min(m))),
-                    None => Some(up),
+                let up = snap(max.map_or(l * 2.0, |m| (l * 2.0).min(m)));
+                if up <= l {
+                    verdict = "at_max_load";
+                    None
+                } else {
+                    Some(up)
                 }
             }
             // Bracketing downwards.
             (None, Some(h)) => {
-                let down = snap(h / 2.0);
-                if h <= lowest || down >= h {
+                let down = snap((h / 2.0).max(lowest));
+                if down >= h {
                     verdict = "below_lowest";
                     None
                 } else {
-                    Some(down.max(lowest))
+                    Some(down)
                 }
             }
             (Some(l), Some(h)) => {
@@ -1376,26 +1413,36 @@ fn run_capacity(s: &mut Series<'_>, c: &CapacityArgs, judge: &Judge) -> Result<(
         };
     }
     let unit = dim.unit;
+    let arg = |v: f64| dim.arg(v);
     let message = match (verdict, lo, hi) {
-        ("interrupted", _, _) => "interrupted: no capacity reported".to_owned(),
-        (_, Some(l), Some(h)) => format!(
+        ("interrupted", _, _) => "capacity: interrupted, so none is reported".to_owned(),
+        ("found", Some(l), Some(h)) => format!(
             "capacity: {} {unit} meets the SLO; {} {unit} does not (the capacity lies within {:.1}% above)",
-            dim.arg(l),
-            dim.arg(h),
+            arg(l),
+            arg(h),
             100.0 * (h - l) / l
         ),
-        (_, Some(l), None) => format!(
-            "capacity: at least {} {unit}: the highest load tried met the SLO{}",
-            dim.arg(l),
-            if verdict == "at_max_load" {
-                " (--max-load)"
-            } else {
-                " (out of points: raise --max-points)"
-            }
+        ("at_max_load", Some(l), _) => format!(
+            "capacity: at least {} {unit}: --max-load met the SLO",
+            arg(l)
         ),
-        (_, None, Some(h)) => format!("capacity: none: even {} {unit} misses the SLO", dim.arg(h)),
-        _ => "capacity: nothing was measured".to_owned(),
+        ("below_lowest", None, Some(h)) => format!(
+            "capacity: none: even {} {unit}, the lowest load tried, misses the SLO",
+            arg(h)
+        ),
+        ("at_limit", l, h) => format!(
+            "capacity: the search stopped at a load the run cannot take ({}); {}",
+            limit.as_deref().unwrap_or("?"),
+            bracket(l, h, &arg, unit)
+        ),
+        (_, l, h) => format!(
+            "capacity: the search ran out of points (--max-points {}); {}",
+            c.max_points,
+            bracket(l, h, &arg, unit)
+        ),
     };
+    // The answer's point: the highest load that met the SLO, unless the
+    // search was interrupted (then nothing is claimed).
     if verdict != "interrupted"
         && let Some(l) = lo
         && let Some(p) = s
@@ -1417,6 +1464,16 @@ fn run_capacity(s: &mut Series<'_>, c: &CapacityArgs, judge: &Judge) -> Result<(
         message,
     });
     Ok(())
+}
+
+/// What a search that stopped short knows.
+fn bracket(lo: Option<f64>, hi: Option<f64>, arg: &dyn Fn(f64) -> String, unit: &str) -> String {
+    match (lo, hi) {
+        (Some(l), Some(h)) => format!("{} {unit} met the SLO, {} {unit} did not", arg(l), arg(h)),
+        (Some(l), None) => format!("at least {} {unit} met the SLO", arg(l)),
+        (None, Some(h)) => format!("no load met it, down to {} {unit}", arg(h)),
+        (None, None) => "nothing was measured".to_owned(),
+    }
 }
 
 #[cfg(test)]

@@ -49,7 +49,7 @@ fn run_flags<'a>(tok: &'a str, secs: &'a str) -> Vec<&'a str> {
 }
 
 #[test]
-fn capacity_finds_the_analytic_saturation_rate_and_the_slo_holds_there_but_not_at_1_2x() {
+fn capacity_finds_the_analytic_saturation_rate_and_the_slo_holds_under_it_but_not_at_1_2x() {
     let tok = tok();
     let mut args = vec!["--over", "request-rate", "--start", "20"];
     args.extend(run_flags(&tok, "2"));
@@ -72,8 +72,11 @@ fn capacity_finds_the_analytic_saturation_rate_and_the_slo_holds_there_but_not_a
         .map(|p| f(&p["value"]))
         .collect();
     assert_eq!(marked, [load], "one point is the capacity");
-    // The verdict, checked by ordinary runs at the rate and at 1.2 times it.
-    for (factor, holds) in [(1.0, true), (1.2, false)] {
+    // The search measured the SLO holding at the reported rate. Fresh runs
+    // check the verdict: just under the rate (at the rate itself a fresh run
+    // sits within the tolerance of the knee by construction, where scheduling
+    // noise decides) and at 1.2 times it.
+    for (factor, holds) in [(0.95, true), (1.2, false)] {
         let rate = format!("{}", load * factor);
         let mut flags = run_flags(&tok, "2");
         flags.extend(["--request-rate", &rate]);
@@ -116,7 +119,7 @@ fn agent_capacity_over_session_rate_is_the_request_capacity_over_the_turns() {
         "--arrival",
         "constant",
         "--duration-secs",
-        "3",
+        "4",
         "--seed",
         "7",
         "--slo",
@@ -136,7 +139,9 @@ fn agent_capacity_over_session_rate_is_the_request_capacity_over_the_turns() {
         (load - sessions).abs() / sessions < 0.10,
         "capacity {load} sessions/s against the analytic {sessions:.2}: {cap}"
     );
-    for (factor, holds) in [(1.0, true), (1.2, false)] {
+    let point = r.points().into_iter().find(|p| p["capacity"] == true);
+    assert_eq!(point.map(|p| p["passed"].clone()), Some(true.into()));
+    for (factor, holds) in [(0.95, true), (1.2, false)] {
         let rate = format!("{}", load * factor);
         let mut flags: Vec<&str> = args[4..].to_vec();
         flags.extend(["--session-rate", &rate]);
@@ -201,6 +206,69 @@ fn a_sweep_stops_at_saturation_and_its_goodput_is_the_per_request_records() {
         below_one |= good < measured.len() as u64;
     }
     assert!(below_one, "past the knee some requests miss the bound");
+}
+
+/// The simulator at its defaults answers at once: a closed loop of users
+/// meets `e2e<=10s` at any load here, and nothing meets `e2e_p99<=1us`.
+#[test]
+fn capacity_stops_at_its_limits_and_trials_give_intervals() {
+    let tok = tok();
+    let base = |slo: &'static str| {
+        vec![
+            "--host",
+            "sim://",
+            "--tokenizer-model",
+            tok.as_str(),
+            "--input-tokens",
+            "8",
+            "--output-tokens",
+            "2",
+            "--requests-per-user",
+            "2",
+            "--slo",
+            slo,
+        ]
+    };
+    let mut args = vec!["--over", "users", "--max-load", "6", "--trials", "2"];
+    args.extend(base("e2e<=10s"));
+    let r = run_series("batchbench", "capacity", &args);
+    assert_eq!(r.code, 0);
+    let index = r.index.clone().unwrap_or_default();
+    let values: Vec<f64> = r.points().iter().map(|p| f(&p["value"])).collect();
+    assert_eq!(
+        values,
+        [1.0, 2.0, 4.0, 6.0],
+        "doubling, capped by --max-load"
+    );
+    assert_eq!(index["capacity"]["verdict"], "at_max_load");
+    assert_eq!(f(&index["capacity"]["load"]), 6.0);
+    for p in r.points() {
+        assert_eq!(p["runs"].as_array().map(Vec::len), Some(2), "{p}");
+        assert!(p["requests_per_second"]["ci95"].as_f64().is_some(), "{p}");
+        assert_eq!(p["requests"], 2 * 2 * f(&p["value"]) as u64, "{p}");
+    }
+
+    let mut args = vec!["--over", "users", "--start", "2"];
+    args.extend(base("e2e_p99<=1us"));
+    let r = run_series("batchbench", "capacity", &args);
+    assert_eq!(r.code, 0, "no capacity is a finding, not a failure");
+    let index = r.index.clone().unwrap_or_default();
+    let values: Vec<f64> = r.points().iter().map(|p| f(&p["value"])).collect();
+    assert_eq!(values, [2.0, 1.0], "halving down to one user");
+    assert_eq!(index["capacity"]["verdict"], "below_lowest");
+    assert!(index["capacity"]["load"].is_null());
+    assert!(r.points().iter().all(|p| p["capacity"] == false));
+
+    // A whole dimension's limits snap to whole numbers, or are refused.
+    let mut args = vec!["--over", "users", "--max-load", "10.4"];
+    args.extend(base("e2e<=10s"));
+    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+    let e = series::check(&batchbench::FRONT, Kind::Capacity, &args).unwrap_err();
+    assert!(
+        format!("{:#}", e.error).contains("--max-load"),
+        "{:#}",
+        e.error
+    );
 }
 
 fn check(front: &series::Front, kind: Kind, args: &[&str]) -> String {

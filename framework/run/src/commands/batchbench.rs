@@ -275,8 +275,11 @@ where
             Err(f) => exit::exit_code("batchbench plugins", Err(f)),
         },
         Some(Command::ExportPlans(a)) => export_plans(&a, cancel),
-        // Handled above, before the parse: their help lists the dimensions.
-        Some(Command::Sweep(_) | Command::Capacity(_)) => exit::EXIT_BAD_INPUT,
+        // Handled above when they come first, as they must.
+        Some(Command::Sweep(_) | Command::Capacity(_)) => {
+            eprintln!("batchbench: give sweep or capacity first, before any flag");
+            exit::EXIT_BAD_INPUT
+        }
         None => exit::exit_code("batchbench", super::launch(&cli.bench, matches, cancel)),
     }
 }
