@@ -99,6 +99,9 @@ pub struct EngineOptions {
     pub load: LoadSpec,
     /// The latency bounds the run is judged by (none: no verdict, no goodput).
     pub slo: Vec<crate::slo::SloBound>,
+    /// The share of measured requests that may fail before the run fails
+    /// (see [`Summary::run_failed`]).
+    pub max_failure_rate: Option<f64>,
 }
 
 pub use crate::spec::AdmissionMode as Admission;
@@ -118,6 +121,7 @@ impl Default for EngineOptions {
             lookahead: 256,
             load: LoadSpec::default(),
             slo: Vec::new(),
+            max_failure_rate: None,
         }
     }
 }
@@ -498,6 +502,9 @@ impl Engine {
             ));
         }
         summary.interrupted = shared.interrupt.is_cancelled() && fatal.is_none();
+        if !summary.interrupted {
+            summary.run_failed = summary.failure_verdict(shared.opts.max_failure_rate);
+        }
         summary.prompt_synthesis = shared
             .synth
             .tokenizer

@@ -31,6 +31,37 @@ pub struct RunInfo {
     pub spec: Option<RunSpec>,
 }
 
+impl Summary {
+    /// Whether a completed run failed: no measured request succeeded, or the
+    /// failed share is above `max_failure_rate`. The reason, or `None`.
+    pub fn failure_verdict(&self, max_failure_rate: Option<f64>) -> Option<String> {
+        if self.successful_requests == 0 {
+            let cut = self.load.as_ref().map_or(0, |l| l.cut_at_deadline);
+            return Some(if self.total_requests == 0 && cut > 0 {
+                format!("no request was measured ({cut} cut at the deadline)")
+            } else if self.total_requests == 0 {
+                "no request was measured".to_owned()
+            } else {
+                format!(
+                    "no request succeeded ({} of {} failed)",
+                    self.failed_requests, self.total_requests
+                )
+            });
+        }
+        let share = self.failed_requests as f64 / self.total_requests.max(1) as f64;
+        match max_failure_rate {
+            Some(max) if share > max => Some(format!(
+                "{:.2}% of requests failed ({} of {}), above the allowed {:.2}% (--max-failure-rate {max})",
+                100.0 * share,
+                self.failed_requests,
+                self.total_requests,
+                100.0 * max
+            )),
+            _ => None,
+        }
+    }
+}
+
 /// The five figures of each latency family in the flat view.
 const LATENCY_FIGURES: [&str; 5] = ["p50", "p90", "p99", "mean", "max"];
 
@@ -285,6 +316,9 @@ pub struct Summary {
     /// absent without one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slo: Option<crate::slo::SloReport>,
+    /// Why the run failed although it completed (its command exits 1): no
+    /// measured request succeeded, or more failed than the allowed share.
+    pub run_failed: Option<String>,
 }
 
 /// How an open-loop run kept its schedule, and what the schedule cost.

@@ -461,6 +461,10 @@ pub struct RunSpec {
     /// "e2e<=20s"]`: each bound's verdict and goodput in the summary.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub slo: Vec<crate::slo::SloBound>,
+    /// The share (0 to 1) of measured requests that may fail before the run
+    /// exits 1; absent: only a run in which no request succeeded does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_failure_rate: Option<f64>,
     /// Template overheads subtracted from exact prompts.
     #[serde(default)]
     pub template: TemplateSpec,
@@ -494,6 +498,7 @@ impl RunSpec {
             admission: AdmissionSpec::default(),
             load: LoadSpec::default(),
             slo: Vec::new(),
+            max_failure_rate: None,
             template: TemplateSpec::default(),
             routers: Vec::new(),
             reporters: Vec::new(),

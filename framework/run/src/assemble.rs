@@ -131,6 +131,13 @@ pub fn check(spec: &RunSpec) -> Result<(), Failure> {
         ));
     }
     spec.load.check().map_err(Failure::bad)?;
+    if let Some(r) = spec.max_failure_rate
+        && !(0.0..=1.0).contains(&r)
+    {
+        return Err(Failure::bad(format!(
+            "max_failure_rate (--max-failure-rate) must be a share from 0.0 to 1.0, got {r}"
+        )));
+    }
     if spec.load.duration_secs.is_some() && spec.output.dry_run {
         return Err(Failure::bad(
             "load.duration_secs (--duration-secs) draws the workload without end: a dry run cannot list it",
@@ -429,6 +436,7 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
             turn_overhead_tokens: spec.template.turn_overhead_tokens,
             load: spec.load.clone(),
             slo: spec.slo.clone(),
+            max_failure_rate: spec.max_failure_rate,
             ..EngineOptions::default()
         };
         let quiet = spec.output.quiet;

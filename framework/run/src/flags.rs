@@ -278,6 +278,10 @@ pub struct LoadArgs {
     /// queue_wait; TTFT and e2e count from the intended send time.
     #[arg(long, value_parser = slo_bounds, value_name = "BOUNDS", help_heading = "Load")]
     pub slo: Option<SloBounds>,
+    /// Exit 1 when more than this share (0.0-1.0) of the measured requests
+    /// failed. A run in which no request succeeded exits 1 regardless.
+    #[arg(long, value_parser = finite, value_name = "SHARE", help_heading = "Load")]
+    pub max_failure_rate: Option<f64>,
 }
 
 impl LoadArgs {
@@ -292,6 +296,9 @@ impl LoadArgs {
     ) -> Result<(), Failure> {
         if let Some(b) = &self.slo {
             spec.slo.clone_from(&b.0);
+        }
+        if self.max_failure_rate.is_some() {
+            spec.max_failure_rate = self.max_failure_rate;
         }
         // TTFT, ITL and TPOT exist only for streamed replies: without
         // --stream every request would miss such a bound, silently.

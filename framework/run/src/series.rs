@@ -140,9 +140,6 @@ pub struct CapacityArgs {
     /// measured once more and judged on the mean of its runs.
     #[arg(long, default_value = "0.05", value_parser = flags::finite, help_heading = "Series")]
     pub near: f64,
-    /// The share of failed requests a point may have and still meet the SLO.
-    #[arg(long, default_value = "0", value_parser = flags::finite, help_heading = "Series")]
-    pub max_failure_rate: f64,
 }
 
 /// Which series.
@@ -1092,12 +1089,6 @@ fn plan<'a>(
                     c.near
                 )));
             }
-            if !(0.0..=1.0).contains(&c.max_failure_rate) {
-                return Err(Failure::bad(format!(
-                    "--max-failure-rate {}: a share from 0 to 1",
-                    c.max_failure_rate
-                )));
-            }
             let start = c.start.unwrap_or(1.0);
             if dim.whole && start.fract() != 0.0 {
                 return Err(Failure::bad(format!(
@@ -1197,7 +1188,8 @@ fn run_plan(p: Plan<'_>, cancel: Option<CancellationToken>) -> Result<i32, Failu
     let cancel = cancel.unwrap_or_else(ctrl_c_token);
     let judge = Judge {
         bounds: base.slo.clone(),
-        max_failure_rate: cap.as_ref().map_or(0.0, |c| c.max_failure_rate),
+        // A point may fail requests only as far as the run itself may.
+        max_failure_rate: base.max_failure_rate.unwrap_or(0.0),
         near: cap.as_ref().map_or(0.0, |c| c.near),
     };
     let mut s = Series {

@@ -133,6 +133,9 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
     if let Some(r) = &s.slo {
         slo(&mut o, r);
     }
+    if let Some(why) = &s.run_failed {
+        let _ = writeln!(o, "  {:<22} FAILED: {why} (exit 1)", "run");
+    }
     o
 }
 

@@ -164,7 +164,12 @@ fn faults_are_classified() {
                 args.push("--stream");
             }
             let r = run_batchbench(&args);
-            assert_eq!(r.code, 0);
+            assert_eq!(r.code, 1, "no request succeeded: the run failed");
+            assert_eq!(
+                r.summary("run_failed"),
+                "no request succeeded (1 of 1 failed)",
+                "{kind} stream={stream}"
+            );
             assert_eq!(r.count("failed_requests"), 1, "{kind} stream={stream}");
             assert_eq!(
                 r.summary("failures_by_kind")[want],
@@ -482,4 +487,54 @@ fn requests_jsonl_has_one_line_per_request_with_outcome_and_counts() {
     keys.sort_unstable();
     keys.dedup();
     assert_eq!(keys.len(), 12);
+}
+
+#[test]
+fn a_failed_share_above_max_failure_rate_fails_the_run_and_says_why() {
+    let sim = SimServer::start(
+        SimConfig {
+            fault_rate: 0.5,
+            seed: 11,
+            ..SimConfig::default()
+        },
+        "qwen",
+    );
+    let (url, tok) = (sim.url(), qwen());
+    let run = |rate: &str| {
+        run_batchbench(&[
+            "--host",
+            &url,
+            "--tokenizer-model",
+            &tok,
+            "--users",
+            "4",
+            "--requests-per-user",
+            "10",
+            "--max-retries",
+            "0",
+            "--max-failure-rate",
+            rate,
+        ])
+    };
+    let lenient = run("0.9");
+    let failed = lenient.count("failed_requests");
+    assert!(failed > 4 && failed < 36, "about half of 40 fail: {failed}");
+    assert_eq!(lenient.code, 0, "{}", lenient.summary("run_failed"));
+    assert!(lenient.summary("run_failed").is_null());
+    let strict = run("0.1");
+    assert_eq!(strict.code, 1);
+    let why = strict
+        .summary("run_failed")
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        why.contains("above the allowed 10.00% (--max-failure-rate 0.1)"),
+        "{why}"
+    );
+    assert_eq!(strict.csv.len(), 1, "the reports are written all the same");
+    let requests = sim.stats().requests;
+    let bad = run("1.5");
+    assert_eq!(bad.code, 2);
+    assert_eq!(sim.stats().requests, requests, "nothing was sent");
 }

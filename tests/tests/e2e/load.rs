@@ -125,8 +125,17 @@ fn a_duration_run_stops_on_time_and_cancels_or_finishes_what_is_in_flight() {
     };
     let cancel = args("cancel");
     let r = run_batchbench(&cancel.iter().map(String::as_str).collect::<Vec<_>>());
-    assert_eq!(r.code, 0, "a deadline is not an interruption");
+    // A deadline is not an interruption; but every request was cut, so the
+    // run measured nothing, and a run that measured nothing failed.
+    assert_eq!(r.code, 1);
     assert_eq!(r.summary("interrupted"), false);
+    assert!(
+        r.summary("run_failed")
+            .as_str()
+            .is_some_and(|s| s.starts_with("no request was measured (")),
+        "{}",
+        r.summary("run_failed")
+    );
     let d = r.summary("total_duration_seconds").as_f64().unwrap_or(0.0);
     assert!((1.0..2.5).contains(&d), "stopped at the deadline: {d}");
     assert_eq!(

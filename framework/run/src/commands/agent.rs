@@ -39,7 +39,8 @@ Every request carries a `user` field and an X-SMG-Routing-Key header, stable per
 --dp-rank-perfect-routing-num N adds X-SMG-Target-Worker: <routing slot % N>.
 
 Use --host sim:// for the built-in simulator. Exit codes: 0 completed, 1 could not
-complete, 2 bad input (nothing sent), 130 interrupted (partial summary).
+complete or no request succeeded (or more than --max-failure-rate failed), 2 bad input
+(nothing sent), 130 interrupted (partial summary).
 
 Series: `batchbench-agent sweep` runs these flags once per load value of one dimension
 (session rate, agents, active agents, concurrency); `batchbench-agent capacity` finds the

@@ -32,8 +32,8 @@ Use --host sim:// to run against the built-in simulator (options as a query, for
 example sim://?fault-rate=0.5&decode-ms-per-token=5). Ctrl+C cancels in-flight
 requests and prints a partial summary (exit 130).
 
-Exit codes: 0 run completed, 1 run could not complete, 2 bad input (nothing sent),
-130 interrupted.";
+Exit codes: 0 run completed, 1 run could not complete or no request succeeded (or more
+than --max-failure-rate failed), 2 bad input (nothing sent), 130 interrupted.";
 
 /// Command line of `batchbench`.
 #[derive(Debug, Parser)]

@@ -69,6 +69,11 @@ fn launch<F: Front>(
     };
     Ok(match assemble::execute(spec, &F::PROFILE, host)? {
         Outcome::Ran(out) if out.summary.interrupted => exit::EXIT_INTERRUPTED,
+        Outcome::Ran(out) if out.summary.run_failed.is_some() => {
+            let why = out.summary.run_failed.as_deref().unwrap_or_default();
+            eprintln!("{}: the run failed: {why}", F::PROFILE.command);
+            exit::EXIT_FAILED
+        }
         Outcome::Ran(_) | Outcome::DryRun { .. } => exit::EXIT_OK,
     })
 }
