@@ -27,6 +27,40 @@ pub enum LengthDist {
     },
 }
 
+/// The most tokens one prompt, tool result or reply may have: above any
+/// context served today (10 Mi tokens), and still made in about a second.
+pub const MAX_TOKENS: u64 = 10 * 1024 * 1024;
+
+impl LengthDist {
+    /// Why this length can draw more than `limit`, as a sentence about the
+    /// length `what` names (`--input-tokens`, `input`); `None` when it cannot.
+    /// A log-normal without a `max` counts as reaching `exp(mu + 6 sigma)`,
+    /// beyond which one draw in a billion falls.
+    pub fn beyond(&self, limit: u64, what: &str, max_name: &str) -> Option<String> {
+        match *self {
+            Self::Fixed { value, vary } if value.saturating_add(vary) > limit => Some(format!(
+                "{what} {}: above the limit of {limit} tokens per request",
+                if vary > 0 {
+                    format!("{value} (+/- {vary})")
+                } else {
+                    value.to_string()
+                }
+            )),
+            Self::LogNormal { max: Some(m), .. } if m > limit => Some(format!(
+                "{max_name} {m}: above the limit of {limit} tokens per request"
+            )),
+            Self::LogNormal {
+                mu,
+                sigma,
+                max: None,
+            } if (mu + 6.0 * sigma).exp() > limit as f64 => Some(format!(
+                "{what}: the log-normal can draw beyond the limit of {limit} tokens per request: give {max_name}"
+            )),
+            _ => None,
+        }
+    }
+}
+
 /// A user-facing description of a log-normal family, as the CLI flags give it.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct LogNormalFlags {
@@ -137,6 +171,35 @@ impl LengthDist {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_length_beyond_the_token_limit_says_which_and_what_to_change() {
+        let fixed = |value, vary| LengthDist::Fixed { value, vary };
+        assert_eq!(
+            fixed(MAX_TOKENS, 0).beyond(MAX_TOKENS, "--input-tokens", ""),
+            None
+        );
+        let m = fixed(MAX_TOKENS, 1).beyond(MAX_TOKENS, "--input-tokens", "");
+        assert_eq!(
+            m.as_deref(),
+            Some("--input-tokens 10485760 (+/- 1): above the limit of 10485760 tokens per request")
+        );
+        let ln = |mu: f64, max| LengthDist::LogNormal {
+            mu,
+            sigma: 1.0,
+            max,
+        };
+        assert_eq!(ln(7.0, None).beyond(MAX_TOKENS, "input", "input.max"), None);
+        let tail = ln(12.0, None).beyond(MAX_TOKENS, "input", "input.max");
+        assert!(tail.is_some_and(|m| m.ends_with("give input.max")));
+        assert_eq!(
+            ln(12.0, Some(4096)).beyond(MAX_TOKENS, "input", "input.max"),
+            None
+        );
+        let over = ln(7.0, Some(MAX_TOKENS + 1)).beyond(MAX_TOKENS, "input", "input.max");
+        assert!(over.is_some_and(|m| m.starts_with("input.max 10485761: above")));
+    }
+
     use super::*;
 
     fn flags(mu: Option<f64>, median: Option<f64>, sigma: Option<f64>) -> LogNormalFlags {

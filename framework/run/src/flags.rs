@@ -105,7 +105,18 @@ pub fn length(
     vary: u64,
     flags: LogNormalFlags,
 ) -> Result<Option<LengthDist>, Failure> {
-    length_with(family, "-tokens", "median", "max", fixed, vary, flags)
+    let d = length_with(family, "-tokens", "median", "max", fixed, vary, flags)?;
+    let (what, max) = match d {
+        Some(LengthDist::Fixed { .. }) => (format!("--{family}-tokens"), String::new()),
+        _ => (
+            format!("--{family}-lognorm-*"),
+            format!("--{family}-lognorm-max"),
+        ),
+    };
+    match d.and_then(|d| d.beyond(batchbench_core::dist::MAX_TOKENS, &what, &max)) {
+        Some(m) => Err(Failure::bad(m)),
+        None => Ok(d),
+    }
 }
 
 /// [`length`] with the family's own flag suffixes (`-ms`, `median-ms`, `max-ms`).

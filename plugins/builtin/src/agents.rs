@@ -7,7 +7,7 @@
 //! every (agent, turn) has its own random stream, so the plan never depends on
 //! scheduling order.
 
-use batchbench_core::dist::LengthDist;
+use batchbench_core::dist::{LengthDist, MAX_TOKENS};
 use batchbench_core::plan::{PlannedRequest, Trajectory};
 use batchbench_core::plugin::{PluginError, WorkloadInfo, WorkloadSource};
 use batchbench_core::registry::BuildContext;
@@ -62,6 +62,18 @@ impl SyntheticAgents {
                 plugin: "synthetic_agents".into(),
                 message: "agents must be at least 1".into(),
             });
+        }
+        for (name, d) in [
+            ("input", &cfg.input),
+            ("output", &cfg.output),
+            ("environment", &cfg.environment),
+        ] {
+            if let Some(m) = d.beyond(MAX_TOKENS, name, &format!("{name}.max")) {
+                return Err(PluginError::Config {
+                    plugin: "synthetic_agents".into(),
+                    message: m,
+                });
+            }
         }
         Ok(Self {
             cfg,

@@ -1,7 +1,7 @@
 //! `finite_batch`: `users` concurrent users, each sending `requests_per_user`
 //! independent requests one after another (the `batchbench` workload).
 
-use batchbench_core::dist::LengthDist;
+use batchbench_core::dist::{LengthDist, MAX_TOKENS};
 use batchbench_core::plan::{PlannedRequest, SharedPrefix, Trajectory};
 use batchbench_core::plugin::{PluginError, WorkloadInfo, WorkloadSource};
 use batchbench_core::registry::BuildContext;
@@ -58,6 +58,11 @@ impl FiniteBatch {
         }
         if cfg.prefix_overlap > 0.0 && cfg.input.is_none() {
             return Err(bad("prefix_overlap needs an input length".into()));
+        }
+        for (name, d) in [("input", &cfg.input), ("output", &cfg.output)] {
+            if let Some(m) = d.and_then(|d| d.beyond(MAX_TOKENS, name, &format!("{name}.max"))) {
+                return Err(bad(m));
+            }
         }
         Ok(Self {
             cfg,

@@ -538,3 +538,41 @@ fn a_failed_share_above_max_failure_rate_fails_the_run_and_says_why() {
     assert_eq!(bad.code, 2);
     assert_eq!(sim.stats().requests, requests, "nothing was sent");
 }
+
+#[test]
+fn a_length_beyond_the_token_limit_is_refused_before_anything_is_sent() {
+    let sim = SimServer::recording("qwen");
+    let (url, tok) = (sim.url(), qwen());
+    let base = ["--host", url.as_str(), "--tokenizer-model", tok.as_str()];
+    let with = |extra: &[&'static str]| -> Vec<String> {
+        base.iter().chain(extra).map(|s| (*s).to_owned()).collect()
+    };
+    for extra in [
+        &["--input-tokens", "99999999"][..],
+        &["--output-tokens", "20000000"],
+        &[
+            "--input-lognorm-median",
+            "200000",
+            "--input-lognorm-sigma",
+            "2",
+        ],
+    ] {
+        let args = with(extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = run_batchbench(&args);
+        assert_eq!(r.code, 2, "{extra:?}");
+        let flag = extra[0].split("-lognorm").next().unwrap_or_default();
+        let spec = batchbench_run::commands::batchbench::resolve_args(
+            std::iter::once("batchbench").chain(args.iter().copied()),
+        );
+        let e = spec
+            .err()
+            .map(|f| format!("{:#}", f.error))
+            .unwrap_or_default();
+        assert!(e.contains(flag) && e.contains("10485760"), "{extra:?}: {e}");
+    }
+    let args = with(&["--environment-tokens", "10485761"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_eq!(batchbench_tests::run_agent(&args).code, 2);
+    assert_eq!(sim.stats().requests, 0, "nothing was sent");
+}
