@@ -374,6 +374,22 @@ def load_plugin(path: Union[str, "os.PathLike[str]"]) -> List[Dict[str, str]]:
     return [{"kind": kind, "name": name} for kind, name in out]
 
 
+def _merge(
+    where: str, config: Union[Mapping[str, Any], str, "os.PathLike[str]", None], options: Mapping[str, Any]
+) -> Dict[str, Any]:
+    """A command line's options: a run-spec file (``--config``) or a dict,
+    then the keyword options over it."""
+    merged: Dict[str, Any] = {}
+    if isinstance(config, (str, os.PathLike)):
+        merged["config"] = os.fspath(config)
+    elif config is not None:
+        if not isinstance(config, Mapping):
+            raise ConfigurationError(f"{where} config must be a dict or a run-spec file, got {type(config).__name__}")
+        merged.update(config)
+    merged.update(options)
+    return merged
+
+
 _MANAGED = {"summary_json", "requests_jsonl", "help", "version"}
 
 
@@ -416,16 +432,7 @@ def run_agent(
     it. Returns ``{"exit_code", "summary", "run", "records"}``; ``records`` holds
     one dict per request. Ctrl+C cancels the run and returns the partial result
     (exit code 130)."""
-    merged: Dict[str, Any] = {}
-    if isinstance(config, (str, os.PathLike)):
-        merged["config"] = os.fspath(config)
-    elif config is not None:
-        if not isinstance(config, Mapping):
-            raise ConfigurationError(
-                f"run_agent config must be a dict or a run-spec file, got {type(config).__name__}"
-            )
-        merged.update(config)
-    merged.update(options)
+    merged = _merge("run_agent", config, options)
     for key in ("summary_json", "requests_jsonl"):
         if key in merged:
             raise ConfigurationError(f"run_agent returns the {key.replace('_json', '')} itself: drop {key!r}")
@@ -469,16 +476,7 @@ def _series(
 ) -> List[Dict[str, Any]]:
     if program not in _PROGRAMS:
         raise ConfigurationError(f"command must be one of {', '.join(_PROGRAMS)}, got {program!r}")
-    merged: Dict[str, Any] = {}
-    if isinstance(config, (str, os.PathLike)):
-        merged["config"] = os.fspath(config)
-    elif config is not None:
-        if not isinstance(config, Mapping):
-            raise ConfigurationError(
-                f"{kind} config must be a dict or a run-spec file, got {type(config).__name__}"
-            )
-        merged.update(config)
-    merged.update(options)
+    merged = _merge(kind, config, options)
     if "requests_jsonl" in merged:
         raise ConfigurationError(
             f"{kind} writes each run's requests into its output_dir: drop 'requests_jsonl'"

@@ -563,8 +563,8 @@ impl Series<'_> {
     }
 
     /// Runs one run of a point; `trial` counts from 0.
-    fn run_once(&mut self, value: f64, trial: u64) -> Result<(String, u64, Summary), Failure> {
-        let mut spec = self.spec(value)?;
+    fn run_once(&mut self, spec: &RunSpec, trial: u64) -> Result<(String, u64, Summary), Failure> {
+        let mut spec = spec.clone();
         let seed = if trial == 0 {
             self.seed
         } else {
@@ -598,56 +598,42 @@ impl Series<'_> {
         }
     }
 
-    /// Measures a point: `trials` runs, and one more when `near` says a figure
-    /// landed near its bound.
+    /// Measures the point `value` of the resolved `spec`: `trials` runs, and
+    /// one more when `remeasure_near` and a percentile landed near its bound.
     fn measure(
         &mut self,
         value: f64,
+        spec: &RunSpec,
         judge: &Judge,
         remeasure_near: bool,
     ) -> Result<Point, Failure> {
-        let mut summaries = Vec::new();
-        let mut point = Point {
-            value,
-            command: redacted(&self.point_argv(value)),
-            ..Point::default()
-        };
+        let (mut summaries, mut runs, mut seeds) = (Vec::new(), Vec::new(), Vec::new());
         let mut target = self.trials;
-        let mut k = 0;
-        while k < target {
-            let (name, seed, summary) = self.run_once(value, k)?;
-            point.runs.push(name);
-            point.seeds.push(seed);
+        let mut remeasured = false;
+        while (summaries.len() as u64) < target {
+            let (name, seed, summary) = self.run_once(spec, summaries.len() as u64)?;
+            runs.push(name);
+            seeds.push(seed);
             let stop = summary.interrupted;
             summaries.push(summary);
-            k += 1;
             if stop {
                 break;
             }
-            if k == target && remeasure_near && !point.remeasured {
-                let p = figures(value, &summaries, judge);
-                if p.near {
-                    point.remeasured = true;
-                    target += 1;
-                }
+            if summaries.len() as u64 == target
+                && remeasure_near
+                && !remeasured
+                && figures(value, &summaries, judge).near
+            {
+                remeasured = true;
+                target += 1;
             }
         }
-        let f = figures(value, &summaries, judge);
         Ok(Point {
-            requests: f.point.requests,
-            failed_requests: f.point.failed_requests,
-            requests_per_second: f.point.requests_per_second,
-            completion_tokens_per_second: f.point.completion_tokens_per_second,
-            achieved_rate: f.point.achieved_rate,
-            goodput: f.point.goodput,
-            e2e_p50_ms: f.point.e2e_p50_ms,
-            e2e_p99_ms: f.point.e2e_p99_ms,
-            ttft_p99_ms: f.point.ttft_p99_ms,
-            tpot_p99_ms: f.point.tpot_p99_ms,
-            bounds: f.point.bounds,
-            passed: f.point.passed,
-            interrupted: f.point.interrupted,
-            ..point
+            command: redacted(&self.point_argv(value)),
+            runs,
+            seeds,
+            remeasured,
+            ..figures(value, &summaries, judge).point
         })
     }
 
@@ -984,13 +970,6 @@ impl std::fmt::Debug for Plan<'_> {
     }
 }
 
-impl Plan<'_> {
-    /// The loads a sweep will run (a capacity search: its first).
-    pub fn values(&self) -> &[f64] {
-        &self.values
-    }
-}
-
 /// Checks a series command line (`args` after the subcommand's name) as
 /// [`main`] would before anything is sent: the flags, every point's run, the
 /// results directory.
@@ -1295,7 +1274,11 @@ fn run_sweep(
     early: bool,
 ) -> Result<(), Failure> {
     for (i, v) in values.iter().enumerate() {
-        let mut p = match s.measure(*v, judge, false) {
+        let spec = match s.spec(*v) {
+            Ok(spec) => spec,
+            Err(f) => return Err(s.abort(f)),
+        };
+        let mut p = match s.measure(*v, &spec, judge, false) {
             Ok(p) => p,
             Err(f) => return Err(s.abort(f)),
         };
@@ -1344,12 +1327,15 @@ fn run_capacity(s: &mut Series<'_>, c: &CapacityArgs, judge: &Judge) -> Result<(
         }
         // A load the run cannot take (past a documented limit) ends the
         // search where it is, before anything of it is sent.
-        if let Err(f) = s.spec(v) {
-            verdict = "at_limit";
-            limit = Some(format!("{:#}", f.error));
-            break;
-        }
-        let p = match s.measure(v, judge, true) {
+        let spec = match s.spec(v) {
+            Ok(spec) => spec,
+            Err(f) => {
+                verdict = "at_limit";
+                limit = Some(format!("{:#}", f.error));
+                break;
+            }
+        };
+        let p = match s.measure(v, &spec, judge, true) {
             Ok(p) => p,
             Err(f) => return Err(s.abort(f)),
         };

@@ -556,15 +556,11 @@ fn series_command() -> clap::Command {
     Cli::command()
 }
 
-fn resolve_argv(argv: Vec<OsString>) -> Result<RunSpec, Failure> {
-    resolve_args(argv)
-}
-
 /// `batchbench-agent` as a series sees it.
 pub const FRONT: series::Front = series::Front {
     program: "batchbench-agent",
     command: series_command,
-    resolve: resolve_argv,
+    resolve: resolve_args::<Vec<OsString>, OsString>,
     profile: &PROFILE,
     dimensions: DIMENSIONS,
 };

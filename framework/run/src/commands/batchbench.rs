@@ -233,15 +233,11 @@ fn series_command() -> clap::Command {
     BenchArgs::augment_args(clap::Command::new("batchbench")).allow_negative_numbers(true)
 }
 
-fn resolve_argv(argv: Vec<OsString>) -> Result<RunSpec, Failure> {
-    resolve_args(argv)
-}
-
 /// `batchbench` as a series sees it.
 pub const FRONT: series::Front = series::Front {
     program: "batchbench",
     command: series_command,
-    resolve: resolve_argv,
+    resolve: resolve_args::<Vec<OsString>, OsString>,
     profile: &PROFILE,
     dimensions: DIMENSIONS,
 };
