@@ -13,6 +13,8 @@ Entry points:
   of the ``batchbench-agent`` command line.
 - :func:`sweep` and :func:`capacity`: a series of runs over one load dimension,
   and the highest load that meets an SLO.
+- :func:`load_results` and :func:`report`: a results directory (``output_dir=``)
+  read back as records, and the HTML report of one or more.
 - :class:`Simulator`: the built-in OpenAI-compatible simulator, for tests.
 """
 
@@ -44,6 +46,8 @@ __all__ = [
     "run_agent",
     "sweep",
     "capacity",
+    "load_results",
+    "report",
     "plugins",
     "load_plugin",
     "count_tokens",
@@ -463,6 +467,74 @@ def run_agent(
         "run": summary.get("run", {}),
         "records": records,
     }
+
+
+def _read_lines(path: str) -> List[Dict[str, Any]]:
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _read_json(path: str) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _load_run(path: str) -> Dict[str, Any]:
+    doc = _read_json(os.path.join(path, "run.json"))
+    return {
+        "kind": "run",
+        "path": path,
+        "format_version": doc["version"],
+        "run": doc["run"],
+        "summary": doc["summary"],
+        "requests": _read_lines(os.path.join(path, "requests.jsonl")),
+        "trajectories": _read_lines(os.path.join(path, "trajectories.jsonl")),
+        "histograms": _read_json(os.path.join(path, "histograms.json")),
+        "timeseries": _read_json(os.path.join(path, "timeseries.json")),
+    }
+
+
+def load_results(path: Union[str, "os.PathLike[str]"]) -> Dict[str, Any]:
+    """Reads a results directory: a run's (``output_dir=`` / ``--output-dir``) or a
+    series' (``sweep``, ``capacity``). The directory is checked first as
+    ``batchbench report`` checks it: a missing, incomplete (no ``run.json``),
+    newer-format or truncated one raises :class:`ConfigurationError` naming the
+    file. A run gives ``{"kind": "run", "path", "format_version", "run",
+    "summary", "requests", "trajectories", "histograms", "timeseries"}``;
+    ``requests`` and ``trajectories`` are lists of dicts and ``timeseries`` a
+    dict of equal-length columns, each ready for ``pandas.DataFrame``. A series
+    gives ``{"kind": "sweep" or "capacity", "path", "index", "runs"}``, with
+    ``runs`` mapping each run's directory name to its run dict."""
+    p = os.fspath(path)
+    checked = _result(_core.check_results(p))
+    if checked["kind"] == "run":
+        return _load_run(p)
+    return {
+        "kind": checked["kind"],
+        "path": p,
+        "index": _read_json(os.path.join(p, "index.json")),
+        "runs": {name: _load_run(os.path.join(p, name)) for name in checked.get("runs", [])},
+    }
+
+
+def report(
+    paths: Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]],
+    output: Union[str, "os.PathLike[str]"] = "report.html",
+) -> str:
+    """Writes one self-contained HTML report of results directories (runs, sweeps or
+    capacity searches; several overlay), as ``batchbench report``, and returns the
+    path written. A directory that cannot be read raises
+    :class:`ConfigurationError` naming the file; nothing is written then."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    dirs = [os.fspath(p) for p in paths]
+    if not dirs:
+        raise ConfigurationError("report needs one results directory at least")
+    out = os.fspath(output)
+    _result(_core.write_report(dirs, out))
+    return out
 
 
 _PROGRAMS = ("batchbench", "batchbench-agent")

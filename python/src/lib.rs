@@ -160,6 +160,45 @@ fn load_plugin(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Py<PyAny>> 
     out.into_py(py)
 }
 
+/// Checks a results directory as `batchbench report` reads it: `("report",
+/// json)` with its kind (`run`, `sweep` or `capacity`) and, for a series, each
+/// point's run directory; or `("error", "config", message)` naming the file.
+#[pyfunction]
+fn check_results(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Py<PyAny>> {
+    let out = py.detach(move || match batchbench_results::load(&path) {
+        Ok(batchbench_results::Loaded::Run(_)) => {
+            Outcome::Report(json!({"kind": "run"}).to_string())
+        }
+        Ok(batchbench_results::Loaded::Series(s)) => {
+            let runs: Vec<&String> = s.doc.points.iter().flat_map(|p| &p.runs).collect();
+            Outcome::Report(json!({"kind": s.doc.kind, "runs": runs}).to_string())
+        }
+        Err(e) => Outcome::Error("config", e.to_string()),
+    });
+    out.into_py(py)
+}
+
+/// Writes the HTML report of results directories (`batchbench report`):
+/// `("report", json)` with the bytes, charts and directories written, or
+/// `("error", kind, message)`.
+#[pyfunction]
+fn write_report(
+    py: Python<'_>,
+    dirs: Vec<std::path::PathBuf>,
+    output: std::path::PathBuf,
+) -> PyResult<Py<PyAny>> {
+    let out = py.detach(
+        move || match batchbench_run::report::write(&dirs, &output) {
+            Ok(w) => Outcome::Report(
+                json!({"bytes": w.bytes, "charts": w.charts, "dirs": w.dirs}).to_string(),
+            ),
+            Err(f) if f.is_bad_input() => Outcome::Error("config", format!("{:#}", f.error)),
+            Err(f) => Outcome::Error("run", format!("{:#}", f.error)),
+        },
+    );
+    out.into_py(py)
+}
+
 /// Every registered plugin, as JSON text.
 #[pyfunction]
 fn plugins() -> String {
@@ -763,6 +802,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cli_flags, m)?)?;
     m.add_function(wrap_pyfunction!(plugins, m)?)?;
     m.add_function(wrap_pyfunction!(load_plugin, m)?)?;
+    m.add_function(wrap_pyfunction!(check_results, m)?)?;
+    m.add_function(wrap_pyfunction!(write_report, m)?)?;
     m.add_function(wrap_pyfunction!(start_benchmark, m)?)?;
     m.add_function(wrap_pyfunction!(generate_requests, m)?)?;
     m.add_function(wrap_pyfunction!(count_tokens, m)?)?;

@@ -3,6 +3,7 @@
 
 use batchbench_simulator::SimConfig;
 use batchbench_tests::{SimServer, read_csv, tokenizer_path, wait_for_requests};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -444,4 +445,38 @@ fn print_config_prints_the_effective_spec_exits_0_and_sends_nothing() {
     assert!(again.contains("seed = 10"), "{again}");
     assert!(again.contains("rate = 7.5"), "{again}");
     assert_eq!(sim.requests().len(), 0, "--print-config sent requests");
+}
+
+#[test]
+fn report_names_the_file_that_is_wrong_and_exits_2() {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tmp.path().join("run");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("requests.jsonl"), "{}\n").unwrap_or_else(|e| panic!("{e}"));
+    let out = tmp.path().join("r.html").display().to_string();
+    let d = dir.display().to_string();
+    let o = run(&["report", &d, "-o", &out]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&d) && err.contains("incomplete results"),
+        "{err}"
+    );
+    std::fs::write(
+        dir.join("run.json"),
+        r#"{"format": "batchbench-results", "version": 2, "run": {}}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let o = run(&["report", &d, "-o", &out]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("run.json: format version 2, newer than this build reads (1)"),
+        "{err}"
+    );
+    let missing = tmp.path().join("nope").display().to_string();
+    let o = run(&["report", &missing, "-o", &out]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no such directory"), "{}", stderr(&o));
+    assert!(!Path::new(&out).exists());
 }

@@ -519,8 +519,14 @@ impl Engine {
         // Every reporter finishes (a failed one too, to flush what it has), so
         // that one reporter's failure loses no other reporter's results.
         let mut reporter_error = None;
+        let histograms = c.metrics.histograms();
         for (r, failed) in c.reporters.iter_mut().zip(&mut c.failed) {
-            let finished = r.on_finish(&info, &summary);
+            let finished = match failed {
+                Some(_) => r.on_finish(&info, &summary),
+                None => r
+                    .on_histograms(&histograms)
+                    .and_then(|()| r.on_finish(&info, &summary)),
+            };
             if let Some(e) = failed.take().or(finished.err()) {
                 reporter_error.get_or_insert(e);
             }

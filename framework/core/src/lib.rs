@@ -22,6 +22,7 @@ pub mod plan;
 pub mod plugin;
 pub mod record;
 pub mod registry;
+pub mod results;
 pub mod rng;
 pub mod slo;
 pub mod spec;

@@ -11,9 +11,13 @@ use std::time::Instant;
 /// How many failure examples the report keeps, beyond the per-kind counts.
 pub const FAILURE_EXAMPLES: usize = 20;
 
+/// The bounds and precision of every latency histogram: microseconds from 1 us
+/// to 1 hour at 3 significant digits; larger values saturate.
+pub const HISTOGRAM_BOUNDS: (u64, u64, u8) = (1, 3_600_000_000, 3);
+
 fn histogram() -> Histogram<u64> {
-    // Microseconds from 1 us to 1 hour at 3 significant digits; larger values saturate.
-    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("constant histogram bounds are valid")
+    let (lo, hi, sig) = HISTOGRAM_BOUNDS;
+    Histogram::new_with_bounds(lo, hi, sig).expect("constant histogram bounds are valid")
 }
 
 /// A latency distribution in microseconds.
@@ -55,6 +59,31 @@ impl Latency {
     /// The value at quantile `q` (0 to 1), in milliseconds; `None` when empty.
     pub fn quantile_ms(&self, q: f64) -> Option<f64> {
         (!self.0.is_empty()).then(|| self.0.value_at_quantile(q) as f64 / 1000.0)
+    }
+
+    /// The sparse buckets: `[value, count]` for every bucket that holds a
+    /// sample, each value the highest of its bucket, rising.
+    pub fn buckets(&self) -> Vec<[u64; 2]> {
+        self.0
+            .iter_recorded()
+            .map(|v| [v.value_iterated_to(), v.count_at_value()])
+            .collect()
+    }
+
+    /// A distribution from [`buckets`](Self::buckets) (of one run or of
+    /// several: equal values add), exact when they came from this build's
+    /// bounds ([`HISTOGRAM_BOUNDS`]).
+    pub fn from_buckets<'a>(buckets: impl IntoIterator<Item = &'a [u64; 2]>) -> Self {
+        let mut l = Self::default();
+        for [v, c] in buckets {
+            l.record_n(*v, *c);
+        }
+        l
+    }
+
+    /// Adds another distribution's samples.
+    pub fn add(&mut self, other: &Latency) {
+        let _ = self.0.add(&other.0);
     }
 
     /// p50/p90/p99/mean/max in milliseconds; `None` when empty.
@@ -407,6 +436,35 @@ pub fn truncate(s: &mut String, max: usize) {
     }
 }
 
+impl Metrics {
+    /// Every latency family as sparse buckets, for the results directory.
+    pub fn histograms(&self) -> crate::results::Histograms {
+        let (lowest, highest, significant_figures) = HISTOGRAM_BOUNDS;
+        let families = [
+            ("latency", &self.latency),
+            ("ttft", &self.ttft),
+            ("itl", &self.itl),
+            ("tpot", &self.tpot),
+            ("trajectory_e2e", &self.trajectory_e2e),
+            ("latency_from_intended", &self.latency_from_intended),
+            ("ttft_from_intended", &self.ttft_from_intended),
+            ("queue_wait", &self.queue_wait),
+            ("send_lag", &self.send_lag),
+        ]
+        .into_iter()
+        .filter(|(_, l)| !l.is_empty())
+        .map(|(name, l)| (name.to_owned(), l.buckets()))
+        .collect();
+        crate::results::Histograms {
+            unit: "us".to_owned(),
+            lowest,
+            highest,
+            significant_figures,
+            families,
+        }
+    }
+}
+
 impl Summary {
     /// Builds the summary from the metrics and the elapsed time.
     pub fn from_metrics(m: &Metrics, elapsed: Duration) -> Self {
@@ -464,6 +522,24 @@ mod tests {
         assert_eq!(s.count, 100);
         assert!((s.p50_ms - 50.0).abs() < 0.1, "{s:?}");
         assert!((s.p99_ms - 99.0).abs() < 0.1, "{s:?}");
+    }
+
+    #[test]
+    fn buckets_give_back_the_exact_distribution_and_merge() {
+        let mut a = Latency::default();
+        let mut b = Latency::default();
+        for i in 1..=5000u64 {
+            a.record_us(i * i % 977_313 + 1);
+            b.record_us(i * 37 % 12_345 + 1);
+        }
+        let back = Latency::from_buckets(&a.buckets());
+        assert_eq!(back.stats(), a.stats());
+        let mut both = Latency::from_buckets(a.buckets().iter().chain(&b.buckets()));
+        let mut added = a.clone();
+        added.add(&b);
+        assert_eq!(both.stats(), added.stats());
+        both.add(&Latency::default());
+        assert_eq!(both.len(), 10_000);
     }
 
     #[test]

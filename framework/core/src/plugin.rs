@@ -423,6 +423,15 @@ pub trait Reporter: Send {
     fn on_trajectory(&mut self, _rec: &TrajectoryRecord) -> Result<(), PluginError> {
         Ok(())
     }
+    /// At the end of the run, just before [`on_finish`](Self::on_finish): the
+    /// run's latency distributions, exact and mergeable (see
+    /// [`Histograms`](crate::results::Histograms)).
+    fn on_histograms(
+        &mut self,
+        _histograms: &crate::results::Histograms,
+    ) -> Result<(), PluginError> {
+        Ok(())
+    }
     /// At the end of the run, also after Ctrl+C with a partial summary.
     fn on_finish(
         &mut self,

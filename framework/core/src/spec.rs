@@ -418,6 +418,10 @@ pub struct OutputSpec {
     /// One JSON line per trajectory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_events_jsonl: Option<PathBuf>,
+    /// The versioned results directory of the run (`batchbench report` reads
+    /// it); for a series, the series' directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_dir: Option<PathBuf>,
 }
 
 impl OutputSpec {

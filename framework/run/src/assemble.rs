@@ -156,12 +156,40 @@ pub fn check(spec: &RunSpec) -> Result<(), Failure> {
     for (flag, path) in spec.output.files() {
         check_output(flag, path)?;
     }
+    if let Some(dir) = &spec.output.output_dir {
+        check_output_dir(dir)?;
+    }
     Ok(())
+}
+
+/// A results directory must be creatable and must not hold a complete run: no
+/// result is overwritten.
+pub fn check_output_dir(dir: &Path) -> Result<(), Failure> {
+    let bad = |m: &str| Failure::bad(format!("--output-dir {}: {m}", dir.display()));
+    if dir.as_os_str().is_empty() {
+        return Err(bad("the path is empty"));
+    }
+    if dir.exists() && !dir.is_dir() {
+        return Err(bad("exists and is not a directory"));
+    }
+    if dir.join(batchbench_core::results::files::RUN).exists() {
+        return Err(bad(
+            "already holds a run's results (run.json): choose another directory or remove it",
+        ));
+    }
+    // The nearest existing ancestor must be a directory to create it in.
+    match dir.ancestors().skip(1).find(|a| a.exists()) {
+        Some(a) if !a.as_os_str().is_empty() && !a.is_dir() => Err(bad(&format!(
+            "cannot be created: {} is not a directory",
+            a.display()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// A result file must be creatable: its directory exists, and it is not itself a
 /// directory.
-fn check_output(flag: &str, path: &Path) -> Result<(), Failure> {
+pub fn check_output(flag: &str, path: &Path) -> Result<(), Failure> {
     if path.as_os_str().is_empty() {
         return Err(Failure::bad(format!("{flag}: the path is empty")));
     }
@@ -226,6 +254,9 @@ fn reporters(
     }
     if let Some(p) = &o.requests_jsonl {
         v.push(build_reporter("requests_jsonl", path_config(p), ctx)?);
+    }
+    if let Some(p) = &o.output_dir {
+        v.push(build_reporter("results_dir", path_config(p), ctx)?);
     }
     if let Some(p) = &o.results_csv {
         let cfg = batchbench_plugins::csv_report::CsvConfig {

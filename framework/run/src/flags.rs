@@ -612,6 +612,12 @@ pub struct OutputArgs {
     /// server-counted prompt tokens, cached tokens) to this file.
     #[arg(long, value_name = "PATH", help_heading = "Output")]
     pub requests_jsonl: Option<PathBuf>,
+    /// Write the run's results directory here (created with its parents): the run
+    /// record, one line per request and per trajectory, latency histograms and
+    /// time series, for `batchbench report`. For sweep and capacity, the series'
+    /// directory.
+    #[arg(long, value_name = "DIR", help_heading = "Output")]
+    pub output_dir: Option<PathBuf>,
     /// No progress bar.
     #[arg(short, long, help_heading = "Output")]
     pub quiet: bool,
@@ -628,6 +634,7 @@ impl OutputArgs {
             (&self.results_csv, &mut o.results_csv),
             (&self.summary_json, &mut o.summary_json),
             (&self.requests_jsonl, &mut o.requests_jsonl),
+            (&self.output_dir, &mut o.output_dir),
         ] {
             if flag.is_some() {
                 field.clone_from(flag);

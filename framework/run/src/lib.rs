@@ -12,6 +12,7 @@
 //! | [`config`] | reading and printing run-spec files |
 //! | [`assemble`] | the one assembly: spec in, summary out |
 //! | [`series`] | `sweep` and `capacity`: runs over one load dimension |
+//! | [`report`] | `batchbench report`: the HTML report of results directories |
 //! | [`exit`] | exit codes |
 
 pub mod assemble;
@@ -21,6 +22,7 @@ pub mod exit;
 pub mod flags;
 pub mod plugins;
 pub mod progress;
+pub mod report;
 pub mod series;
 
 // The built-in plugins register themselves; naming the crates keeps them linked.

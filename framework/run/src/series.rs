@@ -9,10 +9,11 @@
 //! result files pointed into the series' directory. So a point means what its
 //! command line means, and the index records that command line.
 //!
-//! The results directory holds `index.json` (the series: its points and their
-//! figures, rewritten after every point), `results.csv` (a row per run, unless
-//! `--results-csv` names another file) and a directory per run with its
-//! `summary.json` and `requests.jsonl`.
+//! The results directory (`--output-dir`) holds `index.json` (the series: its
+//! points and their figures, rewritten after every point), `results.csv` (a row
+//! per run, unless `--results-csv` names another file) and, per run, a results
+//! directory (`run-000`, ...; see [`batchbench_core::results`]) with the run's
+//! `summary.json` beside it.
 
 use crate::assemble::{self, Host, Outcome, Profile};
 use crate::exit::{self, Failure};
@@ -21,7 +22,6 @@ use batchbench_core::record::Summary;
 use batchbench_core::slo::SloResult;
 use batchbench_core::spec::RunSpec;
 use clap::{Args, FromArgMatches};
-use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
@@ -88,10 +88,6 @@ pub struct SeriesArgs {
     /// The load dimension to vary: one of those the description above lists.
     #[arg(long, value_name = "DIMENSION", help_heading = "Series")]
     pub over: String,
-    /// The results directory: index.json, results.csv and a directory per run
-    /// [default: ./sweep-TIME or ./capacity-TIME, the UTC start time].
-    #[arg(long, value_name = "DIR", help_heading = "Series")]
-    pub output_dir: Option<PathBuf>,
     /// Runs per point; figures are their mean with a 95% interval.
     #[arg(long, default_value = "1", value_parser = flags::positive, help_heading = "Series")]
     pub trials: u64,
@@ -169,173 +165,9 @@ impl Kind {
     }
 }
 
-/// A figure over a point's runs: the mean and the half width of its 95%
-/// interval (Student's t; absent with one run).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Estimate {
-    /// The mean.
-    pub mean: f64,
-    /// Half the width of the 95% confidence interval of the mean.
-    pub ci95: Option<f64>,
-    /// Every run's value.
-    pub values: Vec<f64>,
-}
-
-impl Estimate {
-    fn of(values: Vec<f64>) -> Self {
-        let n = values.len();
-        let mean = if n == 0 {
-            0.0
-        } else {
-            values.iter().sum::<f64>() / n as f64
-        };
-        let ci95 = (n >= 2).then(|| {
-            let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-            t95(n - 1) * (var / n as f64).sqrt()
-        });
-        Self { mean, ci95, values }
-    }
-
-    fn of_some(values: impl IntoIterator<Item = Option<f64>>) -> Option<Self> {
-        let v: Option<Vec<f64>> = values.into_iter().collect();
-        v.filter(|v| !v.is_empty()).map(Self::of)
-    }
-}
-
-/// The two-sided 95% quantile of Student's t with `df` degrees of freedom.
-fn t95(df: usize) -> f64 {
-    const T: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-        2.052, 2.048, 2.045, 2.042,
-    ];
-    T.get(df.saturating_sub(1)).copied().unwrap_or(1.96)
-}
-
-/// One bound's verdict at a point.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct BoundVerdict {
-    /// The bound, canonically written.
-    pub bound: String,
-    /// An aggregate bound: the observed percentile over the runs, in ms.
-    pub observed_ms: Option<Estimate>,
-    /// A per-request bound: the share of successes that met it.
-    pub share_met: Option<Estimate>,
-    /// Held: the mean percentile is within the bound, or every request of
-    /// every run met it.
-    pub met: bool,
-}
-
-/// One point of a series: a load and its runs' figures.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Point {
-    /// The load.
-    pub value: f64,
-    /// The command line of the point's runs (without its result files).
-    pub command: Vec<String>,
-    /// Each run's directory, relative to the results directory.
-    pub runs: Vec<String>,
-    /// Each run's seed.
-    pub seeds: Vec<u64>,
-    /// Requests sent (the measured ones; warmup left out) per run, summed.
-    pub requests: u64,
-    /// Failed requests, summed over the runs.
-    pub failed_requests: u64,
-    /// Successful requests per second.
-    pub requests_per_second: Estimate,
-    /// Output tokens per second.
-    pub completion_tokens_per_second: Estimate,
-    /// The achieved arrival rate of an open loop.
-    pub achieved_rate: Option<Estimate>,
-    /// Goodput (with an SLO): successes per second that met every
-    /// per-request bound.
-    pub goodput: Option<Estimate>,
-    /// End-to-end latency from the intended send time, p50 and p99.
-    pub e2e_p50_ms: Option<Estimate>,
-    /// See `e2e_p50_ms`.
-    pub e2e_p99_ms: Option<Estimate>,
-    /// Time to first token from the intended send time, p99 (streamed).
-    pub ttft_p99_ms: Option<Estimate>,
-    /// Time per output token, p99 (streamed).
-    pub tpot_p99_ms: Option<Estimate>,
-    /// Every bound of the SLO.
-    pub bounds: Vec<BoundVerdict>,
-    /// With an SLO: every bound held and failures stayed within the allowed
-    /// share.
-    pub passed: Option<bool>,
-    /// A figure landed near its bound, so the point was measured once more.
-    pub remeasured: bool,
-    /// A sweep stopped here: throughput stopped rising while latency rose.
-    pub saturated: bool,
-    /// The capacity found.
-    pub capacity: bool,
-    /// A run of the point was interrupted.
-    pub interrupted: bool,
-}
-
-/// The outcome of a capacity search.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Capacity {
-    /// The highest load measured that met the SLO (absent: none did).
-    pub load: Option<f64>,
-    /// Its unit.
-    pub unit: String,
-    /// The dimension searched.
-    pub dimension: String,
-    /// The lowest load measured that missed it (absent: none did, up to
-    /// `--max-load` or the points allowed).
-    pub lowest_failing: Option<f64>,
-    /// `(lowest_failing - load) / load`: how far the true capacity may lie
-    /// above the reported one.
-    pub relative_width: Option<f64>,
-    /// The tolerance asked for.
-    pub tolerance: f64,
-    /// How the search ended: `found`, `at_max_load`, `below_lowest`,
-    /// `out_of_points`, `at_limit` (a load the run cannot take) or
-    /// `interrupted`.
-    pub verdict: String,
-    /// The sentence the console printed.
-    pub message: String,
-}
-
-/// A series: what `index.json` and `--summary-json` hold.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct SeriesDoc {
-    /// The format version of this document.
-    pub version: u32,
-    /// `sweep` or `capacity`.
-    pub kind: String,
-    /// The command (`batchbench`).
-    pub command: String,
-    /// The dimension varied.
-    pub dimension: String,
-    /// Its unit.
-    pub unit: String,
-    /// The SLO, canonically written.
-    pub slo: Vec<String>,
-    /// Runs per point.
-    pub trials: u64,
-    /// The points, in the order they were measured.
-    pub points: Vec<Point>,
-    /// A sweep's values that were not run (after an early stop).
-    pub skipped: Vec<f64>,
-    /// Why a sweep stopped before its last value.
-    pub stopped_early: Option<String>,
-    /// A capacity search's answer.
-    pub capacity: Option<Capacity>,
-    /// The series was interrupted.
-    pub interrupted: bool,
-    /// Why the series stopped on a run that could not complete.
-    pub error: Option<String>,
-    /// The base run spec (the first point's), for reference.
-    pub spec: Option<RunSpec>,
-}
-
-/// The format version of [`SeriesDoc`].
-pub const SERIES_VERSION: u32 = 1;
+pub use batchbench_core::results::series::{
+    BoundVerdict, Capacity, Estimate, Point, SERIES_VERSION, SeriesDoc,
+};
 
 /// Runs `batchbench sweep ...` or `capacity ...`: `args` are the arguments
 /// after the subcommand's name. Returns the exit code.
@@ -577,7 +409,7 @@ impl Series<'_> {
         std::fs::create_dir_all(&d).map_err(|e| io_failure(&d, e))?;
         let o = &mut spec.output;
         o.summary_json = Some(d.join("summary.json"));
-        o.requests_jsonl = Some(d.join("requests.jsonl"));
+        o.output_dir = Some(d.clone());
         o.results_csv = Some(
             self.user_csv
                 .clone()
@@ -1112,7 +944,10 @@ fn plan<'a>(
             "capacity needs --slo: the bounds a load must meet (for example --slo 'ttft_p99<=500ms,e2e_p99<=20s')",
         ));
     }
-    let dir = series
+    // --output-dir, a run's flag, names the series' directory; each run gets
+    // a results directory inside it.
+    let dir = base
+        .output
         .output_dir
         .clone()
         .unwrap_or_else(|| default_dir(kind));
@@ -1473,7 +1308,6 @@ mod tests {
         let s = SweepArgs {
             series: SeriesArgs {
                 over: dim.name.into(),
-                output_dir: None,
                 trials: 1,
             },
             values: v.into(),

@@ -15,6 +15,7 @@
 //! | reporter | `csv` | one CSV row per run, appended |
 //! | reporter | `json_summary` | the whole summary as one JSON document |
 //! | reporter | `requests_jsonl` | one JSON line per request |
+//! | reporter | `results_dir` | the versioned results directory of a run |
 //!
 //! A binary that uses these must name the crate (`use batchbench_plugins as _;`),
 //! or the linker drops the registrations.
@@ -28,6 +29,7 @@ pub mod json_summary;
 pub mod openai;
 pub mod replay;
 pub mod requests_jsonl;
+pub mod results_dir;
 pub mod routers;
 pub mod summary;
 pub use batchbench_core::timefmt;
@@ -46,4 +48,5 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("reporter", "csv"),
     ("reporter", "json_summary"),
     ("reporter", "requests_jsonl"),
+    ("reporter", "results_dir"),
 ];

@@ -7,6 +7,7 @@ mod book;
 mod contract;
 mod load;
 mod replay;
+mod results;
 mod series;
 mod sim;
 mod slo;

@@ -66,6 +66,15 @@ pub enum Command {
     Sweep(Box<SweepCmd>),
     /// Find the highest load that meets the SLO (batchbench capacity --help).
     Capacity(Box<CapacityCmd>),
+    /// Write one self-contained HTML report of results directories: a run's
+    /// (--output-dir), a sweep's or a capacity search's. Several overlay.
+    ///
+    /// Latency CDFs, time series, latency against prompt length, cached tokens
+    /// per turn, a series' throughput, goodput and latency against load with
+    /// its SLO, and each run's summary and spec. Nothing is re-run. Exit codes:
+    /// 0 written, 1 it could not be written, 2 a directory is missing, from a
+    /// newer format, incomplete or malformed (the message names the file).
+    Report(crate::report::ReportArgs),
     /// Turn a window of ClickHouse prompt-chain records into a version-2 replay
     /// manifest (CLICKHOUSE_URL, or --rows-jsonl to re-export offline).
     ///
@@ -271,6 +280,7 @@ where
             Err(f) => exit::exit_code("batchbench plugins", Err(f)),
         },
         Some(Command::ExportPlans(a)) => export_plans(&a, cancel),
+        Some(Command::Report(a)) => exit::exit_code("batchbench report", crate::report::main(&a)),
         // Handled above when they come first, as they must.
         Some(Command::Sweep(_) | Command::Capacity(_)) => {
             eprintln!("batchbench: give sweep or capacity first, before any flag");

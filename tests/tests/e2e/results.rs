@@ -1,0 +1,339 @@
+//! The results directory (`--output-dir`) and `batchbench report`: every file
+//! present and consistent with the summary, histograms that give back the
+//! summary's percentiles, time series whose totals add up, a directory that is
+//! never overwritten, and reports of runs and of a sweep.
+
+use batchbench_core::metrics::Latency;
+use batchbench_tests::{
+    SimServer, read_json, run_agent, run_batchbench, run_series, tokenizer_path,
+};
+use serde_json::Value;
+use std::path::Path;
+
+fn tok() -> String {
+    tokenizer_path("qwen").display().to_string()
+}
+
+fn lines(p: &Path) -> Vec<Value> {
+    std::fs::read_to_string(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
+fn sum_over_time(ts: &Value, key: &str) -> f64 {
+    let w = ts["interval_secs"].as_f64().unwrap_or_default();
+    ts[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key}: {ts}"))
+        .iter()
+        .map(|v| v.as_f64().unwrap_or_default())
+        .sum::<f64>()
+        * w
+}
+
+/// The distribution of one family of `histograms.json`.
+fn family(h: &Value, name: &str) -> Latency {
+    let buckets: Vec<[u64; 2]> = serde_json::from_value(h["families"][name].clone())
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    Latency::from_buckets(&buckets)
+}
+
+fn assert_stats_match(h: &Value, name: &str, summary: &Value) {
+    let got = family(h, name).stats().unwrap_or_default();
+    let want = &summary[name];
+    for (k, v) in [
+        ("count", got.count as f64),
+        ("p50_ms", got.p50_ms),
+        ("p99_ms", got.p99_ms),
+        ("max_ms", got.max_ms),
+    ] {
+        let w = want[k].as_f64().unwrap_or(f64::NAN);
+        assert!(
+            (w - v).abs() < 1e-9,
+            "{name}.{k}: summary {w}, histogram {v}"
+        );
+    }
+}
+
+#[test]
+fn a_run_writes_a_complete_results_directory_consistent_with_its_summary() {
+    let tok = tok();
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tmp.path().join("nested/run");
+    let d = dir.display().to_string();
+    // One user in three fails now and then: failures must show in every file.
+    let r = run_batchbench(&[
+        "--host",
+        "sim://?decode-ms-per-token=1&fault-rate=0.1",
+        "--tokenizer-model",
+        &tok,
+        "--users",
+        "6",
+        "--requests-per-user",
+        "10",
+        "--input-tokens",
+        "32",
+        "--input-vary",
+        "16",
+        "--output-tokens",
+        "8",
+        "--stream",
+        "--seed",
+        "11",
+        "--max-failure-rate",
+        "0.9",
+        "--max-retries",
+        "0",
+        "--output-dir",
+        &d,
+    ]);
+    assert_eq!(r.code, 0);
+    let run = read_json(&dir.join("run.json")).unwrap_or_default();
+    assert_eq!(run["format"], "batchbench-results");
+    assert_eq!(run["version"], 1);
+    let summary = &run["summary"];
+    // The same figures as the JSON summary of the same run.
+    let json = r.json.clone().unwrap_or_default();
+    assert_eq!(summary, &json["summary"]);
+    assert_eq!(run["run"]["spec"], json["run"]["spec"]);
+    assert_eq!(
+        run["run"]["spec"]["output"]["output_dir"].as_str(),
+        Some(d.as_str())
+    );
+    let total = r.count("total_requests");
+    let ok = r.count("successful_requests");
+    assert_eq!(total, 60);
+    assert!(ok < total && ok > 0, "faults must fail some: {ok}/{total}");
+
+    let reqs = lines(&dir.join("requests.jsonl"));
+    assert_eq!(reqs.len() as u64, total);
+    assert_eq!(reqs.iter().filter(|l| l["ok"] == true).count() as u64, ok);
+    assert_eq!(lines(&dir.join("trajectories.jsonl")).len(), 6);
+
+    let h = read_json(&dir.join("histograms.json")).unwrap_or_default();
+    assert_eq!(h["unit"], "us");
+    for name in ["latency", "ttft", "itl", "tpot"] {
+        assert_stats_match(&h, name, summary);
+    }
+    assert_eq!(family(&h, "latency").len(), ok);
+
+    let ts = read_json(&dir.join("timeseries.json")).unwrap_or_default();
+    assert!((sum_over_time(&ts, "send_rate") - total as f64).abs() < 1e-6);
+    assert!((sum_over_time(&ts, "throughput") - ok as f64).abs() < 1e-6);
+    assert!((sum_over_time(&ts, "error_rate") - (total - ok) as f64).abs() < 1e-6);
+    let tokens = r.count("total_completion_tokens") as f64;
+    assert!((sum_over_time(&ts, "output_tokens_per_second") - tokens).abs() < 1e-3);
+    // Busy request-time equals the requests' own send-to-end spans.
+    let busy: f64 = reqs
+        .iter()
+        .map(|l| {
+            l["end_ms"].as_f64().unwrap_or_default() - l["sent_ms"].as_f64().unwrap_or_default()
+        })
+        .sum::<f64>()
+        / 1000.0;
+    let got = sum_over_time(&ts, "concurrency");
+    assert!(
+        (got - busy).abs() < 1e-3 * busy.max(1.0),
+        "busy {got} s, spans {busy} s"
+    );
+}
+
+#[test]
+fn an_agent_run_writes_its_trajectories_and_a_full_directory_is_never_overwritten() {
+    let tok = tok();
+    let sim = SimServer::recording("qwen");
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let d = tmp.path().join("agents").display().to_string();
+    let url = sim.url();
+    let args = [
+        "--host",
+        url.as_str(),
+        "--tokenizer-model",
+        &tok,
+        "--agents",
+        "3",
+        "--tool-invocations",
+        "2",
+        "--input-tokens",
+        "32",
+        "--environment-tokens",
+        "8",
+        "--output-tokens",
+        "4",
+        "--output-dir",
+        &d,
+    ];
+    let first = run_agent(&args);
+    assert_eq!(first.code, 0);
+    let dir = Path::new(&d);
+    assert_eq!(lines(&dir.join("trajectories.jsonl")).len(), 3);
+    // One request per tool invocation.
+    assert_eq!(lines(&dir.join("requests.jsonl")).len(), 6);
+    let sent = sim.requests().len();
+    let again = run_agent(&args);
+    assert_eq!(
+        again.code, 2,
+        "a second run into a complete directory is bad input"
+    );
+    assert_eq!(sim.requests().len(), sent, "nothing was sent");
+}
+
+#[test]
+fn report_of_runs_and_a_sweep_is_one_self_contained_file_with_every_chart() {
+    let tok = tok();
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut dirs = Vec::new();
+    for (name, decode) in [("base", "1"), ("slow", "3")] {
+        let d = tmp.path().join(name);
+        let host = format!("sim://?decode-ms-per-token={decode}");
+        let r = run_batchbench(&[
+            "--host",
+            &host,
+            "--tokenizer-model",
+            &tok,
+            "--users",
+            "4",
+            "--requests-per-user",
+            "6",
+            "--input-tokens",
+            "24",
+            "--input-vary",
+            "16",
+            "--output-tokens",
+            "6",
+            "--stream",
+            "--output-dir",
+            &d.display().to_string(),
+        ]);
+        assert_eq!(r.code, 0);
+        dirs.push(d.display().to_string());
+    }
+    let sweep = run_series(
+        "batchbench",
+        "sweep",
+        &[
+            "--over",
+            "request-rate",
+            "--values",
+            "20,40",
+            "--host",
+            "sim://?max-running=4&step-base-ms=5",
+            "--tokenizer-model",
+            &tok,
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "4",
+            "--stream",
+            "--arrival",
+            "constant",
+            "--duration-secs",
+            "1",
+            "--slo",
+            "ttft_p99<=200ms",
+        ],
+    );
+    assert_eq!(sweep.code, 0);
+    // Each point's run is a results directory of its own.
+    for p in sweep.points() {
+        let run = p["runs"][0].as_str().unwrap_or_default();
+        assert!(sweep.dir.join(run).join("run.json").is_file(), "{run}");
+    }
+    let out = tmp.path().join("report.html");
+    let mut argv = vec!["batchbench".to_owned(), "report".to_owned()];
+    argv.extend(dirs.iter().cloned());
+    argv.push(sweep.dir.display().to_string());
+    argv.extend(["-o".into(), out.display().to_string()]);
+    assert_eq!(batchbench_run::commands::batchbench::run(argv), 0);
+    let html = std::fs::read_to_string(&out).unwrap_or_else(|e| panic!("{e}"));
+    for id in [
+        "cdf-latency",
+        "cdf-ttft",
+        "cdf-itl",
+        "cdf-tpot",
+        "ts-rate",
+        "ts-concurrency",
+        "ts-tokens",
+        "ts-ttft",
+        "prompt-e2e",
+        "prompt-ttft",
+        "series-throughput",
+        "series-latency",
+        "series-curve",
+    ] {
+        assert!(html.contains(&format!("id=\"{id}\"")), "no chart {id}");
+    }
+    // The SLO bound is drawn on the series' latency chart.
+    assert!(html.contains("SLO ttft_p99&lt;=200ms"));
+    // Both runs and both points overlay, and each run's spec is there.
+    for label in ["base", "slow", "series 20 req/s", "series 40 req/s"] {
+        assert!(html.contains(label), "no {label}");
+    }
+    assert_eq!(html.matches("<details>").count(), 4);
+    // Self-contained: nothing is fetched.
+    for external in ["src=\"http", "href=\"http", "@import", "url(http"] {
+        assert!(!html.contains(external), "{external}");
+    }
+    assert!(html.len() < 400 * 1024, "{} bytes", html.len());
+}
+
+#[test]
+fn report_refuses_a_missing_newer_incomplete_or_truncated_directory_with_exit_2() {
+    let tok = tok();
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let good = tmp.path().join("good");
+    let r = run_batchbench(&[
+        "--host",
+        "sim://",
+        "--tokenizer-model",
+        &tok,
+        "--users",
+        "2",
+        "--requests-per-user",
+        "2",
+        "--output-dir",
+        &good.display().to_string(),
+    ]);
+    assert_eq!(r.code, 0);
+    let copy = |name: &str| {
+        let d = tmp.path().join(name);
+        std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
+        for f in std::fs::read_dir(&good).unwrap_or_else(|e| panic!("{e}")) {
+            let f = f.unwrap_or_else(|e| panic!("{e}")).path();
+            std::fs::copy(&f, d.join(f.file_name().unwrap_or_default()))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        d
+    };
+    let newer = copy("newer");
+    let text = std::fs::read_to_string(newer.join("run.json")).unwrap_or_default();
+    std::fs::write(
+        newer.join("run.json"),
+        text.replacen("\"version\": 1", "\"version\": 7", 1),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let incomplete = copy("incomplete");
+    std::fs::remove_file(incomplete.join("run.json")).unwrap_or_else(|e| panic!("{e}"));
+    let truncated = copy("truncated");
+    let reqs = std::fs::read(truncated.join("requests.jsonl")).unwrap_or_default();
+    std::fs::write(truncated.join("requests.jsonl"), &reqs[..reqs.len() - 9])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = tmp.path().join("r.html");
+    let report = |dir: &Path| {
+        batchbench_run::commands::batchbench::run([
+            "batchbench".to_owned(),
+            "report".to_owned(),
+            dir.display().to_string(),
+            "-o".to_owned(),
+            out.display().to_string(),
+        ])
+    };
+    assert_eq!(report(&good), 0);
+    std::fs::remove_file(&out).unwrap_or_else(|e| panic!("{e}"));
+    for bad in [&tmp.path().join("missing"), &newer, &incomplete, &truncated] {
+        assert_eq!(report(bad), 2, "{}", bad.display());
+        assert!(!out.exists(), "no report for {}", bad.display());
+    }
+}
