@@ -7,8 +7,10 @@
 //! version, a run that never finished writing (no `run.json`) or a truncated or
 //! malformed file is a [`ResultsError`] naming the file (and the line).
 
+pub mod llmd;
 pub mod report;
 pub mod svg;
+pub mod yaml;
 
 use batchbench_core::results::series::{SERIES_VERSION, SeriesDoc};
 use batchbench_core::results::{self, Histograms, RunDoc, TimeSeries, files};
@@ -85,6 +87,8 @@ pub struct RequestLine {
     pub prompt_tokens: Option<u64>,
     /// The plan's prompt target.
     pub planned_prompt_tokens: Option<u64>,
+    /// The server's output token count.
+    pub completion_tokens: Option<u64>,
     /// Server-reported cached prompt tokens.
     pub server_cached_tokens: Option<u64>,
     /// The perfect-prefix-cache estimate.

@@ -1,6 +1,7 @@
-//! `batchbench report DIR... -o report.html`: reads results directories (a
-//! run's `--output-dir`, a sweep's or a capacity search's) and writes one
-//! self-contained HTML file; nothing is re-run.
+//! What is made from results directories without re-running anything:
+//! `batchbench report DIR... -o report.html` (one self-contained HTML file of
+//! runs, sweeps and capacity searches) and `batchbench export --format llm-d
+//! DIR -o report.yaml` (the llm-d Benchmark Report of a run).
 
 use crate::exit::{EXIT_OK, Failure};
 use batchbench_results::report::{Input, render};
@@ -88,6 +89,80 @@ pub fn main(args: &ReportArgs) -> Result<i32, Failure> {
         w.charts,
         w.dirs,
         if w.dirs == 1 { "y" } else { "ies" }
+    );
+    Ok(EXIT_OK)
+}
+
+/// The formats `batchbench export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// The llm-d Benchmark Report, schema v0.2.1, as YAML.
+    #[value(name = "llm-d")]
+    LlmD,
+}
+
+/// The flags of `batchbench export`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExportArgs {
+    /// The format to write.
+    #[arg(long, value_enum, default_value = "llm-d")]
+    pub format: ExportFormat,
+    /// One run's results directory (--output-dir; for a sweep, one of its
+    /// run-NNN directories).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// The file to write (replaced); `-` for stdout.
+    #[arg(short, long, value_name = "PATH")]
+    pub output: PathBuf,
+}
+
+/// The export of one run's directory as text.
+pub fn export_text(dir: &Path, format: ExportFormat) -> Result<String, Failure> {
+    let run = match batchbench_results::load(dir).map_err(Failure::bad_input)? {
+        batchbench_results::Loaded::Run(r) => r,
+        batchbench_results::Loaded::Series(s) => {
+            let runs: Vec<&str> = s
+                .doc
+                .points
+                .iter()
+                .flat_map(|p| p.runs.iter().map(String::as_str))
+                .collect();
+            return Err(Failure::bad(format!(
+                "{}: a {} directory; export one of its runs ({})",
+                dir.display(),
+                s.doc.kind,
+                runs.join(", ")
+            )));
+        }
+    };
+    match format {
+        ExportFormat::LlmD => Ok(batchbench_results::yaml::to_yaml_ordered(
+            &batchbench_results::llmd::report(&run, env!("CARGO_PKG_VERSION")),
+            &batchbench_results::llmd::KEY_ORDER,
+        )),
+    }
+}
+
+/// Runs `batchbench export`.
+pub fn export(args: &ExportArgs) -> Result<i32, Failure> {
+    let to_stdout = args.output.as_os_str() == "-";
+    if !to_stdout {
+        crate::assemble::check_output("--output", &args.output)?;
+    }
+    let text = export_text(&args.dir, args.format)?;
+    if to_stdout {
+        print!("{text}");
+        return Ok(EXIT_OK);
+    }
+    let mut tmp = args.output.as_os_str().to_owned();
+    tmp.push(".part");
+    let io = |e: std::io::Error| Failure::failed_msg(format!("{}: {e}", args.output.display()));
+    std::fs::write(&tmp, &text).map_err(io)?;
+    std::fs::rename(&tmp, &args.output).map_err(io)?;
+    println!(
+        "wrote {} (llm-d Benchmark Report v{})",
+        args.output.display(),
+        batchbench_results::llmd::SCHEMA_VERSION
     );
     Ok(EXIT_OK)
 }

@@ -75,6 +75,10 @@ pub enum Command {
     /// 0 written, 1 it could not be written, 2 a directory is missing, from a
     /// newer format, incomplete or malformed (the message names the file).
     Report(crate::report::ReportArgs),
+    /// Write one run's results directory in another format: the llm-d
+    /// Benchmark Report (v0.2.1, YAML). Exit codes: 0 written, 1 it could not
+    /// be written, 2 the directory cannot be read (the message names the file).
+    Export(crate::report::ExportArgs),
     /// Turn a window of ClickHouse prompt-chain records into a version-2 replay
     /// manifest (CLICKHOUSE_URL, or --rows-jsonl to re-export offline).
     ///
@@ -281,6 +285,7 @@ where
         },
         Some(Command::ExportPlans(a)) => export_plans(&a, cancel),
         Some(Command::Report(a)) => exit::exit_code("batchbench report", crate::report::main(&a)),
+        Some(Command::Export(a)) => exit::exit_code("batchbench export", crate::report::export(&a)),
         // Handled above when they come first, as they must.
         Some(Command::Sweep(_) | Command::Capacity(_)) => {
             eprintln!("batchbench: give sweep or capacity first, before any flag");

@@ -1,0 +1,350 @@
+//! The llm-d Benchmark Report (schema v0.2.1) of one run's results directory:
+//! `batchbench export --format llm-d DIR -o report.yaml`.
+//!
+//! What maps, and from where:
+//!
+//! | report | from |
+//! |---|---|
+//! | `run` | a digest of `run.json` as the uid, the start, end and duration, the model and target in the description |
+//! | `scenario.load` | `batchbench` and its version as the tool; prompt and output lengths as measured (`fixed` when every request had one length, else `other` with mean, spread and range); the rate, the concurrency cap or closed-loop users, agent turns; the complete run spec as the native config |
+//! | `results.request_performance.aggregate` | requests and failures; input and output lengths over the successes; TTFT, ITL, TPOT and request latency from the histograms (every sample, in seconds); request and token rates |
+//! | `results.request_performance.time_series` | the request and output-token rates and the mean TTFT per interval of `timeseries.json` |
+//!
+//! Left out because a client cannot know them: the serving stack
+//! (`scenario.stack`: engine, accelerators, parallelism) and server-side
+//! observability.
+
+use crate::RunDir;
+use batchbench_core::timefmt::rfc3339;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+/// The schema version written.
+pub const SCHEMA_VERSION: &str = "0.2.1";
+
+/// The quantiles of a Statistics block, by field name.
+const QUANTILES: [(&str, f64); 11] = [
+    ("p0p1", 0.001),
+    ("p1", 0.01),
+    ("p5", 0.05),
+    ("p10", 0.10),
+    ("p25", 0.25),
+    ("p50", 0.50),
+    ("p75", 0.75),
+    ("p90", 0.90),
+    ("p95", 0.95),
+    ("p99", 0.99),
+    ("p99p9", 0.999),
+];
+
+/// A Statistics block of `values` (unsorted), or `None` when empty.
+fn stats_of(units: &str, mut values: Vec<f64>) -> Option<Value> {
+    values.retain(|v| v.is_finite());
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64;
+    let mut m = Map::new();
+    m.insert("units".into(), json!(units));
+    m.insert("mean".into(), json!(mean));
+    m.insert("stddev".into(), json!(var.sqrt()));
+    m.insert("min".into(), json!(values[0]));
+    for (name, q) in QUANTILES {
+        // The nearest rank: the smallest value at or above the share q.
+        let rank = ((q * n as f64).ceil() as usize).clamp(1, n);
+        m.insert(name.into(), json!(values[rank - 1]));
+    }
+    m.insert("max".into(), json!(values[n - 1]));
+    Some(Value::Object(m))
+}
+
+/// A Statistics block of a histogram family (microsecond buckets), in
+/// units of `per` microseconds.
+fn stats_of_buckets(units: &str, buckets: &[[u64; 2]], per: f64) -> Option<Value> {
+    let total: u64 = buckets.iter().map(|[_, c]| c).sum();
+    if total == 0 {
+        return None;
+    }
+    let value = |v: u64| v as f64 / per;
+    let mean = buckets
+        .iter()
+        .map(|[v, c]| value(*v) * *c as f64)
+        .sum::<f64>()
+        / total as f64;
+    let var = buckets
+        .iter()
+        .map(|[v, c]| (value(*v) - mean).powi(2) * *c as f64)
+        .sum::<f64>()
+        / total as f64;
+    let at = |q: f64| {
+        let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+        let mut acc = 0;
+        for [v, c] in buckets {
+            acc += c;
+            if acc >= rank {
+                return value(*v);
+            }
+        }
+        value(buckets[buckets.len() - 1][0])
+    };
+    let mut m = Map::new();
+    m.insert("units".into(), json!(units));
+    m.insert("mean".into(), json!(mean));
+    m.insert("stddev".into(), json!(var.sqrt()));
+    m.insert("min".into(), json!(value(buckets[0][0])));
+    for (name, q) in QUANTILES {
+        m.insert(name.into(), json!(at(q)));
+    }
+    m.insert("max".into(), json!(value(buckets[buckets.len() - 1][0])));
+    Some(Value::Object(m))
+}
+
+/// A mean-only Statistics block.
+fn mean(units: &str, v: f64) -> Value {
+    json!({"units": units, "mean": v})
+}
+
+/// The configured shape of a length, as measured: `fixed` when every value is
+/// one, else `other` with its mean, spread and range.
+fn seq_len(values: &[f64]) -> Option<Value> {
+    let (lo, hi) = values
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(*v), b.max(*v)));
+    if values.is_empty() {
+        return None;
+    }
+    if lo == hi {
+        return Some(json!({"distribution": "fixed", "value": lo as u64}));
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let sd = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
+    Some(json!({
+        "distribution": "other",
+        "value": mean,
+        "std_dev": sd,
+        "min": lo as u64,
+        "max": (hi as u64).max(1),
+    }))
+}
+
+/// `PT12.5S`.
+fn iso_duration(secs: f64) -> String {
+    format!("PT{}S", (secs.max(0.0) * 1e6).round() / 1e6)
+}
+
+fn insert_some(m: &mut Map<String, Value>, key: &str, v: Option<Value>) {
+    if let Some(v) = v {
+        m.insert(key.to_owned(), v);
+    }
+}
+
+/// The top-level keys in the order the schema lists them.
+pub const KEY_ORDER: [&str; 4] = ["version", "run", "scenario", "results"];
+
+/// The Benchmark Report of one run, as a JSON value (written as YAML by
+/// [`crate::yaml`], its top level in [`KEY_ORDER`]).
+pub fn report(r: &RunDir, tool_version: &str) -> Value {
+    let run = &r.doc.run;
+    let s = &r.doc.summary;
+    let start = run.started_unix;
+    let end = start + s.total_duration_seconds;
+    let run_bytes = serde_json::to_vec(&r.doc).unwrap_or_default();
+    let uid = hex(&Sha256::digest(&run_bytes)[..16]);
+    let spec = run
+        .spec
+        .as_ref()
+        .and_then(|s| serde_json::to_value(s).ok())
+        .unwrap_or(Value::Null);
+    let cfg_id = hex(&Sha256::digest(spec.to_string().as_bytes())[..16]);
+
+    let measured: Vec<&crate::RequestLine> = r.requests.iter().filter(|q| !q.warmup).collect();
+    let ok: Vec<&&crate::RequestLine> = measured.iter().filter(|q| q.ok).collect();
+    let input: Vec<f64> = ok
+        .iter()
+        .filter_map(|q| {
+            q.prompt_tokens
+                .or(q.planned_prompt_tokens)
+                .map(|t| t as f64)
+        })
+        .collect();
+    let output: Vec<f64> = ok
+        .iter()
+        .filter_map(|q| q.completion_tokens.map(|t| t as f64))
+        .collect();
+
+    let mut standardized = Map::new();
+    standardized.insert("tool".into(), json!("batchbench"));
+    standardized.insert("tool_version".into(), json!(tool_version));
+    let source = match run.workload.mode.as_str() {
+        m if m.contains("replay") || m.contains("clickhouse") => "sampled",
+        "finite_batch" | "synthetic_agents" | "synthetic" | "lognormal" => "random",
+        _ => "unknown",
+    };
+    standardized.insert("source".into(), json!(source));
+    standardized.insert(
+        "input_seq_len".into(),
+        seq_len(&input).unwrap_or_else(|| json!({"distribution": "other", "value": 0})),
+    );
+    insert_some(&mut standardized, "output_seq_len", seq_len(&output));
+    if let Some(rate) = s
+        .load
+        .as_ref()
+        .and_then(|l| l.target_rate)
+        .filter(|r| *r > 0.0)
+    {
+        standardized.insert("rate_qps".into(), json!(rate));
+    }
+    let concurrency = run
+        .spec
+        .as_ref()
+        .and_then(|sp| sp.load.max_concurrency)
+        .or_else(|| (run.max_active > 0).then_some(run.max_active as u64));
+    insert_some(
+        &mut standardized,
+        "concurrency",
+        concurrency.map(|c| json!(c)),
+    );
+    let turns = r
+        .requests
+        .iter()
+        .map(|q| q.request_index + 1)
+        .max()
+        .unwrap_or(1);
+    // A user's requests of `finite_batch` are independent, not turns.
+    if turns > 1 && run.workload.mode != "finite_batch" {
+        standardized.insert(
+            "multi_turn".into(),
+            json!({"enabled": true, "max_turns": {"distribution": "other", "value": turns}}),
+        );
+    }
+
+    let mut latency = Map::new();
+    for (key, family, units) in [
+        ("time_to_first_token", "ttft", "s"),
+        ("inter_token_latency", "itl", "s/token"),
+        ("time_per_output_token", "tpot", "s/token"),
+        ("request_latency", "latency", "s"),
+    ] {
+        if let Some(b) = r.histograms.families.get(family) {
+            insert_some(&mut latency, key, stats_of_buckets(units, b, 1e6));
+        }
+    }
+
+    let mut requests = Map::new();
+    requests.insert("total".into(), json!(s.total_requests));
+    requests.insert("failures".into(), json!(s.failed_requests));
+    insert_some(&mut requests, "input_length", stats_of("count", input));
+    insert_some(&mut requests, "output_length", stats_of("count", output));
+
+    let throughput = json!({
+        "request_rate": mean("queries/s", s.requests_per_second),
+        "input_token_rate": mean("tokens/s", s.prompt_tokens_per_second),
+        "output_token_rate": mean("tokens/s", s.completion_tokens_per_second),
+        "total_token_rate": mean("tokens/s", s.prompt_tokens_per_second + s.completion_tokens_per_second),
+    });
+
+    let ts = &r.timeseries;
+    let at = |t: f64| rfc3339(start + t);
+    let series = |values: &[f64], units: &str| {
+        json!({
+            "units": units,
+            "series": ts.t.iter().zip(values).map(|(t, v)| json!({"ts": at(*t), "value": v})).collect::<Vec<_>>(),
+        })
+    };
+    let ttft_series: Vec<Value> =
+        ts.t.iter()
+            .zip(&ts.ttft_mean_ms)
+            .filter_map(|(t, v)| v.map(|v| json!({"ts": at(*t), "mean": v / 1000.0})))
+            .collect();
+    let mut ts_latency = Map::new();
+    if !ttft_series.is_empty() {
+        ts_latency.insert(
+            "time_to_first_token".into(),
+            json!({"units": "s", "series": ttft_series}),
+        );
+    }
+
+    json!({
+        "version": SCHEMA_VERSION,
+        "run": {
+            "uid": uid,
+            "time": {
+                "start": rfc3339(start),
+                "end": rfc3339(end),
+                "duration": iso_duration(s.total_duration_seconds),
+            },
+            "description": format!(
+                "batchbench {} run of {} against {}",
+                run.workload.mode, run.model, run.url
+            ),
+            "keywords": ["batchbench", run.workload.mode],
+        },
+        "scenario": {
+            "load": {
+                "metadata": {
+                    "schema_version": "0.0.1",
+                    "cfg_id": cfg_id,
+                    "description": format!("{} workload, seed {}", run.workload.mode, run.seed),
+                },
+                "standardized": standardized,
+                "native": {"config": spec},
+            },
+        },
+        "results": {
+            "request_performance": {
+                "aggregate": {
+                    "requests": requests,
+                    "latency": latency,
+                    "throughput": throughput,
+                },
+                "time_series": {
+                    "throughput": {
+                        "request_rate": series(&ts.throughput, "queries/s"),
+                        "output_token_rate": series(&ts.output_tokens_per_second, "tokens/s"),
+                    },
+                    "latency": ts_latency,
+                },
+            },
+        },
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statistics_use_the_nearest_rank() {
+        let s = stats_of("count", (1..=100).map(f64::from).collect()).unwrap_or_default();
+        assert_eq!(s["p50"], json!(50.0));
+        assert_eq!(s["p99"], json!(99.0));
+        assert_eq!(s["p0p1"], json!(1.0));
+        assert_eq!(s["max"], json!(100.0));
+        assert_eq!(s["mean"], json!(50.5));
+        let b = stats_of_buckets("s", &[[1000, 1], [2000, 2], [4000, 1]], 1e6).unwrap_or_default();
+        assert_eq!(b["p50"], json!(0.002));
+        assert_eq!(b["p99"], json!(0.004));
+        assert_eq!(b["min"], json!(0.001));
+        assert!(stats_of("count", vec![]).is_none());
+    }
+
+    #[test]
+    fn lengths_are_fixed_or_other() {
+        assert_eq!(
+            seq_len(&[32.0, 32.0]),
+            Some(json!({"distribution": "fixed", "value": 32}))
+        );
+        let o = seq_len(&[10.0, 30.0]).unwrap_or_default();
+        assert_eq!(o["distribution"], "other");
+        assert_eq!(o["value"], json!(20.0));
+        assert_eq!(iso_duration(1.5), "PT1.5S");
+    }
+}
