@@ -1,5 +1,6 @@
 //! Reading results directories, and what is made from them without re-running
-//! anything: the HTML report ([`report`]).
+//! anything: the HTML report ([`report`]), the comparison of two runs as a CI
+//! gate ([`compare`]) and the llm-d Benchmark Report ([`llmd`]).
 //!
 //! A run's directory is described in [`batchbench_core::results`]; a series'
 //! (`sweep`, `capacity`) holds `index.json` and a run directory per run. Every
@@ -7,6 +8,7 @@
 //! version, a run that never finished writing (no `run.json`) or a truncated or
 //! malformed file is a [`ResultsError`] naming the file (and the line).
 
+pub mod compare;
 pub mod llmd;
 pub mod report;
 pub mod svg;

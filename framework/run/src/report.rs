@@ -93,6 +93,119 @@ pub fn main(args: &ReportArgs) -> Result<i32, Failure> {
     Ok(EXIT_OK)
 }
 
+/// The flags of `batchbench compare`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CompareArgs {
+    /// The base run's results directory.
+    #[arg(value_name = "BASE")]
+    pub base: PathBuf,
+    /// The new run's results directory.
+    #[arg(value_name = "NEW")]
+    pub new: PathBuf,
+    /// Exit 1 when a figure changed past a threshold: comma-separated
+    /// METRIC>+N% (a rise) or METRIC<-N% (a fall), such as
+    /// 'ttft_p99>+10%,goodput<-5%'. A latency figure breaches only when its
+    /// distributions also differ significantly (see --alpha).
+    #[arg(long, value_name = "THRESHOLDS")]
+    pub fail_if: Option<String>,
+    /// The significance level of the Mann-Whitney test on the per-request
+    /// latencies.
+    #[arg(long, default_value = "0.05", value_name = "P")]
+    pub alpha: f64,
+    /// Print JSON (rows, p-values, breaches) instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn one_run(dir: &Path) -> Result<batchbench_results::RunDir, Failure> {
+    match batchbench_results::load(dir).map_err(Failure::bad_input)? {
+        batchbench_results::Loaded::Run(r) => Ok(*r),
+        batchbench_results::Loaded::Series(s) => {
+            let runs: Vec<&str> = s
+                .doc
+                .points
+                .iter()
+                .flat_map(|p| p.runs.iter().map(String::as_str))
+                .collect();
+            Err(Failure::bad(format!(
+                "{}: a {} directory; name one of its runs ({})",
+                dir.display(),
+                s.doc.kind,
+                runs.join(", ")
+            )))
+        }
+    }
+}
+
+/// Runs `batchbench compare`: exit 0 when no threshold was breached, 1 when
+/// one was.
+pub fn compare(args: &CompareArgs) -> Result<i32, Failure> {
+    use batchbench_results::compare;
+    if !(args.alpha > 0.0 && args.alpha < 1.0) {
+        return Err(Failure::bad(format!(
+            "--alpha {}: a significance level between 0 and 1",
+            args.alpha
+        )));
+    }
+    let thresholds = args
+        .fail_if
+        .as_deref()
+        .map(compare::parse_thresholds)
+        .transpose()
+        .map_err(Failure::bad)?
+        .unwrap_or_default();
+    let (base, new) = (one_run(&args.base)?, one_run(&args.new)?);
+    let rows = compare::rows(&base, &new);
+    let breaches = compare::judge(&rows, &thresholds, args.alpha).map_err(Failure::bad)?;
+    if args.json {
+        let doc = serde_json::json!({
+            "base": args.base,
+            "new": args.new,
+            "alpha": args.alpha,
+            "rows": rows,
+            "thresholds": thresholds,
+            "breaches": breaches,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+    } else {
+        print!(
+            "{}",
+            compare::table(
+                &args.base.display().to_string(),
+                &args.new.display().to_string(),
+                &rows,
+                args.alpha
+            )
+        );
+        if !thresholds.is_empty() {
+            println!();
+            if breaches.is_empty() {
+                println!(
+                    "  gate  passed: no threshold breached ({})",
+                    args.fail_if.as_deref().unwrap_or_default()
+                );
+            }
+            for b in &breaches {
+                println!("  gate  FAILED: {}", b.message);
+            }
+        }
+    }
+    if breaches.is_empty() {
+        Ok(EXIT_OK)
+    } else {
+        eprintln!(
+            "batchbench compare: {} threshold(s) breached: {}",
+            breaches.len(),
+            breaches
+                .iter()
+                .map(|b| b.threshold.text.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        Ok(crate::exit::EXIT_FAILED)
+    }
+}
+
 /// The formats `batchbench export` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExportFormat {
@@ -118,23 +231,7 @@ pub struct ExportArgs {
 
 /// The export of one run's directory as text.
 pub fn export_text(dir: &Path, format: ExportFormat) -> Result<String, Failure> {
-    let run = match batchbench_results::load(dir).map_err(Failure::bad_input)? {
-        batchbench_results::Loaded::Run(r) => r,
-        batchbench_results::Loaded::Series(s) => {
-            let runs: Vec<&str> = s
-                .doc
-                .points
-                .iter()
-                .flat_map(|p| p.runs.iter().map(String::as_str))
-                .collect();
-            return Err(Failure::bad(format!(
-                "{}: a {} directory; export one of its runs ({})",
-                dir.display(),
-                s.doc.kind,
-                runs.join(", ")
-            )));
-        }
-    };
+    let run = one_run(dir)?;
     match format {
         ExportFormat::LlmD => Ok(batchbench_results::yaml::to_yaml_ordered(
             &batchbench_results::llmd::report(&run, env!("CARGO_PKG_VERSION")),

@@ -337,3 +337,69 @@ fn report_refuses_a_missing_newer_incomplete_or_truncated_directory_with_exit_2(
         assert!(!out.exists(), "no report for {}", bad.display());
     }
 }
+
+/// Two runs of one configuration pass the gate; a simulator that decodes 30%
+/// slower fails it with exit 1, naming the figures.
+#[test]
+fn compare_passes_one_configuration_twice_and_fails_a_30_percent_slower_decode() {
+    let tok = tok();
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let run = |name: &str, decode_ms: &str| {
+        let d = tmp.path().join(name).display().to_string();
+        let host = format!("sim://?decode-ms-per-token={decode_ms}&ttft-base-ms=20");
+        let r = run_batchbench(&[
+            "--host",
+            &host,
+            "--tokenizer-model",
+            &tok,
+            "--users",
+            "4",
+            "--requests-per-user",
+            "12",
+            "--input-tokens",
+            "32",
+            "--output-tokens",
+            "16",
+            "--stream",
+            "--seed",
+            "5",
+            "--output-dir",
+            &d,
+        ]);
+        assert_eq!(r.code, 0);
+        d
+    };
+    let (base, same, slow) = (run("base", "5"), run("same", "5"), run("slow", "6.5"));
+    let compare = |new: &str| {
+        batchbench_run::commands::batchbench::run([
+            "batchbench",
+            "compare",
+            &base,
+            new,
+            "--fail-if",
+            "e2e_p50>+10%,tpot_p50>+10%,itl_p90>+10%",
+        ])
+    };
+    assert_eq!(compare(&same), 0, "same configuration");
+    assert_eq!(compare(&slow), 1, "30% slower decode");
+    // The figure behind the verdict: TPOT rose by about 30%.
+    let rise = tpot_p50(&slow) / tpot_p50(&base) - 1.0;
+    assert!((0.2..0.45).contains(&rise), "TPOT p50 rose {rise}");
+    // Bad thresholds are bad input.
+    let bad = batchbench_run::commands::batchbench::run([
+        "batchbench",
+        "compare",
+        &base,
+        &slow,
+        "--fail-if",
+        "ttft_p98>+10%",
+    ]);
+    assert_eq!(bad, 2);
+}
+
+fn tpot_p50(dir: &str) -> f64 {
+    let run = read_json(&Path::new(dir).join("run.json")).unwrap_or_default();
+    run["summary"]["tpot"]["p50_ms"]
+        .as_f64()
+        .unwrap_or(f64::NAN)
+}

@@ -79,6 +79,11 @@ pub enum Command {
     /// Benchmark Report (v0.2.1, YAML). Exit codes: 0 written, 1 it could not
     /// be written, 2 the directory cannot be read (the message names the file).
     Export(crate::report::ExportArgs),
+    /// Compare two runs' results directories: every figure's change, a
+    /// significance test on the per-request latencies, and --fail-if
+    /// thresholds for a CI gate. Exit codes: 0 no threshold breached, 1 one
+    /// was, 2 bad input (a directory or a threshold; the message names it).
+    Compare(crate::report::CompareArgs),
     /// Turn a window of ClickHouse prompt-chain records into a version-2 replay
     /// manifest (CLICKHOUSE_URL, or --rows-jsonl to re-export offline).
     ///
@@ -286,6 +291,9 @@ where
         Some(Command::ExportPlans(a)) => export_plans(&a, cancel),
         Some(Command::Report(a)) => exit::exit_code("batchbench report", crate::report::main(&a)),
         Some(Command::Export(a)) => exit::exit_code("batchbench export", crate::report::export(&a)),
+        Some(Command::Compare(a)) => {
+            exit::exit_code("batchbench compare", crate::report::compare(&a))
+        }
         // Handled above when they come first, as they must.
         Some(Command::Sweep(_) | Command::Capacity(_)) => {
             eprintln!("batchbench: give sweep or capacity first, before any flag");
