@@ -433,3 +433,63 @@ fn a_three_point_sweep_over_users_writes_a_record_per_run() {
     let csv = batchbench_tests::read_csv(&r.dir.join("results.csv"));
     assert_eq!(csv.len(), 3, "a CSV row per run");
 }
+
+#[test]
+#[ignore = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh start)\""]
+fn server_metrics_are_scraped_into_the_results_directory() {
+    let s = server();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out_dir = dir.path().join("run");
+    let d = out_dir.display().to_string();
+    let out = run_batchbench(&[
+        "--host",
+        &s.url,
+        "--model",
+        "smollm2",
+        "--tokenizer-model",
+        &model_arg(s),
+        "--input-tokens",
+        "64",
+        "--output-tokens",
+        "24",
+        "--ignore-eos",
+        "--users",
+        "2",
+        "--requests-per-user",
+        "2",
+        "--server-metrics",
+        "target",
+        "--metrics-interval",
+        "0.25",
+        "--output-dir",
+        &d,
+    ]);
+    assert_eq!(out.code, 0);
+    let m = out.summary("server_metrics");
+    assert_eq!(m["failed_scrapes"], 0, "{m}");
+    assert!(m["scrapes"].as_u64().unwrap_or(0) >= 2, "{m}");
+    let lines = request_lines(&out_dir.join("server_metrics.jsonl"));
+    assert_eq!(lines.len() as u64, m["scrapes"].as_u64().unwrap_or(0));
+    // llama.cpp's own names, kept raw, and mapped to the common ones.
+    let last = lines.last().cloned().unwrap_or_default();
+    let predicted = last["raw"]["llamacpp:tokens_predicted_total"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no llamacpp counter: {last}"));
+    let first = lines[0]["raw"]["llamacpp:tokens_predicted_total"]
+        .as_f64()
+        .unwrap_or_default();
+    // The server generated at least this run's tokens between the first and the
+    // last scrape (the last one follows the run's end).
+    assert!(
+        predicted - first >= 4.0 * 24.0 - 24.0,
+        "{first} -> {predicted}"
+    );
+    assert!(last["common"].get("requests_running").is_some(), "{last}");
+    assert!(
+        m["metrics"]["generation_tokens_per_second"]["max"]
+            .as_f64()
+            .unwrap_or(0.0)
+            > 0.0,
+        "{m}"
+    );
+}

@@ -102,6 +102,10 @@ pub struct EngineOptions {
     /// The share of measured requests that may fail before the run fails
     /// (see [`Summary::run_failed`]).
     pub max_failure_rate: Option<f64>,
+    /// Prometheus endpoints of the server scraped during the run.
+    pub server_metrics: Vec<String>,
+    /// Time between scrapes.
+    pub metrics_interval: Duration,
 }
 
 pub use crate::spec::AdmissionMode as Admission;
@@ -122,6 +126,8 @@ impl Default for EngineOptions {
             load: LoadSpec::default(),
             slo: Vec::new(),
             max_failure_rate: None,
+            server_metrics: Vec::new(),
+            metrics_interval: Duration::from_secs(1),
         }
     }
 }
@@ -438,6 +444,13 @@ impl Engine {
             }),
         });
 
+        let scraper = (!shared.opts.server_metrics.is_empty()).then(|| {
+            let stop = CancellationToken::new();
+            (
+                tokio::spawn(scrape_loop(shared.clone(), stop.clone())),
+                stop,
+            )
+        });
         let timer = load::deadline_timer(&shared);
         let load = shared.opts.load.clone();
         let adm = if load.is_open() && load.release == Release::Requests {
@@ -477,6 +490,14 @@ impl Engine {
             arrivals,
         } = adm;
         let elapsed = start.elapsed();
+        // The scraper takes one last scrape, then hands over its tally.
+        let server_metrics = match scraper {
+            Some((task, stop)) => {
+                stop.cancel();
+                task.await.ok().map(crate::server_metrics::Tally::report)
+            }
+            None => None,
+        };
         let client_cpu =
             cpu_at_start.and_then(|c| Some(crate::cpu::process_cpu()?.saturating_sub(c)));
         // The source may finish its description in the background (a digest).
@@ -510,6 +531,7 @@ impl Engine {
             .tokenizer
             .as_ref()
             .map(|t| t.synthesis_path().as_str().to_owned());
+        summary.server_metrics = server_metrics;
         summary.max_active_observed = max_observed;
         summary.final_drain_seconds =
             (elapsed.as_secs_f64() - summary.last_admitted_seconds).max(0.0);
@@ -537,6 +559,73 @@ impl Engine {
             (None, None) => Ok(RunOutput { info, summary }),
         }
     }
+}
+
+/// Scrapes the server's metrics every `metrics_interval` from the clock start
+/// until `stop`, then once more; each scrape goes to the reporters as it comes.
+async fn scrape_loop(shared: Arc<Shared>, stop: CancellationToken) -> crate::server_metrics::Tally {
+    use crate::server_metrics::{Mapper, Tally};
+    let urls = shared.opts.server_metrics.clone();
+    let interval = shared.opts.metrics_interval.max(Duration::from_millis(10));
+    let mut tally = Tally::new(&urls, interval);
+    let timeout = interval.clamp(Duration::from_secs(1), Duration::from_secs(5));
+    let client = reqwest::Client::builder().timeout(timeout).build();
+    let mut mappers: Vec<Mapper> = urls.iter().map(|_| Mapper::default()).collect();
+    let mut next = tokio::time::Instant::now();
+    loop {
+        for (url, mapper) in urls.iter().zip(&mut mappers) {
+            let body = match &client {
+                Ok(c) => fetch_metrics(c, url).await,
+                Err(e) => Err(format!("no HTTP client: {e}")),
+            };
+            let t = shared.start.elapsed().as_secs_f64();
+            let scrape = match body {
+                Ok(text) => mapper.scrape(url, t, &text),
+                Err(error) => crate::results::ServerScrape {
+                    t,
+                    url: url.clone(),
+                    error: Some(error),
+                    ..Default::default()
+                },
+            };
+            tally.add(&scrape);
+            shared.collector().notify(|r| r.on_server_metrics(&scrape));
+        }
+        if stop.is_cancelled() {
+            return tally;
+        }
+        next += interval;
+        tokio::select! {
+            () = stop.cancelled() => {}
+            () = tokio::time::sleep_until(next) => {}
+        }
+    }
+}
+
+/// The most a metrics response may hold.
+const MAX_METRICS_BYTES: usize = 32 << 20;
+
+async fn fetch_metrics(client: &reqwest::Client, url: &str) -> Result<String, String> {
+    let resp = client.get(url).send().await.map_err(|e| {
+        if e.is_timeout() {
+            "timed out".to_owned()
+        } else if e.is_connect() {
+            "cannot connect".to_owned()
+        } else {
+            e.to_string()
+        }
+    })?;
+    if !resp.status().is_success() {
+        return Err(format!("HTTP {}", resp.status().as_u16()));
+    }
+    let body = resp.bytes().await.map_err(|e| e.to_string())?;
+    if body.len() > MAX_METRICS_BYTES {
+        return Err(format!(
+            "the response is over {} MiB",
+            MAX_METRICS_BYTES >> 20
+        ));
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
 /// What admission observed.

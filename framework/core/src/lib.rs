@@ -24,6 +24,8 @@ pub mod record;
 pub mod registry;
 pub mod results;
 pub mod rng;
+#[cfg(feature = "engine")]
+pub mod server_metrics;
 pub mod slo;
 pub mod spec;
 pub mod timefmt;

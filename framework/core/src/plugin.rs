@@ -423,6 +423,14 @@ pub trait Reporter: Send {
     fn on_trajectory(&mut self, _rec: &TrajectoryRecord) -> Result<(), PluginError> {
         Ok(())
     }
+    /// After each scrape of the server's metrics (`--server-metrics`), failed
+    /// ones too.
+    fn on_server_metrics(
+        &mut self,
+        _scrape: &crate::results::ServerScrape,
+    ) -> Result<(), PluginError> {
+        Ok(())
+    }
     /// At the end of the run, just before [`on_finish`](Self::on_finish): the
     /// run's latency distributions, exact and mergeable (see
     /// [`Histograms`](crate::results::Histograms)).

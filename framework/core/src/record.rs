@@ -319,6 +319,57 @@ pub struct Summary {
     /// Why the run failed although it completed (its command exits 1): no
     /// measured request succeeded, or more failed than the allowed share.
     pub run_failed: Option<String>,
+    /// The server's metrics over the run (`--server-metrics`); absent when none
+    /// were scraped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<ServerMetricsReport>,
+}
+
+/// What the scrapes of `--server-metrics` saw over a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServerMetricsReport {
+    /// The URLs scraped.
+    pub urls: Vec<String>,
+    /// Seconds between scrapes.
+    pub interval_secs: f64,
+    /// Scrapes made (each URL counts).
+    pub scrapes: u64,
+    /// Scrapes that failed (a connection error, a status other than 200, a
+    /// body with no sample); never fatal to the run.
+    pub failed_scrapes: u64,
+    /// The first failures, `url: why`.
+    pub errors: Vec<String>,
+    /// Each common metric over the successful scrapes (see
+    /// [`ServerScrape`](crate::results::ServerScrape)).
+    pub metrics: BTreeMap<String, MetricSummary>,
+}
+
+/// A server metric over a run's scrapes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct MetricSummary {
+    /// Scrapes that had it.
+    pub samples: u64,
+    /// Their mean.
+    pub mean: f64,
+    /// Their largest.
+    pub max: f64,
+    /// The last.
+    pub last: f64,
+}
+
+impl MetricSummary {
+    /// Adds one value.
+    pub fn add(&mut self, v: f64) {
+        self.samples += 1;
+        self.mean += (v - self.mean) / self.samples as f64;
+        self.max = if self.samples == 1 {
+            v
+        } else {
+            self.max.max(v)
+        };
+        self.last = v;
+    }
 }
 
 /// How an open-loop run kept its schedule, and what the schedule cost.

@@ -8,6 +8,7 @@
 //! | `trajectories.jsonl` | one line per trajectory ([`TrajectoryRecord`](crate::plugin::TrajectoryRecord)) |
 //! | `histograms.json` | [`Histograms`]: every latency family as sparse HDR buckets, exact and mergeable |
 //! | `timeseries.json` | [`TimeSeries`]: send rate, concurrency, throughput, errors and TTFT over time |
+//! | `server_metrics.jsonl` | one [`ServerScrape`] per scrape of `--server-metrics`: common names and every raw series |
 //!
 //! These types are the format; writing them is the `results_dir` reporter's
 //! job, reading them the `batchbench-results` crate's.
@@ -35,6 +36,8 @@ pub mod files {
     pub const HISTOGRAMS: &str = "histograms.json";
     /// The time series.
     pub const TIMESERIES: &str = "timeseries.json";
+    /// The server's metrics, one line per scrape.
+    pub const SERVER_METRICS: &str = "server_metrics.jsonl";
     /// A series' index (`sweep`, `capacity`).
     pub const SERIES_INDEX: &str = "index.json";
 }
@@ -105,6 +108,36 @@ pub struct TimeSeries {
     pub ttft_mean_ms: Vec<Option<f64>>,
     /// The largest of those, milliseconds.
     pub ttft_max_ms: Vec<Option<f64>>,
+}
+
+/// One scrape of a server's Prometheus metrics (`--server-metrics`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerScrape {
+    /// When the scrape was answered, seconds from the benchmark clock start.
+    pub t: f64,
+    /// The URL scraped.
+    pub url: String,
+    /// Why the scrape failed (absent: it succeeded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The server's known metrics under common names (vLLM, SGLang and
+    /// llama.cpp alike): `requests_running`, `requests_waiting`,
+    /// `kv_cache_usage` (0 to 1), `prefix_cache_hit_rate` (0 to 1),
+    /// `prompt_tokens_per_second`, `generation_tokens_per_second`,
+    /// `preemptions_per_second`. Rates are over the interval since the
+    /// previous scrape of the same URL, so the first scrape has none.
+    #[serde(default)]
+    pub common: BTreeMap<String, f64>,
+    /// Every sample as scraped, `name{labels}` to its value.
+    #[serde(default)]
+    pub raw: BTreeMap<String, f64>,
+    /// Lines of the response that did not parse (they are left out).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped_lines: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One request as the time series see it: offsets in seconds from the clock start.

@@ -439,6 +439,26 @@ impl OutputSpec {
     }
 }
 
+/// The server's Prometheus metrics, scraped during the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerMetricsSpec {
+    /// The endpoints to scrape (`http://host:port/metrics`); `target` is the
+    /// target server's own `/metrics` (the in-process simulator's too).
+    pub urls: Vec<String>,
+    /// Seconds between scrapes.
+    pub interval_secs: f64,
+}
+
+impl Default for ServerMetricsSpec {
+    fn default() -> Self {
+        Self {
+            urls: Vec::new(),
+            interval_secs: 1.0,
+        }
+    }
+}
+
 /// One run, complete.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -472,6 +492,9 @@ pub struct RunSpec {
     /// Template overheads subtracted from exact prompts.
     #[serde(default)]
     pub template: TemplateSpec,
+    /// The server's metrics scraped during the run.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub server_metrics: ServerMetricsSpec,
     /// Routers, in the order they decorate requests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub routers: Vec<PluginSpec>,
@@ -504,6 +527,7 @@ impl RunSpec {
             slo: Vec::new(),
             max_failure_rate: None,
             template: TemplateSpec::default(),
+            server_metrics: ServerMetricsSpec::default(),
             routers: Vec::new(),
             reporters: Vec::new(),
             plugin_files: Vec::new(),

@@ -99,6 +99,20 @@ pub struct RequestLine {
     pub end_ms: f64,
 }
 
+/// The fields of a `server_metrics.jsonl` line that reports read.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ServerLine {
+    /// Seconds from the clock start.
+    pub t: f64,
+    /// The URL scraped.
+    pub url: String,
+    /// Why the scrape failed.
+    pub error: Option<String>,
+    /// The common metrics.
+    pub common: std::collections::BTreeMap<String, f64>,
+}
+
 /// One run's results directory, read whole.
 #[derive(Debug, Clone)]
 pub struct RunDir {
@@ -112,6 +126,8 @@ pub struct RunDir {
     pub timeseries: TimeSeries,
     /// `requests.jsonl`.
     pub requests: Vec<RequestLine>,
+    /// `server_metrics.jsonl` (empty when the run scraped none).
+    pub server: Vec<ServerLine>,
 }
 
 /// A series' results directory.
@@ -221,12 +237,19 @@ pub fn load_run(dir: &Path) -> Result<RunDir, ResultsError> {
     let histograms = read_json(&dir.join(files::HISTOGRAMS))?;
     let timeseries = read_json(&dir.join(files::TIMESERIES))?;
     let requests = read_lines(&dir.join(files::REQUESTS))?;
+    let server_path = dir.join(files::SERVER_METRICS);
+    let server = if server_path.exists() {
+        read_lines(&server_path)?
+    } else {
+        Vec::new()
+    };
     Ok(RunDir {
         dir: dir.to_owned(),
         doc,
         histograms,
         timeseries,
         requests,
+        server,
     })
 }
 

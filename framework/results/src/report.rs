@@ -96,6 +96,14 @@ pub fn render(inputs: &[Input], generated: &str) -> String {
                 &cache,
             ));
         }
+        if shown.iter().any(|s| !s.run.server.is_empty()) {
+            body.push_str(&section(
+                "server",
+                "Server metrics",
+                "Scraped from the server's Prometheus endpoint during the run (--server-metrics), under common names; rates are over each scrape interval.",
+                &server_charts(&shown),
+            ));
+        }
         body.push_str(&spec_section(&shown));
     }
     page(&body)
@@ -115,6 +123,9 @@ fn nav(series: &[(&str, &SeriesDir)], shown: &[Shown<'_>]) -> String {
         ]);
         if shown.iter().any(|s| has_cache_data(s.run)) {
             items.push(("cache", "Prefix cache"));
+        }
+        if shown.iter().any(|s| !s.run.server.is_empty()) {
+            items.push(("server", "Server metrics"));
         }
         items.push(("spec", "Run spec"));
     }
@@ -441,6 +452,86 @@ fn cache_charts(shown: &[Shown<'_>]) -> String {
     }
 }
 
+/// One chart per group of common metrics, a line per run and URL (the second
+/// metric of a group dashed).
+fn server_charts(shown: &[Shown<'_>]) -> String {
+    type Group = (
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static [&'static str],
+        f64,
+    );
+    let groups: [Group; 5] = [
+        (
+            "server-requests",
+            "Requests on the server: running, waiting (dashed)",
+            "requests",
+            &["requests_running", "requests_waiting"],
+            1.0,
+        ),
+        (
+            "server-kv",
+            "KV cache usage",
+            "% of capacity",
+            &["kv_cache_usage"],
+            100.0,
+        ),
+        (
+            "server-hit-rate",
+            "Prefix cache hit rate",
+            "% of prompt tokens",
+            &["prefix_cache_hit_rate"],
+            100.0,
+        ),
+        (
+            "server-tokens",
+            "Server token throughput: generation, prompt (dashed)",
+            "tokens per second",
+            &["generation_tokens_per_second", "prompt_tokens_per_second"],
+            1.0,
+        ),
+        (
+            "server-preemptions",
+            "Preemptions",
+            "per second",
+            &["preemptions_per_second"],
+            1.0,
+        ),
+    ];
+    let charts: Vec<(Chart, &str)> = groups
+        .iter()
+        .map(|(id, title, unit, metrics, scale)| {
+            let mut c = Chart::new(id, title, "seconds from start", unit);
+            for s in shown {
+                let mut urls: Vec<&str> = s.run.server.iter().map(|l| l.url.as_str()).collect();
+                urls.sort_unstable();
+                urls.dedup();
+                for url in &urls {
+                    for (k, m) in metrics.iter().enumerate() {
+                        let points: Vec<(f64, f64)> = s
+                            .run
+                            .server
+                            .iter()
+                            .filter(|l| l.url == *url)
+                            .map(|l| (l.t, l.common.get(*m).map_or(f64::NAN, |v| v * scale)))
+                            .collect();
+                        let name = match (urls.len(), k) {
+                            (1, 0) => s.label.clone(),
+                            (1, _) => format!("{} {}", s.label, m.replace('_', " ")),
+                            _ => format!("{} {url} {}", s.label, m.replace('_', " ")),
+                        };
+                        let line = Series::line(name, s.colour, points);
+                        c.series.push(if k > 0 { line.dashed() } else { line });
+                    }
+                }
+            }
+            (c, "")
+        })
+        .collect();
+    grid(&charts)
+}
+
 /// `p50 / p99` in milliseconds, or a dash.
 fn p50_p99(v: Option<LatencyStats>) -> String {
     v.map_or_else(
@@ -451,7 +542,7 @@ fn p50_p99(v: Option<LatencyStats>) -> String {
 
 fn summary_section(shown: &[Shown<'_>]) -> String {
     type Row = (&'static str, fn(&RunDir) -> String);
-    let rows: [Row; 20] = [
+    let rows: [Row; 21] = [
         ("model", |r| esc(&r.doc.run.model)),
         ("target", |r| esc(&r.doc.run.url)),
         ("workload", |r| esc(&r.doc.run.workload.mode)),
@@ -551,6 +642,12 @@ fn summary_section(shown: &[Shown<'_>]) -> String {
                     .collect::<Vec<_>>()
                     .join(", "))
             }
+        }),
+        ("server scrapes (failed)", |r| {
+            r.doc.summary.server_metrics.as_ref().map_or_else(
+                || "&ndash;".to_owned(),
+                |m| format!("{} ({})", m.scrapes, m.failed_scrapes),
+            )
         }),
         ("prompt synthesis", |r| {
             esc(r.doc.summary.prompt_synthesis.as_deref().unwrap_or("-"))

@@ -404,15 +404,20 @@ impl Chart {
                     Style::Points => {
                         let _ = write!(path, "M{px:.1} {py:.1}h0");
                     }
+                    // A segment starts with a zero-length stroke, so that a
+                    // point between two gaps still shows as a dot.
+                    _ if pen_down => {
+                        let _ = write!(path, "L{px:.1} {py:.1}");
+                    }
                     _ => {
-                        let _ = write!(path, "{}{px:.1} {py:.1}", if pen_down { "L" } else { "M" });
+                        let _ = write!(path, "M{px:.1} {py:.1}h0");
                         pen_down = true;
                     }
                 }
             }
             let (width, cap) = match s.style {
                 Style::Points => (4.0, r#" stroke-linecap="round""#),
-                _ => (2.0, r#" stroke-linejoin="round""#),
+                _ => (2.0, r#" stroke-linecap="round" stroke-linejoin="round""#),
             };
             let _ = write!(
                 o,

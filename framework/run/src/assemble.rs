@@ -159,6 +159,20 @@ pub fn check(spec: &RunSpec) -> Result<(), Failure> {
     if let Some(dir) = &spec.output.output_dir {
         check_output_dir(dir)?;
     }
+    let m = &spec.server_metrics;
+    if !(m.interval_secs.is_finite() && (0.05..=3600.0).contains(&m.interval_secs)) {
+        return Err(Failure::bad(format!(
+            "server_metrics.interval_secs (--metrics-interval) must be from 0.05 to 3600 seconds, got {}",
+            m.interval_secs
+        )));
+    }
+    for url in &m.urls {
+        if url != "target" && !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(Failure::bad(format!(
+                "--server-metrics {url}: an http:// or https:// URL, or `target` for the target server's /metrics"
+            )));
+        }
+    }
     Ok(())
 }
 
@@ -468,6 +482,16 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
             load: spec.load.clone(),
             slo: spec.slo.clone(),
             max_failure_rate: spec.max_failure_rate,
+            server_metrics: spec
+                .server_metrics
+                .urls
+                .iter()
+                .map(|u| match u.as_str() {
+                    "target" => join_url(&base, "/metrics"),
+                    _ => u.clone(),
+                })
+                .collect(),
+            metrics_interval: Duration::from_secs_f64(spec.server_metrics.interval_secs),
             ..EngineOptions::default()
         };
         let quiet = spec.output.quiet;

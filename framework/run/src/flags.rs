@@ -621,6 +621,20 @@ pub struct OutputArgs {
     /// No progress bar.
     #[arg(short, long, help_heading = "Output")]
     pub quiet: bool,
+    /// Scrape the server's Prometheus metrics at this URL during the run
+    /// (repeatable); `target` is the target server's own /metrics. Known vLLM,
+    /// SGLang and llama.cpp metrics are summarised under common names; the
+    /// results directory keeps every scrape. A failed scrape is counted, never
+    /// fatal.
+    #[arg(
+        long = "server-metrics",
+        value_name = "URL",
+        help_heading = "Server metrics"
+    )]
+    pub server_metrics: Vec<String>,
+    /// Seconds between scrapes of --server-metrics [default: 1].
+    #[arg(long, value_name = "SECS", help_heading = "Server metrics")]
+    pub metrics_interval: Option<f64>,
 }
 
 impl OutputArgs {
@@ -639,6 +653,12 @@ impl OutputArgs {
             if flag.is_some() {
                 field.clone_from(flag);
             }
+        }
+        if !self.server_metrics.is_empty() {
+            spec.server_metrics.urls.clone_from(&self.server_metrics);
+        }
+        if let Some(i) = self.metrics_interval {
+            spec.server_metrics.interval_secs = i;
         }
     }
 }

@@ -10,8 +10,11 @@ use crate::requests_jsonl::{RequestsJsonl, RequestsJsonlConfig};
 use batchbench_core::plugin::{PluginError, Reporter, RequestRecord, TrajectoryRecord};
 use batchbench_core::record::{RunInfo, Summary};
 use batchbench_core::registry::BuildContext;
-use batchbench_core::results::{self, Histograms, RequestSpan, RunDoc, TimeSeriesBuilder, files};
+use batchbench_core::results::{
+    self, Histograms, RequestSpan, RunDoc, ServerScrape, TimeSeriesBuilder, files,
+};
 use serde::{Deserialize, Serialize};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Config of [`ResultsDir`].
@@ -31,6 +34,7 @@ pub struct ResultsDir {
     trajectories: AgentEvents,
     series: TimeSeriesBuilder,
     histograms: Option<Histograms>,
+    server: Option<std::io::BufWriter<std::fs::File>>,
 }
 
 impl ResultsDir {
@@ -54,6 +58,7 @@ impl ResultsDir {
             trajectories,
             series: TimeSeriesBuilder::default(),
             histograms: None,
+            server: None,
         })
     }
 
@@ -117,6 +122,20 @@ impl Reporter for ResultsDir {
         self.trajectories.on_trajectory(rec)
     }
 
+    fn on_server_metrics(&mut self, scrape: &ServerScrape) -> Result<(), PluginError> {
+        if self.server.is_none() {
+            let path = self.cfg.path.join(files::SERVER_METRICS);
+            let f = std::fs::File::create(&path).map_err(|e| self.fail(e))?;
+            self.server = Some(std::io::BufWriter::new(f));
+        }
+        let mut line = serde_json::to_vec(scrape).map_err(|e| self.fail(e))?;
+        line.push(b'\n');
+        match self.server.as_mut().map(|f| f.write_all(&line)) {
+            Some(Err(e)) => Err(self.fail(format!("{}: {e}", files::SERVER_METRICS))),
+            _ => Ok(()),
+        }
+    }
+
     fn on_histograms(&mut self, h: &Histograms) -> Result<(), PluginError> {
         self.histograms = Some(h.clone());
         Ok(())
@@ -127,6 +146,12 @@ impl Reporter for ResultsDir {
         let requests = self.requests.on_finish(run, summary);
         let trajectories = self.trajectories.on_finish(run, summary);
         requests.and(trajectories)?;
+        if let Some(f) = self.server.as_mut() {
+            f.flush().map_err(|e| PluginError::Failed {
+                plugin: "results_dir".into(),
+                message: format!("{}: {e}", files::SERVER_METRICS),
+            })?;
+        }
         self.write_json(
             files::HISTOGRAMS,
             &self.histograms.clone().unwrap_or_default(),

@@ -133,10 +133,43 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
     if let Some(r) = &s.slo {
         slo(&mut o, r);
     }
+    if let Some(m) = &s.server_metrics {
+        server_metrics(&mut o, m);
+    }
     if let Some(why) = &s.run_failed {
         let _ = writeln!(o, "  {:<22} FAILED: {why} (exit 1)", "run");
     }
     o
+}
+
+/// The server's metrics: the scrapes, then each common metric's mean and max.
+fn server_metrics(o: &mut String, m: &batchbench_core::record::ServerMetricsReport) {
+    let _ = writeln!(o, "  server metrics");
+    let _ = writeln!(
+        o,
+        "  {:<22} {} ({} failed) every {} s from {}",
+        "scrapes",
+        m.scrapes,
+        m.failed_scrapes,
+        m.interval_secs,
+        m.urls.join(", ")
+    );
+    for e in &m.errors {
+        let _ = writeln!(o, "  {:<22} {e}", "");
+    }
+    for (name, v) in &m.metrics {
+        let label = match name.as_str() {
+            "generation_tokens_per_second" => "generation tok/s".to_owned(),
+            "prompt_tokens_per_second" => "prompt tok/s".to_owned(),
+            "preemptions_per_second" => "preemptions/s".to_owned(),
+            other => other.replace('_', " "),
+        };
+        let _ = writeln!(
+            o,
+            "  {label:<22} mean {:.3}, max {:.3} ({} scrapes)",
+            v.mean, v.max, v.samples
+        );
+    }
 }
 
 /// The SLO lines: a verdict per bound, then goodput.

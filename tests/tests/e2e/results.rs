@@ -403,3 +403,115 @@ fn tpot_p50(dir: &str) -> f64 {
         .as_f64()
         .unwrap_or(f64::NAN)
 }
+
+/// `--server-metrics target` scrapes the simulator's own /metrics (vLLM names):
+/// the running requests never exceed its batch, the generation counter of the
+/// last scrape is the run's output tokens, and an unreachable endpoint is
+/// counted as failed scrapes without failing the run.
+#[test]
+fn server_metrics_of_the_simulator_are_scraped_summarised_and_kept() {
+    let tok = tok();
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tmp.path().join("run");
+    let r = run_batchbench(&[
+        "--host",
+        "sim://?max-running=4&step-base-ms=10&step-ms-per-seq=1",
+        "--tokenizer-model",
+        &tok,
+        "--users",
+        "8",
+        "--requests-per-user",
+        "4",
+        "--input-tokens",
+        "32",
+        "--output-tokens",
+        "12",
+        "--server-metrics",
+        "target",
+        "--server-metrics",
+        "http://127.0.0.1:9/metrics",
+        "--metrics-interval",
+        "0.1",
+        "--output-dir",
+        &dir.display().to_string(),
+    ]);
+    assert_eq!(r.code, 0, "a failed scrape never fails the run");
+    let m = r.summary("server_metrics").clone();
+    let scrapes = m["scrapes"].as_u64().unwrap_or(0);
+    assert!(scrapes >= 4, "{m}");
+    // Every scrape of the unreachable endpoint failed, none of the simulator's.
+    assert_eq!(
+        m["failed_scrapes"].as_u64().unwrap_or(0) * 2,
+        scrapes,
+        "{m}"
+    );
+    assert!(
+        m["errors"][0]
+            .as_str()
+            .unwrap_or_default()
+            .contains("127.0.0.1:9"),
+        "{m}"
+    );
+    let running = &m["metrics"]["requests_running"];
+    let max = running["max"].as_f64().unwrap_or(f64::NAN);
+    assert!(max > 0.0 && max <= 4.0, "{running}");
+    let lines = lines(&dir.join("server_metrics.jsonl"));
+    assert_eq!(lines.len() as u64, scrapes);
+    let sim: Vec<&Value> = lines.iter().filter(|l| l["error"].is_null()).collect();
+    let generated = |l: &Value| {
+        l["raw"]
+            .as_object()
+            .map(|o| {
+                o.iter()
+                    .filter(|(k, _)| k.starts_with("vllm:generation_tokens_total"))
+                    .map(|(_, v)| v.as_f64().unwrap_or_default())
+                    .sum::<f64>()
+            })
+            .unwrap_or_default()
+    };
+    let last = sim.last().copied().cloned().unwrap_or_default();
+    assert_eq!(generated(&last), r.count("total_completion_tokens") as f64);
+    // Rates integrate to the counter's rise.
+    let mut integral = 0.0;
+    for w in sim.windows(2) {
+        let dt = w[1]["t"].as_f64().unwrap_or_default() - w[0]["t"].as_f64().unwrap_or_default();
+        integral += w[1]["common"]["generation_tokens_per_second"]
+            .as_f64()
+            .unwrap_or_default()
+            * dt;
+    }
+    let rise = generated(&last) - generated(sim[0]);
+    assert!(
+        (integral - rise).abs() < 1e-6 * rise.max(1.0),
+        "{integral} vs {rise}"
+    );
+    // The report draws the server's panels.
+    let out = tmp.path().join("r.html");
+    let code = batchbench_run::commands::batchbench::run([
+        "batchbench".to_owned(),
+        "report".to_owned(),
+        dir.display().to_string(),
+        "-o".to_owned(),
+        out.display().to_string(),
+    ]);
+    assert_eq!(code, 0);
+    let html = std::fs::read_to_string(&out).unwrap_or_default();
+    assert!(html.contains("id=\"server-requests\"") && html.contains("id=\"server-tokens\""));
+}
+
+#[test]
+fn bad_server_metrics_flags_are_refused_before_anything_is_sent() {
+    let tok = tok();
+    let sim = SimServer::recording("qwen");
+    let url = sim.url();
+    for bad in [
+        ["--server-metrics", "ftp://x/metrics"],
+        ["--metrics-interval", "0"],
+        ["--metrics-interval", "nan"],
+    ] {
+        let mut args = vec!["--host", url.as_str(), "--tokenizer-model", &tok];
+        args.extend(bad);
+        assert_eq!(run_batchbench(&args).code, 2, "{bad:?}");
+    }
+    assert!(sim.requests().is_empty());
+}
