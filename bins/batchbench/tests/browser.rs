@@ -105,7 +105,7 @@ fn the_report_of_a_run_and_of_a_sweep_renders_in_chromium_with_every_chart() {
     batchbench(&[
         "--quiet",
         "--host",
-        "sim://?decode-ms-per-token=1&fault-rate=0.1",
+        "sim://?decode-ms-per-token=3&fault-rate=0.1",
         "--tokenizer-model",
         &tok,
         "--users",
@@ -123,13 +123,17 @@ fn the_report_of_a_run_and_of_a_sweep_renders_in_chromium_with_every_chart() {
         "0.5",
         "--max-retries",
         "0",
+        "--server-metrics",
+        "target",
+        "--metrics-interval",
+        "0.2",
         "--output-dir",
         &r,
     ]);
     let report = tmp.path().join("run.html");
     batchbench(&["report", &r, "-o", &report.display().to_string()]);
-    // Four CDFs, five time series, two scatters.
-    check_in_browser(&report, "report-run", 11);
+    // Four CDFs, five time series, two scatters, five server panels.
+    check_in_browser(&report, "report-run", 16);
 
     let sweep = tmp.path().join("sweep");
     let s = sweep.display().to_string();
