@@ -615,7 +615,7 @@ pub struct OutputArgs {
     /// Write the run's results directory here (created with its parents): the run
     /// record, one line per request and per trajectory, latency histograms and
     /// time series, for `batchbench report`. For sweep and capacity, the series'
-    /// directory.
+    /// directory [default there: ./sweep-TIME or ./capacity-TIME, UTC].
     #[arg(long, value_name = "DIR", help_heading = "Output")]
     pub output_dir: Option<PathBuf>,
     /// No progress bar.

@@ -42,7 +42,7 @@ fn labels(dirs: &[PathBuf]) -> Vec<String> {
         .collect()
 }
 
-/// What [`write`] wrote.
+/// What [`write()`] wrote.
 #[derive(Debug, Clone)]
 pub struct Written {
     /// Bytes of the file.
@@ -104,8 +104,11 @@ pub struct CompareArgs {
     pub new: PathBuf,
     /// Exit 1 when a figure changed past a threshold: comma-separated
     /// METRIC>+N% (a rise) or METRIC<-N% (a fall), such as
-    /// 'ttft_p99>+10%,goodput<-5%'. A latency figure breaches only when its
-    /// distributions also differ significantly (see --alpha).
+    /// 'ttft_p99>+10%,goodput<-5%'. Metrics: throughput,
+    /// output_tokens_per_second, goodput, failure_rate (in percentage points)
+    /// and {e2e,ttft,itl,tpot}_{p50,p90,p99,mean,max}. A latency figure
+    /// breaches only when its distributions also differ significantly (see
+    /// --alpha).
     #[arg(long, value_name = "THRESHOLDS")]
     pub fail_if: Option<String>,
     /// The significance level of the Mann-Whitney test on the per-request

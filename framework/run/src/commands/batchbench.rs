@@ -66,8 +66,10 @@ pub enum Command {
     Sweep(Box<SweepCmd>),
     /// Find the highest load that meets the SLO (batchbench capacity --help).
     Capacity(Box<CapacityCmd>),
-    /// Write one self-contained HTML report of results directories: a run's
-    /// (--output-dir), a sweep's or a capacity search's. Several overlay.
+    /// Write one self-contained HTML report of results directories (runs, sweeps)
+    ///
+    /// A run's directory (--output-dir), a sweep's or a capacity search's;
+    /// several overlay.
     ///
     /// Latency CDFs, time series, latency against prompt length, cached tokens
     /// per turn, a series' throughput, goodput and latency against load with
@@ -75,13 +77,15 @@ pub enum Command {
     /// 0 written, 1 it could not be written, 2 a directory is missing, from a
     /// newer format, incomplete or malformed (the message names the file).
     Report(crate::report::ReportArgs),
-    /// Write one run's results directory in another format: the llm-d
-    /// Benchmark Report (v0.2.1, YAML). Exit codes: 0 written, 1 it could not
-    /// be written, 2 the directory cannot be read (the message names the file).
+    /// Write one run's results directory as the llm-d Benchmark Report (v0.2.1, YAML)
+    ///
+    /// Exit codes: 0 written, 1 it could not be written, 2 the directory cannot
+    /// be read (the message names the file).
     Export(crate::report::ExportArgs),
-    /// Compare two runs' results directories: every figure's change, a
-    /// significance test on the per-request latencies, and --fail-if
-    /// thresholds for a CI gate. Exit codes: 0 no threshold breached, 1 one
+    /// Compare two runs' results directories; with --fail-if, a gate for CI
+    ///
+    /// Every figure's change, a significance test on the per-request latencies,
+    /// and --fail-if thresholds. Exit codes: 0 no threshold breached, 1 one
     /// was, 2 bad input (a directory or a threshold; the message names it).
     Compare(crate::report::CompareArgs),
     /// Turn a window of ClickHouse prompt-chain records into a version-2 replay
