@@ -480,3 +480,211 @@ fn report_names_the_file_that_is_wrong_and_exits_2() {
     assert!(stderr(&o).contains("no such directory"), "{}", stderr(&o));
     assert!(!Path::new(&out).exists());
 }
+
+/// Every file and stream of a run with every output on: the API key given on
+/// the command line and the passwords in the target's and the metrics
+/// endpoints' URLs appear nowhere; the flag gets a one-line warning.
+#[test]
+fn secrets_never_appear_in_any_output() {
+    let sim = SimServer::recording("qwen");
+    let port = sim.url().rsplit(':').next().unwrap_or_default().to_owned();
+    let tok = tokenizer_path("qwen").display().to_string();
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let p = |name: &str| tmp.path().join(name).display().to_string();
+    let host = format!("http://bench:hunter2pass@127.0.0.1:{port}");
+    let metrics = format!("http://scraper:metricpass@127.0.0.1:{port}/metrics");
+    let secrets = [
+        "sk-flag-secret-999",
+        "hunter2pass",
+        "metricpass",
+        "deadpass",
+    ];
+    let o = bin()
+        .args([
+            "--host",
+            &host,
+            "--api-key",
+            "sk-flag-secret-999",
+            "--tokenizer-model",
+            &tok,
+            "--users",
+            "2",
+            "--requests-per-user",
+            "2",
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "2",
+            "--stream",
+            "-v",
+            "--results-csv",
+            &p("r.csv"),
+            "--summary-json",
+            &p("s.json"),
+            "--requests-jsonl",
+            &p("q.jsonl"),
+            "--output-dir",
+            &p("dir"),
+            "--server-metrics",
+            &metrics,
+            "--server-metrics",
+            "http://u:deadpass@127.0.0.1:9/metrics",
+            "--metrics-interval",
+            "0.05",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(
+        err.matches("warning: --api-key on the command line")
+            .count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("set OPENAI_API_KEY instead"), "{err}");
+    let mut texts = vec![
+        (
+            "stdout".to_owned(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        ),
+        ("stderr".to_owned(), err),
+    ];
+    let mut stack = vec![tmp.path().to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{e}")) {
+            let path = e.unwrap_or_else(|e| panic!("{e}")).path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let text =
+                    String::from_utf8_lossy(&std::fs::read(&path).unwrap_or_default()).into_owned();
+                texts.push((path.display().to_string(), text));
+            }
+        }
+    }
+    assert!(
+        texts.len() >= 9,
+        "{:?}",
+        texts.iter().map(|t| &t.0).collect::<Vec<_>>()
+    );
+    for (name, text) in &texts {
+        for s in secrets {
+            assert!(!text.contains(s), "{s} in {name}:\n{text}");
+        }
+    }
+    // The scrapes with credentials went through, and are recorded redacted.
+    let dir_metrics =
+        std::fs::read_to_string(tmp.path().join("dir/server_metrics.jsonl")).unwrap_or_default();
+    assert!(
+        dir_metrics.contains("http://***@127.0.0.1"),
+        "{dir_metrics}"
+    );
+    assert!(!sim.requests().is_empty());
+}
+
+/// Started with SIGINT ignored (as `nohup` and a non-interactive shell's `&`
+/// start a background job), a run still stops on SIGINT with its partial
+/// summary and exit 130: the tool installs its own handler.
+#[test]
+fn sigint_stops_a_run_that_started_with_sigint_ignored() {
+    let tok = tokenizer_path("qwen").display().to_string();
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg("trap '' INT; exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_batchbench"))
+        .args([
+            "--host",
+            "sim://?decode-ms-per-token=20",
+            "--tokenizer-model",
+            &tok,
+            "--users",
+            "2",
+            "--requests-per-user",
+            "200",
+            "--output-tokens",
+            "50",
+            "-q",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Interrupt once the run is under way (its summary would come after 20 s).
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = child.id().to_string();
+    let killed = Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(killed.success());
+    let start = Instant::now();
+    let o = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    assert!(start.elapsed() < Duration::from_secs(15));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("batchbench summary"));
+    assert!(stderr(&o).contains("interrupted"));
+}
+
+/// The exit-code table of the book (`batchbench` reference) lists exactly the
+/// codes the tool exits with, and each is produced by the case it names.
+#[test]
+fn the_books_exit_code_table_is_what_the_tool_does() {
+    let page = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../book/src/batchbench.md"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let table = page
+        .split("## Exit codes")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no exit-code section"));
+    let codes: Vec<i32> = table
+        .lines()
+        .skip_while(|l| !l.starts_with("| code"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| l.trim_matches('|').split('|').next()?.trim().parse().ok())
+        .collect();
+    assert_eq!(codes, [0, 1, 2, 130], "the table lists other codes");
+    let tok = tokenizer_path("qwen").display().to_string();
+    let common = [
+        "--tokenizer-model",
+        tok.as_str(),
+        "-q",
+        "--output-tokens",
+        "2",
+    ];
+    let code = |args: &[&str]| {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(common);
+        run(&all).status.code()
+    };
+    // 0: the run completed and requests succeeded.
+    assert_eq!(code(&["--host", "sim://"]), Some(0));
+    // 1: it completed, but no request succeeded (nothing listens on port 9).
+    assert_eq!(
+        code(&["--host", "http://127.0.0.1:9", "--max-retries", "0"]),
+        Some(1)
+    );
+    // 1: more failed than --max-failure-rate allows.
+    assert_eq!(
+        code(&[
+            "--host",
+            "sim://?fault-rate=0.5&seed=3",
+            "--max-retries",
+            "0",
+            "--users",
+            "4",
+            "--requests-per-user",
+            "10",
+            "--max-failure-rate",
+            "0.05",
+        ]),
+        Some(1)
+    );
+    // 2: bad input, nothing sent.
+    assert_eq!(code(&["--host", "sim://", "--users", "0"]), Some(2));
+    // 130 is the SIGINT test's (sigint_stops_a_run_that_started_with_sigint_ignored).
+}

@@ -326,7 +326,7 @@ impl Engine {
         let max_active = self.opts.max_active.max(1);
         let mut info = RunInfo {
             model: self.opts.model.clone(),
-            url: self.transport.config().url.clone(),
+            url: crate::record::redact_url(&self.transport.config().url),
             seed: self.opts.seed,
             started_unix: 0.0,
             max_active,
@@ -566,24 +566,26 @@ impl Engine {
 async fn scrape_loop(shared: Arc<Shared>, stop: CancellationToken) -> crate::server_metrics::Tally {
     use crate::server_metrics::{Mapper, Tally};
     let urls = shared.opts.server_metrics.clone();
+    // What is recorded and printed: never the credentials of a URL.
+    let shown: Vec<String> = urls.iter().map(|u| crate::record::redact_url(u)).collect();
     let interval = shared.opts.metrics_interval.max(Duration::from_millis(10));
-    let mut tally = Tally::new(&urls, interval);
+    let mut tally = Tally::new(&shown, interval);
     let timeout = interval.clamp(Duration::from_secs(1), Duration::from_secs(5));
     let client = reqwest::Client::builder().timeout(timeout).build();
     let mut mappers: Vec<Mapper> = urls.iter().map(|_| Mapper::default()).collect();
     let mut next = tokio::time::Instant::now();
     loop {
-        for (url, mapper) in urls.iter().zip(&mut mappers) {
+        for ((url, name), mapper) in urls.iter().zip(&shown).zip(&mut mappers) {
             let body = match &client {
                 Ok(c) => fetch_metrics(c, url).await,
                 Err(e) => Err(format!("no HTTP client: {e}")),
             };
             let t = shared.start.elapsed().as_secs_f64();
             let scrape = match body {
-                Ok(text) => mapper.scrape(url, t, &text),
+                Ok(text) => mapper.scrape(name, t, &text),
                 Err(error) => crate::results::ServerScrape {
                     t,
-                    url: url.clone(),
+                    url: name.clone(),
                     error: Some(error),
                     ..Default::default()
                 },

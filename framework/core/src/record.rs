@@ -62,6 +62,25 @@ impl Summary {
     }
 }
 
+/// `url` with any credentials of its authority (`user:password@`) replaced by
+/// `***@`, for every place a URL is recorded or printed.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) => (Some(s), r),
+        None => (None, url),
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let Some(at) = authority.rfind('@') else {
+        return url.to_owned();
+    };
+    let host = &authority[at + 1..];
+    match scheme {
+        Some(s) => format!("{s}://***@{host}{tail}"),
+        None => format!("***@{host}{tail}"),
+    }
+}
+
 /// The five figures of each latency family in the flat view.
 const LATENCY_FIGURES: [&str; 5] = ["p50", "p90", "p99", "mean", "max"];
 
@@ -436,4 +455,20 @@ pub struct StageReport {
     pub latency_from_intended: Option<LatencyStats>,
     /// Time to first token.
     pub ttft: Option<LatencyStats>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_in_urls_are_redacted() {
+        assert_eq!(
+            redact_url("http://u:p@h:1/x?q=a@b"),
+            "http://***@h:1/x?q=a@b"
+        );
+        assert_eq!(redact_url("https://h/metrics"), "https://h/metrics");
+        assert_eq!(redact_url("sim://?fault-rate=0.1"), "sim://?fault-rate=0.1");
+        assert_eq!(redact_url("user@h"), "***@h");
+    }
 }

@@ -151,7 +151,10 @@ impl Transport {
                 .collect();
             let mut s = String::from_utf8_lossy(&joined).into_owned();
             crate::metrics::truncate(&mut s, 400);
-            eprintln!("-> POST {} {s}", self.url);
+            eprintln!(
+                "-> POST {} {s}",
+                crate::record::redact_url(self.url.as_str())
+            );
         }
         let mut retries = 0;
         let first_sent_at = Instant::now();

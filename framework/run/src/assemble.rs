@@ -176,6 +176,19 @@ pub fn check(spec: &RunSpec) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The spec as the run record keeps it: the credentials of its URLs (the
+/// target's, the metrics endpoints') replaced by `***`; the API key is never in
+/// a spec at all.
+fn recorded_spec(spec: &RunSpec) -> RunSpec {
+    use batchbench_core::record::redact_url;
+    let mut s = spec.clone();
+    s.target.host = redact_url(&s.target.host);
+    for u in &mut s.server_metrics.urls {
+        *u = redact_url(u);
+    }
+    s
+}
+
 /// A results directory must be creatable and must not hold a complete run: no
 /// result is overwritten.
 pub fn check_output_dir(dir: &Path) -> Result<(), Failure> {
@@ -398,7 +411,7 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
         if !line.is_empty() {
             eprintln!("{line}");
         }
-        let view = (profile.view)(&spec, &info);
+        let view = (profile.view)(&recorded_spec(&spec), &info);
         return Ok(Outcome::DryRun { stats, view });
     }
 
@@ -419,7 +432,8 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
         (false, None) => cap.min(planned.unwrap_or(cap)),
     }
     .max(1);
-    let view = (profile.view)(&spec, &info);
+    let recorded = recorded_spec(&spec);
+    let view = (profile.view)(&recorded, &info);
     let total = info.planned_requests;
     rt.block_on(async move {
         let tokenizer = match preload {
@@ -496,7 +510,7 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
         };
         let quiet = spec.output.quiet;
         let mut engine = Engine::new(opts, transport, Arc::from(codec))
-            .record(view, spec)
+            .record(view, recorded)
             .cancel_token(cancel)
             .reporter(Box::new(Progress::new(total, quiet)));
         for r in routers {

@@ -996,6 +996,9 @@ fn run_plan(p: Plan<'_>, cancel: Option<CancellationToken>) -> Result<i32, Failu
         dir,
         api_key,
     } = p;
+    if cancel.is_none() && api_key.is_some() {
+        crate::commands::warn_api_key_flag(front.program, &base.target.api_key_env);
+    }
     std::fs::create_dir_all(&dir)
         .map_err(|e| Failure::bad(format!("--output-dir {}: {e}", dir.display())))?;
     let seed = base.seed.unwrap_or_else(assemble::fresh_seed);
