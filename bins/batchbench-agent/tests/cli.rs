@@ -471,3 +471,133 @@ fn print_config_prints_the_effective_spec_exits_0_and_sends_nothing() {
     }
     assert_eq!(sim.requests().len(), 0, "--print-config sent requests");
 }
+
+/// SIGINT at 20 seeded moments of an agent run with every output on: each
+/// time exit 130, a partial summary, a CSV row marked interrupted, a complete
+/// event line per admitted agent, a JSON summary and a complete results
+/// directory whose request lines are every request that ended.
+#[test]
+fn sigint_at_twenty_seeded_moments_leaves_every_output_whole() {
+    let tok = tokenizer_path("qwen").display().to_string();
+    // A small LCG: the moments are the same in every run of the test.
+    let mut state: u64 = 0x5eed_1234;
+    let mut next_ms = || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) % 1200
+    };
+    for round in 0..20 {
+        let delay = next_ms();
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let p = |name: &str| dir.path().join(name);
+        // A simulator of its own per round: requests of the previous run that
+        // were still being served never count as this run's.
+        let sim = SimServer::start(
+            SimConfig {
+                decode_ms_per_token: 10.0,
+                ..SimConfig::default()
+            },
+            "qwen",
+        );
+        let url = sim.url();
+        let child = bin()
+            .args([
+                "--host",
+                &url,
+                "--tokenizer-model",
+                &tok,
+                "--agents",
+                "6",
+                "--max-active-agents",
+                "3",
+                "--tool-invocations",
+                "6",
+                "--output-tokens",
+                "20",
+                "--input-tokens",
+                "32",
+                "--seed",
+                "9",
+            ])
+            .arg("--results-csv")
+            .arg(p("r.csv"))
+            .arg("--summary-json")
+            .arg(p("s.json"))
+            .arg("--requests-jsonl")
+            .arg(p("q.jsonl"))
+            .arg("--agent-events-jsonl")
+            .arg(p("e.jsonl"))
+            .arg("--output-dir")
+            .arg(p("dir"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        // The run is under way once its first request arrives.
+        wait_for_requests(&sim, 1);
+        std::thread::sleep(std::time::Duration::from_millis(delay));
+        assert!(
+            Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status()
+                .is_ok_and(|s| s.success())
+        );
+        let o = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+        let why = format!(
+            "round {round}, SIGINT {delay} ms after the first request: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(o.status.code(), Some(130), "{why}");
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("interrupted"),
+            "{why}"
+        );
+        let rows = read_csv(&p("r.csv"));
+        assert_eq!(rows.len(), 1, "{why}");
+        assert_eq!(rows[0]["interrupted"], "true", "{why}");
+        let json: Value = serde_json::from_slice(&std::fs::read(p("s.json")).unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{why}: s.json: {e}"));
+        let s = &json["summary"];
+        assert_eq!(s["interrupted"], true, "{why}");
+        let lines = |path: &std::path::Path| -> Vec<Value> {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            assert!(
+                text.is_empty() || text.ends_with('\n'),
+                "{why}: {}",
+                path.display()
+            );
+            text.lines()
+                .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{why}: {e}: {l}")))
+                .collect()
+        };
+        let events = lines(&p("e.jsonl"));
+        assert_eq!(
+            events.len() as u64,
+            s["trajectories_started"].as_u64().unwrap_or(u64::MAX),
+            "one event line per admitted agent: {why}"
+        );
+        assert!(events.iter().all(|e| e["agent_id"].is_u64()), "{why}");
+        let requests = lines(&p("q.jsonl"));
+        assert_eq!(
+            requests.len() as u64,
+            s["total_requests"].as_u64().unwrap_or(u64::MAX),
+            "{why}"
+        );
+        let run: Value =
+            serde_json::from_slice(&std::fs::read(p("dir/run.json")).unwrap_or_default())
+                .unwrap_or_else(|e| panic!("{why}: run.json: {e}"));
+        assert_eq!(&run["summary"], s, "{why}");
+        assert_eq!(
+            lines(&p("dir/requests.jsonl")).len(),
+            requests.len(),
+            "{why}"
+        );
+        assert_eq!(
+            lines(&p("dir/trajectories.jsonl")).len(),
+            events.len(),
+            "{why}"
+        );
+    }
+}

@@ -96,13 +96,16 @@ pub fn sim_config(host: &str) -> Result<SimConfig, String> {
     Ok(cfg)
 }
 
-/// Cancels `token` on the first Ctrl+C; a second Ctrl+C exits at once.
+/// Cancels `token` on the first Ctrl+C; a second Ctrl+C exits at once. The
+/// handler is registered before this returns, so a SIGINT at any later moment
+/// (the first request included) cancels the run instead of killing it.
 fn cancel_on_ctrl_c(token: CancellationToken) {
+    let mut interrupts = crate::exit::interrupts();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
+        if interrupts.recv().await {
             eprintln!("\ninterrupted: cancelling in-flight requests (Ctrl+C again to quit now)");
             token.cancel();
-            if tokio::signal::ctrl_c().await.is_ok() {
+            if interrupts.recv().await {
                 std::process::exit(crate::exit::EXIT_INTERRUPTED);
             }
         }

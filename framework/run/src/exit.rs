@@ -54,6 +54,44 @@ impl Failure {
     }
 }
 
+/// SIGINT (Ctrl+C) as a stream, its handler registered when this returns
+/// (within a tokio runtime): a signal that comes before the first `recv` is
+/// kept, not lost, and does not kill the process.
+pub fn interrupts() -> Interrupts {
+    #[cfg(unix)]
+    {
+        Interrupts(tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok())
+    }
+    #[cfg(not(unix))]
+    {
+        Interrupts(())
+    }
+}
+
+/// See [`interrupts`].
+#[derive(Debug)]
+pub struct Interrupts(
+    #[cfg(unix)] Option<tokio::signal::unix::Signal>,
+    #[cfg(not(unix))] (),
+);
+
+impl Interrupts {
+    /// Waits for the next SIGINT; false when none can come.
+    pub async fn recv(&mut self) -> bool {
+        #[cfg(unix)]
+        {
+            match self.0.as_mut() {
+                Some(s) => s.recv().await.is_some(),
+                None => std::future::pending().await,
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            tokio::signal::ctrl_c().await.is_ok()
+        }
+    }
+}
+
 /// Maps a plugin error to its exit code.
 pub fn plugin_failure(e: PluginError) -> Failure {
     match e {

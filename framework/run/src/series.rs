@@ -1085,23 +1085,29 @@ fn super_bad(e: &clap::Error) -> Failure {
 fn ctrl_c_token() -> CancellationToken {
     let token = CancellationToken::new();
     let t = token.clone();
+    let (ready, registered) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
         else {
+            let _ = ready.send(());
             return;
         };
         rt.block_on(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
+            let mut interrupts = exit::interrupts();
+            let _ = ready.send(());
+            if interrupts.recv().await {
                 eprintln!("\ninterrupted: cancelling the point's in-flight requests (Ctrl+C again to quit now)");
                 t.cancel();
-                if tokio::signal::ctrl_c().await.is_ok() {
+                if interrupts.recv().await {
                     std::process::exit(exit::EXIT_INTERRUPTED);
                 }
             }
         });
     });
+    // The handler is in place before the first point starts.
+    let _ = registered.recv();
     token
 }
 
