@@ -571,7 +571,7 @@ async fn scrape_loop(shared: Arc<Shared>, stop: CancellationToken) -> crate::ser
     let interval = shared.opts.metrics_interval.max(Duration::from_millis(10));
     let mut tally = Tally::new(&shown, interval);
     let timeout = interval.clamp(Duration::from_secs(1), Duration::from_secs(5));
-    let client = reqwest::Client::builder().timeout(timeout).build();
+    let client = shared.transport.side_client(timeout);
     let mut mappers: Vec<Mapper> = urls.iter().map(|_| Mapper::default()).collect();
     let mut next = tokio::time::Instant::now();
     loop {
@@ -1671,6 +1671,7 @@ mod tests {
             headers: Vec::new(),
             pool_size: 8,
             verbose: false,
+            tls: Default::default(),
         })
         .unwrap_or_else(|e| panic!("{e}"));
         let seen = Seen::default();

@@ -106,6 +106,13 @@ pub struct TargetSpec {
     /// Threads of the client's async runtime (sending, receiving, admission).
     /// Synthesis that is not on the proven path runs on a separate pool.
     pub client_threads: u32,
+    /// PEM file of extra CA certificates (a private CA) trusted beside the
+    /// system's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<std::path::PathBuf>,
+    /// Accept any server certificate, unverified (the summary says so).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub insecure: bool,
 }
 
 impl Default for TargetSpec {
@@ -122,6 +129,8 @@ impl Default for TargetSpec {
             headers: BTreeMap::new(),
             stream: false,
             client_threads: defaults::CLIENT_THREADS,
+            ca_cert: None,
+            insecure: false,
         }
     }
 }

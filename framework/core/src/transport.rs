@@ -35,6 +35,53 @@ pub struct TargetConfig {
     pub pool_size: usize,
     /// Print truncated request and response payloads to stderr.
     pub verbose: bool,
+    /// How server certificates are checked.
+    pub tls: TlsConfig,
+}
+
+/// How server certificates are checked: against the system's roots (always),
+/// extra CA certificates, or not at all.
+#[derive(Debug, Clone, Default)]
+pub struct TlsConfig {
+    /// PEM text of extra trusted CA certificates.
+    pub ca_pem: Option<Vec<u8>>,
+    /// Accept any certificate, unverified.
+    pub insecure: bool,
+}
+
+impl TlsConfig {
+    /// The CA certificates of a PEM file, checked: a file that holds none is an
+    /// error naming it.
+    pub fn read_ca(path: &std::path::Path) -> Result<Vec<u8>, TransportError> {
+        let pem = std::fs::read(path)
+            .map_err(|e| TransportError(format!("--ca-cert {}: {e}", path.display())))?;
+        match reqwest::Certificate::from_pem_bundle(&pem) {
+            Ok(c) if !c.is_empty() => Ok(pem),
+            Ok(_) => Err(TransportError(format!(
+                "--ca-cert {}: no certificate in the file (a PEM file of CA certificates)",
+                path.display()
+            ))),
+            Err(e) => Err(TransportError(format!("--ca-cert {}: {e}", path.display()))),
+        }
+    }
+
+    /// `builder` with these settings.
+    pub fn apply(
+        &self,
+        mut builder: reqwest::ClientBuilder,
+    ) -> Result<reqwest::ClientBuilder, TransportError> {
+        if let Some(pem) = &self.ca_pem {
+            let certs = reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|e| TransportError(format!("the CA certificates: {e}")))?;
+            for c in certs {
+                builder = builder.add_root_certificate(c);
+            }
+        }
+        if self.insecure {
+            builder = builder.danger_accept_invalid_certs(true);
+        }
+        Ok(builder)
+    }
 }
 
 /// Joins a base URL and an endpoint; an endpoint that is a full URL wins.
@@ -117,7 +164,9 @@ impl Transport {
             headers.insert(name, value);
         }
         // Fixed headers go out as client defaults: no per-request copy.
-        let client = reqwest::Client::builder()
+        let client = cfg
+            .tls
+            .apply(reqwest::Client::builder())?
             .default_headers(headers)
             .pool_max_idle_per_host(cfg.pool_size.max(1))
             .pool_idle_timeout(Duration::from_secs(90))
@@ -127,6 +176,17 @@ impl Transport {
             .build()
             .map_err(|e| TransportError(format!("cannot build the HTTP client: {e}")))?;
         Ok(Self { client, url, cfg })
+    }
+
+    /// A client with the target's TLS settings and no default headers (the API
+    /// key stays with the target): for scraping the server's metrics.
+    pub fn side_client(&self, timeout: Duration) -> Result<reqwest::Client, TransportError> {
+        self.cfg
+            .tls
+            .apply(reqwest::Client::builder())?
+            .timeout(timeout)
+            .build()
+            .map_err(|e| TransportError(format!("cannot build the HTTP client: {e}")))
     }
 
     /// The target configuration.

@@ -15,7 +15,7 @@ use batchbench_core::plugin::{Reporter, Router, WorkloadInfo, WorkloadSource};
 use batchbench_core::registry::{self, BuildContext};
 use batchbench_core::spec::{AdmissionMode, PluginSpec, RunSpec};
 use batchbench_core::tokens::TokenizerHandle;
-use batchbench_core::transport::{TargetConfig, Transport, join_url};
+use batchbench_core::transport::{TargetConfig, TlsConfig, Transport, join_url};
 use batchbench_simulator::{Sim, SimConfig};
 use std::path::Path;
 use std::sync::Arc;
@@ -161,6 +161,9 @@ pub fn check(spec: &RunSpec) -> Result<(), Failure> {
     }
     if let Some(dir) = &spec.output.output_dir {
         check_output_dir(dir)?;
+    }
+    if let Some(ca) = &spec.target.ca_cert {
+        batchbench_core::transport::TlsConfig::read_ca(ca).map_err(|e| Failure::bad(e.0))?;
     }
     let m = &spec.server_metrics;
     if !(m.interval_secs.is_finite() && (0.05..=3600.0).contains(&m.interval_secs)) {
@@ -478,6 +481,15 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
             headers: t.headers.clone().into_iter().collect(),
             pool_size: usize::try_from(pool).unwrap_or(usize::MAX),
             verbose: spec.output.verbose,
+            tls: TlsConfig {
+                ca_pem: t
+                    .ca_cert
+                    .as_deref()
+                    .map(TlsConfig::read_ca)
+                    .transpose()
+                    .map_err(|e| Failure::bad(e.0))?,
+                insecure: t.insecure,
+            },
         })
         .map_err(|e| Failure::bad(format!("--host/--endpoint: {e}")))?;
         // A host (the Python package) cancels through its own token; the CLI

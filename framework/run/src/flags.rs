@@ -512,6 +512,14 @@ pub struct TargetArgs {
     /// raise it when the run's verdict says the client is CPU-bound.
     #[arg(long, default_value_t = defaults::CLIENT_THREADS, value_parser = clap::value_parser!(u32).range(1..=1024), help_heading = "Target")]
     pub client_threads: u32,
+    /// Trust the CA certificates of this PEM file too (a private CA); server
+    /// certificates are always verified unless --insecure.
+    #[arg(long, value_name = "FILE", help_heading = "Target")]
+    pub ca_cert: Option<std::path::PathBuf>,
+    /// Accept any TLS certificate, unverified (self-signed test servers only);
+    /// the summary says so.
+    #[arg(long, help_heading = "Target")]
+    pub insecure: bool,
 
     /// The request codec: how bodies are written and responses read (see
     /// `batchbench plugins`).
@@ -564,6 +572,12 @@ impl TargetArgs {
         }
         if self.stream {
             t.stream = true;
+        }
+        if self.ca_cert.is_some() {
+            t.ca_cert.clone_from(&self.ca_cert);
+        }
+        if self.insecure {
+            t.insecure = true;
         }
         if g.has("codec") && spec.codec.name != self.codec {
             spec.codec = PluginSpec::new(self.codec.clone(), json_config("--codec-config", None)?);

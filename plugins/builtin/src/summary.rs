@@ -136,6 +136,13 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
     if let Some(m) = &s.server_metrics {
         server_metrics(&mut o, m);
     }
+    if info.spec.as_ref().is_some_and(|s| s.target.insecure) {
+        let _ = writeln!(
+            o,
+            "  {:<22} TLS certificates NOT verified (--insecure)",
+            "tls"
+        );
+    }
     if let Some(why) = &s.run_failed {
         let _ = writeln!(o, "  {:<22} FAILED: {why} (exit 1)", "run");
     }
