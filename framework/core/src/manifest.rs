@@ -233,14 +233,34 @@ type ChunkResult = (usize, Verdicts);
 /// lines); the duplicate-id check runs after, in file order. The SHA-256 digest is
 /// not computed here: the source reads it for the final report, after the run.
 pub fn load(cfg: &ReplayConfig) -> Result<Manifest, PluginError> {
-    load_in_chunks(cfg, CHUNK_BYTES)
+    load_reporting(cfg, &crate::registry::Preparation::default())
 }
 
-fn load_in_chunks(cfg: &ReplayConfig, chunk_bytes: usize) -> Result<Manifest, PluginError> {
+/// [`load`], reporting the bytes read to `progress` as it goes.
+pub fn load_reporting(
+    cfg: &ReplayConfig,
+    progress: &crate::registry::Preparation,
+) -> Result<Manifest, PluginError> {
+    load_in_chunks(cfg, CHUNK_BYTES, progress)
+}
+
+fn load_in_chunks(
+    cfg: &ReplayConfig,
+    chunk_bytes: usize,
+    progress: &crate::registry::Preparation,
+) -> Result<Manifest, PluginError> {
     let shown = cfg.path.display().to_string();
     let read_error =
         |e: std::io::Error| PluginError::Plan(format!("{shown}: cannot read the manifest: {e}"));
     let mut file = std::fs::File::open(&cfg.path).map_err(read_error)?;
+    let size = file.metadata().map_or(0, |m| m.len());
+    let what = format!(
+        "reading {}",
+        cfg.path
+            .file_name()
+            .map_or_else(|| shown.clone(), |n| n.to_string_lossy().into_owned())
+    );
+    let mut read = 0u64;
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, 8);
@@ -273,6 +293,8 @@ fn load_in_chunks(cfg: &ReplayConfig, chunk_bytes: usize) -> Result<Manifest, Pl
             b
         };
         let sent = read_chunks(&mut file, chunk_bytes, buffer, |chunk| {
+            read += chunk.bytes.len() as u64;
+            progress.report(&what, read, size);
             let worker = chunk.index % workers;
             // A worker only stops when its inbox closes, so this cannot fail.
             let _ = inboxes[worker].send(chunk);
@@ -716,7 +738,10 @@ impl Replay {
     /// Loads and validates the manifest; logs blocks/prompt mismatches once per trajectory.
     pub fn new(mut cfg: ReplayConfig, ctx: &BuildContext) -> Result<Self, PluginError> {
         cfg.order_by_start |= ctx.order_by_start;
-        Ok(Self::from_manifest(load(&cfg)?, cfg.path))
+        Ok(Self::from_manifest(
+            load_reporting(&cfg, &ctx.progress)?,
+            cfg.path,
+        ))
     }
 
     /// A replay of a manifest already loaded (and validated) from `path`.
@@ -853,16 +878,34 @@ mod tests {
         let cfg = config(f.path());
         let expected_line = lines.len();
         for chunk in [1, 7, 100, 4096] {
-            let err = load_in_chunks(&cfg, chunk).unwrap_err().to_string();
+            let err = load_in_chunks(&cfg, chunk, &Default::default())
+                .unwrap_err()
+                .to_string();
             assert!(
                 err.contains(&format!(":{expected_line}: trajectory t3: field trajectory_id: duplicate (first on line 5)")),
                 "chunk {chunk}: {err}"
             );
         }
         let ok = manifest(&lines[..lines.len() - 1]);
-        let reference = load_in_chunks(&config(ok.path()), 1 << 20).unwrap();
+        let reference = load_in_chunks(&config(ok.path()), 1 << 20, &Default::default()).unwrap();
+        // Progress: the bytes read, rising to the file's size.
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let hook = crate::registry::Preparation::new(move |what, done, total| {
+            sink.lock().unwrap().push((what.to_owned(), done, total));
+        });
+        load_in_chunks(&config(ok.path()), 100, &hook).unwrap();
+        let seen = seen.lock().unwrap();
+        let size = std::fs::metadata(ok.path()).unwrap().len();
+        assert!(seen.len() > 2, "{seen:?}");
+        assert!(seen.windows(2).all(|w| w[0].1 < w[1].1));
+        assert!(
+            seen.iter()
+                .all(|(w, _, t)| w.starts_with("reading ") && *t == size)
+        );
+        assert_eq!(seen.last().map(|s| s.1), Some(size));
         for chunk in [1, 7, 100, 4096] {
-            let m = load_in_chunks(&config(ok.path()), chunk).unwrap();
+            let m = load_in_chunks(&config(ok.path()), chunk, &Default::default()).unwrap();
             assert_eq!(m.requests, reference.requests);
             let ids: Vec<&str> = m.trajectories.iter().map(|t| &*t.id).collect();
             let want: Vec<String> = (0..40).map(|i| format!("t{i}")).collect();

@@ -34,6 +34,43 @@ pub struct BuildContext {
     ///
     /// [`WorkloadInfo::endless`]: crate::plugin::WorkloadInfo::endless
     pub endless: bool,
+    /// Where a plugin reports the progress of long preparation (reading a
+    /// large manifest), for the host to show; never sent to external plugins.
+    #[serde(skip)]
+    pub progress: Preparation,
+}
+
+/// The progress of a plugin's preparation: `(what, done, total)`, such as
+/// `("reading plans.jsonl", bytes read, file size)`. The host decides whether
+/// and how to show it (a bar on a terminal); reporting costs a call.
+#[derive(Clone, Default)]
+pub struct Preparation(Option<std::sync::Arc<ReportFn>>);
+
+/// What [`Preparation`] calls: `(what, done, total)`.
+type ReportFn = dyn Fn(&str, u64, u64) + Send + Sync;
+
+impl Preparation {
+    /// Reports to `f`.
+    pub fn new(f: impl Fn(&str, u64, u64) + Send + Sync + 'static) -> Self {
+        Self(Some(std::sync::Arc::new(f)))
+    }
+
+    /// Reports `done` of `total` of `what`.
+    pub fn report(&self, what: &str, done: u64, total: u64) {
+        if let Some(f) = &self.0 {
+            f(what, done, total);
+        }
+    }
+}
+
+impl std::fmt::Debug for Preparation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Preparation(reported)"
+        } else {
+            "Preparation(none)"
+        })
+    }
 }
 
 /// The plugin kinds.

@@ -378,10 +378,12 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
     crate::plugins::load_plugins(&spec.plugin_files)?;
     let seed = *spec.seed.get_or_insert_with(fresh_seed);
     let open = spec.admission.mode == AdmissionMode::OpenLoop;
+    let prep = crate::progress::PrepBar::new(spec.output.quiet);
     let ctx = BuildContext {
         seed,
         order_by_start: open,
         endless: spec.load.duration_secs.is_some(),
+        progress: prep.hook(),
     };
     let rt = runtime(spec.target.client_threads)?;
     // A local tokenizer loads on the runtime while this thread builds the
@@ -394,8 +396,9 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
         let spec = spec.clone();
         rt.spawn(async move { load_tokenizer(&spec).await })
     });
-    let mut source = registry::workload(&spec.workload.name, &spec.workload.config, &ctx)
-        .map_err(plugin_failure)?;
+    let built = registry::workload(&spec.workload.name, &spec.workload.config, &ctx);
+    prep.finish();
+    let mut source = built.map_err(plugin_failure)?;
     let info = source.info();
     check_endless(&spec, &info)?;
     let codec =

@@ -49,3 +49,76 @@ impl Reporter for Progress {
         Ok(())
     }
 }
+
+/// Shows a plugin's long preparation (reading a large manifest) as a bar on
+/// stderr: drawn only on a terminal, without `--quiet`, and only once the
+/// preparation has lasted half a second, so that quick ones show nothing.
+#[derive(Clone)]
+pub struct PrepBar {
+    state: std::sync::Arc<std::sync::Mutex<PrepState>>,
+}
+
+struct PrepState {
+    started: std::time::Instant,
+    shown: bool,
+    bar: Option<ProgressBar>,
+}
+
+impl std::fmt::Debug for PrepBar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PrepBar")
+    }
+}
+
+/// How long preparation goes before it is shown.
+const PREP_SHOWN_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
+
+impl PrepBar {
+    /// A bar that stays hidden with `quiet` or when stderr is not a terminal.
+    pub fn new(quiet: bool) -> Self {
+        Self {
+            state: std::sync::Arc::new(std::sync::Mutex::new(PrepState {
+                started: std::time::Instant::now(),
+                shown: !quiet && std::io::stderr().is_terminal(),
+                bar: None,
+            })),
+        }
+    }
+
+    /// The hook plugins report to.
+    pub fn hook(&self) -> batchbench_core::registry::Preparation {
+        let state = self.state.clone();
+        batchbench_core::registry::Preparation::new(move |what, done, total| {
+            let Ok(mut s) = state.lock() else {
+                return;
+            };
+            if !s.shown || s.started.elapsed() < PREP_SHOWN_AFTER {
+                return;
+            }
+            let bar = s.bar.get_or_insert_with(|| {
+                let bar = ProgressBar::with_draw_target(
+                    Some(total),
+                    ProgressDrawTarget::stderr_with_hz(4),
+                );
+                if let Ok(style) = ProgressStyle::with_template(
+                    "{msg} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta} left)",
+                ) {
+                    bar.set_style(style.progress_chars("=> "));
+                }
+                bar
+            });
+            bar.set_message(what.to_owned());
+            bar.set_length(total.max(done));
+            bar.set_position(done);
+        })
+    }
+
+    /// Clears the bar once preparation is over.
+    pub fn finish(&self) {
+        if let Ok(mut s) = self.state.lock()
+            && let Some(bar) = s.bar.take()
+        {
+            bar.finish_and_clear();
+        }
+    }
+}
