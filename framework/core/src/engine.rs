@@ -1672,6 +1672,7 @@ mod tests {
             pool_size: 8,
             verbose: false,
             tls: Default::default(),
+            max_response_bytes: crate::transport::MAX_RESPONSE_BYTES,
         })
         .unwrap_or_else(|e| panic!("{e}"));
         let seen = Seen::default();

@@ -113,6 +113,10 @@ pub struct TargetSpec {
     /// Accept any server certificate, unverified (the summary says so).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub insecure: bool,
+    /// The most bytes one response may hold (absent: 64 MiB); a larger one
+    /// fails as `decode`, so one response never takes the client's memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_response_bytes: Option<u64>,
 }
 
 impl Default for TargetSpec {
@@ -131,6 +135,7 @@ impl Default for TargetSpec {
             client_threads: defaults::CLIENT_THREADS,
             ca_cert: None,
             insecure: false,
+            max_response_bytes: None,
         }
     }
 }

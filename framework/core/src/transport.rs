@@ -37,7 +37,13 @@ pub struct TargetConfig {
     pub verbose: bool,
     /// How server certificates are checked.
     pub tls: TlsConfig,
+    /// The most bytes one response may hold; a larger one fails as `decode`.
+    pub max_response_bytes: u64,
 }
+
+/// The default bound on one response's bytes: 64 MiB, far above any chat
+/// reply, far below what would hurt the client's memory.
+pub const MAX_RESPONSE_BYTES: u64 = 64 << 20;
 
 /// How server certificates are checked: against the system's roots (always),
 /// extra CA certificates, or not at all.
@@ -299,17 +305,43 @@ impl Transport {
         let mut resp = req.send().await.map_err(classify)?;
         let head_at = Instant::now();
         let status = resp.status();
+        let limit = self.cfg.max_response_bytes;
+        // Not retried: the same request would get the same answer.
+        let too_big = |n: u64| {
+            (
+                FailureKind::Decode,
+                format!(
+                    "the response is over {limit} bytes (--max-response-bytes): {n} bytes or more"
+                ),
+                false,
+            )
+        };
         if !status.is_success() {
             let code = status.as_u16();
-            let text = resp.text().await.unwrap_or_default();
-            let mut msg = format!("HTTP {code}: {}", text.trim());
+            // The start of the error body is enough for the message.
+            let mut text = Vec::new();
+            while let Ok(Some(chunk)) = resp.chunk().await {
+                text.extend_from_slice(&chunk);
+                if text.len() >= 4096 {
+                    break;
+                }
+            }
+            let mut msg = format!("HTTP {code}: {}", String::from_utf8_lossy(&text).trim());
             crate::metrics::truncate(&mut msg, 300);
             let retryable = code == 408 || code == 429 || status.is_server_error();
             return Err((FailureKind::Http(code), msg, retryable));
         }
+        if let Some(n) = resp.content_length().filter(|n| *n > limit) {
+            return Err(too_big(n));
+        }
+        let mut received = 0u64;
         if stream {
             let mut dec = codec.stream_decoder();
             while let Some(chunk) = resp.chunk().await.map_err(classify)? {
+                received += chunk.len() as u64;
+                if received > limit {
+                    return Err(too_big(received));
+                }
                 dec.feed(&chunk, Instant::now())
                     .map_err(|e| (FailureKind::Decode, e.0, true))?;
             }
@@ -317,9 +349,16 @@ impl Transport {
                 .map(|r| (r, head_at))
                 .map_err(|e| (FailureKind::Decode, e.0, true))
         } else {
-            let bytes = resp.bytes().await.map_err(classify)?;
+            let mut body = Vec::new();
+            while let Some(chunk) = resp.chunk().await.map_err(classify)? {
+                received += chunk.len() as u64;
+                if received > limit {
+                    return Err(too_big(received));
+                }
+                body.extend_from_slice(&chunk);
+            }
             codec
-                .decode(&bytes)
+                .decode(&body)
                 .map(|r| (r, head_at))
                 .map_err(|e| (FailureKind::Decode, e.0, true))
         }

@@ -162,6 +162,11 @@ pub fn check(spec: &RunSpec) -> Result<(), Failure> {
     if let Some(dir) = &spec.output.output_dir {
         check_output_dir(dir)?;
     }
+    if spec.target.max_response_bytes == Some(0) {
+        return Err(Failure::bad(
+            "target.max_response_bytes (--max-response-bytes) must be at least 1 (absent: 64 MiB)",
+        ));
+    }
     if let Some(ca) = &spec.target.ca_cert {
         batchbench_core::transport::TlsConfig::read_ca(ca).map_err(|e| Failure::bad(e.0))?;
     }
@@ -493,6 +498,9 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
                     .map_err(|e| Failure::bad(e.0))?,
                 insecure: t.insecure,
             },
+            max_response_bytes: t
+                .max_response_bytes
+                .unwrap_or(batchbench_core::transport::MAX_RESPONSE_BYTES),
         })
         .map_err(|e| Failure::bad(format!("--host/--endpoint: {e}")))?;
         // A host (the Python package) cancels through its own token; the CLI

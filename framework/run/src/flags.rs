@@ -520,6 +520,10 @@ pub struct TargetArgs {
     /// the summary says so.
     #[arg(long, help_heading = "Target")]
     pub insecure: bool,
+    /// The most bytes one response may hold; a larger one fails as `decode`
+    /// [default: 67108864, 64 MiB].
+    #[arg(long, value_name = "BYTES", value_parser = positive, help_heading = "Target")]
+    pub max_response_bytes: Option<u64>,
 
     /// The request codec: how bodies are written and responses read (see
     /// `batchbench plugins`).
@@ -578,6 +582,9 @@ impl TargetArgs {
         }
         if self.insecure {
             t.insecure = true;
+        }
+        if self.max_response_bytes.is_some() {
+            t.max_response_bytes = self.max_response_bytes;
         }
         if g.has("codec") && spec.codec.name != self.codec {
             spec.codec = PluginSpec::new(self.codec.clone(), json_config("--codec-config", None)?);

@@ -46,6 +46,21 @@ pub enum FaultKind {
     Truncate,
     /// The body is not valid JSON.
     Malformed,
+    /// A correct response whose every byte is its own chunk (SSE events split
+    /// at every byte boundary).
+    Split,
+    /// A correct response, one byte every `--drip-ms` (a slow drip that outlasts
+    /// a short timeout).
+    Drip,
+    /// A correct stream with SSE comments and keep-alive lines between events,
+    /// and CRLF line ends.
+    Comments,
+    /// HTTP 200 whose body (or first event) is an error object.
+    Error200,
+    /// HTTP 200 with an HTML page (a wrong content type).
+    Html,
+    /// A response of `--oversize-bytes` (a correct one padded).
+    Oversized,
 }
 
 impl FaultKind {
@@ -57,6 +72,12 @@ impl FaultKind {
             Self::Stall => "stall",
             Self::Truncate => "truncate",
             Self::Malformed => "malformed",
+            Self::Split => "split",
+            Self::Drip => "drip",
+            Self::Comments => "comments",
+            Self::Error200 => "error200",
+            Self::Html => "html",
+            Self::Oversized => "oversized",
         }
     }
 }
@@ -137,6 +158,12 @@ pub struct SimConfig {
     /// How long a `stall` fault waits before answering, in seconds.
     #[arg(long, default_value_t = 600.0)]
     pub stall_secs: f64,
+    /// Milliseconds between the bytes of a `drip` fault.
+    #[arg(long, default_value_t = 5.0)]
+    pub drip_ms: f64,
+    /// The size of an `oversized` response, in bytes.
+    #[arg(long, default_value_t = 8 << 20)]
+    pub oversize_bytes: u64,
     /// Keep a log of every request (GET /sim/requests), up to a million entries.
     #[arg(long)]
     pub record_requests: bool,
@@ -200,6 +227,7 @@ impl SimConfig {
             ("prefill-us-per-token", self.prefill_us_per_token),
             ("decode-ms-per-token", self.decode_ms_per_token),
             ("stall-secs", self.stall_secs),
+            ("drip-ms", self.drip_ms),
             ("step-base-ms", self.step_base_ms),
             ("step-ms-per-seq", self.step_ms_per_seq),
         ] {

@@ -765,6 +765,74 @@ fn pace(st: &AppState, p: &Plan) -> (Pace, InFlight) {
     )
 }
 
+type Chunk = Result<Bytes, std::io::Error>;
+
+fn receiver_stream(
+    rx: mpsc::Receiver<Chunk>,
+) -> impl futures_util::Stream<Item = Chunk> + Send + 'static {
+    futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) })
+}
+
+/// The pause between bytes of a `drip` fault.
+fn drip(st: &AppState, fault: Option<FaultKind>) -> Option<Duration> {
+    (fault == Some(FaultKind::Drip)).then(|| Duration::from_secs_f64(st.cfg.drip_ms / 1000.0))
+}
+
+/// Sends `bytes` one byte per chunk, `pause` apart; false once the client left.
+async fn bytewise(bytes: Bytes, tx: mpsc::Sender<Chunk>, pause: Option<Duration>) -> bool {
+    for i in 0..bytes.len() {
+        if let Some(d) = pause {
+            sleep(d).await;
+        }
+        if tx.send(Ok(bytes.slice(i..=i))).await.is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+/// Passes a stream's events on as a stream fault has them: split at every
+/// byte, dripped, with comments, keep-alives and CRLF line ends, or after an
+/// oversized comment.
+async fn shape(
+    mut raw: mpsc::Receiver<Chunk>,
+    out: mpsc::Sender<Chunk>,
+    fault: Option<FaultKind>,
+    pause: Option<Duration>,
+    oversize: u64,
+) {
+    let mut first = true;
+    while let Some(item) = raw.recv().await {
+        let bytes = match item {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = out.send(Err(e)).await;
+                return;
+            }
+        };
+        let sent = match fault {
+            Some(FaultKind::Split | FaultKind::Drip) => bytewise(bytes, out.clone(), pause).await,
+            Some(FaultKind::Comments) => {
+                let crlf = String::from_utf8_lossy(&bytes).replace('\n', "\r\n");
+                out.send(Ok(Bytes::from(format!(": keep-alive\r\n\r\n:\r\n{crlf}"))))
+                    .await
+                    .is_ok()
+            }
+            Some(FaultKind::Oversized) if first => {
+                let pad = usize::try_from(oversize).unwrap_or(usize::MAX);
+                let comment = format!(": {}\n\n", "x".repeat(pad));
+                out.send(Ok(Bytes::from(comment))).await.is_ok()
+                    && out.send(Ok(bytes)).await.is_ok()
+            }
+            _ => out.send(Ok(bytes)).await.is_ok(),
+        };
+        first = false;
+        if !sent {
+            return;
+        }
+    }
+}
+
 fn sse(v: &Value) -> Bytes {
     Bytes::from(format!("data: {v}\n\n"))
 }
@@ -780,6 +848,20 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
         Some(FaultKind::Stall) => {
             sleep(Duration::from_secs_f64(st.cfg.stall_secs)).await;
             return error(StatusCode::GATEWAY_TIMEOUT, "injected stall");
+        }
+        Some(FaultKind::Html) => {
+            return (
+                [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+                "<html><body><h1>502 Bad Gateway</h1></body></html>",
+            )
+                .into_response();
+        }
+        Some(FaultKind::Error200) if !p.stream => {
+            return (
+                [(header::CONTENT_TYPE, "application/json")],
+                r#"{"error": {"message": "injected error in a 200 response", "type": "server_error", "code": 500}}"#,
+            )
+                .into_response();
         }
         Some(FaultKind::Reset) => {
             // Headers go out, then the body errors: hyper drops the connection.
@@ -815,11 +897,42 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
         let body = match p.fault {
             Some(FaultKind::Truncate) => body[..body.len() / 2].to_owned(),
             Some(FaultKind::Malformed) => format!("{{\"choices\": [ {}", &body[..body.len() / 3]),
+            Some(FaultKind::Oversized) => {
+                // A correct response, padded to the size asked for.
+                let pad = usize::try_from(st.cfg.oversize_bytes)
+                    .unwrap_or(usize::MAX)
+                    .saturating_sub(body.len());
+                format!("{{\"padding\": \"{}\", {}", "x".repeat(pad), &body[1..])
+            }
             _ => body,
         };
-        return ([(header::CONTENT_TYPE, "application/json")], body).into_response();
+        let content_type = [(header::CONTENT_TYPE, "application/json")];
+        return match p.fault {
+            Some(FaultKind::Split | FaultKind::Drip) => {
+                let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
+                tokio::spawn(bytewise(Bytes::from(body), tx, drip(&st, p.fault)));
+                (content_type, Body::from_stream(receiver_stream(rx))).into_response()
+            }
+            _ => (content_type, body).into_response(),
+        };
     }
-    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
+    // For the stream faults the events go through `shape`, which splits, drips,
+    // pads or decorates them on their way out.
+    let (tx, raw) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
+    let rx = match p.fault {
+        Some(FaultKind::Split | FaultKind::Drip | FaultKind::Comments | FaultKind::Oversized) => {
+            let (out, shaped) = mpsc::channel(16);
+            tokio::spawn(shape(
+                raw,
+                out,
+                p.fault,
+                drip(&st, p.fault),
+                st.cfg.oversize_bytes,
+            ));
+            shaped
+        }
+        _ => raw,
+    };
     tokio::spawn(async move {
         let _in_flight = in_flight;
         let chunk = |delta: Value, finish: Option<&str>| {
@@ -832,6 +945,14 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
                 None,
             ))))
             .await;
+        if p.fault == Some(FaultKind::Error200) {
+            let _ = tx
+                .send(Ok(Bytes::from_static(
+                    b"data: {\"error\": {\"message\": \"injected error in a 200 response\", \"type\": \"server_error\", \"code\": 500}}\n\n",
+                )))
+                .await;
+            return;
+        }
         if p.fault == Some(FaultKind::Malformed) {
             let _ = tx
                 .send(Ok(Bytes::from_static(
@@ -876,8 +997,7 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
         }
         let _ = tx.send(Ok(Bytes::from_static(b"data: [DONE]\n\n"))).await;
     });
-    let body =
-        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) });
+    let body = receiver_stream(rx);
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache")

@@ -227,6 +227,9 @@ impl RequestCodec for OpenAiChat {
     fn decode(&self, body: &[u8]) -> Result<Reply, CodecError> {
         let r: Response<'_> = serde_json::from_slice(body)
             .map_err(|e| CodecError(format!("invalid response JSON: {e}")))?;
+        if let Some(e) = &r.error {
+            return Err(error_in_200(e));
+        }
         let choice = r
             .choices
             .into_iter()
@@ -256,6 +259,20 @@ struct Response<'a> {
     choices: Vec<Choice<'a>>,
     #[serde(default)]
     usage: Option<WireUsage>,
+    /// An error object in a successful response (some gateways answer 200).
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+/// The failure of an error object that came with HTTP 200.
+fn error_in_200(e: &serde_json::Value) -> CodecError {
+    let message = e
+        .get("message")
+        .and_then(serde_json::Value::as_str)
+        .map_or_else(|| e.to_string(), str::to_owned);
+    let mut m = format!("the server answered HTTP 200 with an error: {message}");
+    batchbench_core::metrics::truncate(&mut m, 300);
+    CodecError(m)
 }
 
 #[derive(Deserialize)]
@@ -329,6 +346,9 @@ impl SseDecoder {
         }
         let chunk: Response<'_> = serde_json::from_slice(data)
             .map_err(|e| CodecError(format!("invalid stream chunk JSON: {e}")))?;
+        if let Some(e) = &chunk.error {
+            return Err(error_in_200(e));
+        }
         if let Some(u) = chunk.usage {
             self.reply.usage = Some(u.into_usage());
         }

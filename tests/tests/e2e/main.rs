@@ -5,6 +5,7 @@ mod batch;
 mod bodies;
 mod book;
 mod contract;
+mod faults;
 mod load;
 mod replay;
 mod results;
