@@ -524,6 +524,12 @@ fn parse_precise(text: &str) -> Result<Parts<'static>, String> {
     Ok((version, id, start, reqs))
 }
 
+/// Validates one manifest line as [`load`] does (for tests and fuzzing): the
+/// line's error, or `Ok`.
+pub fn check_line(text: &str, cfg: &ReplayConfig) -> Result<(), String> {
+    parse_line(text, cfg).map(drop)
+}
+
 fn parse_line(text: &str, cfg: &ReplayConfig) -> Result<LineResult, String> {
     let (version, id, start, raw) = match serde_json::from_str::<FastLine<'_>>(text) {
         Ok(l) if l.plausible() => l.into_parts(),

@@ -84,6 +84,11 @@ fn de_flag<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
     })
 }
 
+/// One row from its JSON line.
+pub fn parse_row(line: &str) -> Result<Row, String> {
+    serde_json::from_str(line).map_err(|e| e.to_string())
+}
+
 /// Reads a rows file one row at a time; errors name the line.
 pub fn for_each_jsonl(path: &std::path::Path, mut f: impl FnMut(Row)) -> Result<(), String> {
     use std::io::BufRead;
@@ -105,7 +110,7 @@ pub fn for_each_jsonl(path: &std::path::Path, mut f: impl FnMut(Row)) -> Result<
         if line.trim().is_empty() {
             continue;
         }
-        f(serde_json::from_str(&line).map_err(|e| format!("{shown}:{n}: {e}"))?);
+        f(parse_row(&line).map_err(|e| format!("{shown}:{n}: {e}"))?);
     }
 }
 

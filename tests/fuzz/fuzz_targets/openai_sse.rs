@@ -1,0 +1,42 @@
+//! A streamed (SSE) response, fed to the OpenAI codec's stream decoder in
+//! pieces cut where the input's first byte says: the same reply (or error)
+//! whatever the cuts, since TCP may deliver any split.
+#![no_main]
+
+use batchbench_core::registry::{self, BuildContext};
+use libfuzzer_sys::fuzz_target;
+use std::time::Instant;
+
+fn decode(
+    codec: &dyn batchbench_core::plugin::RequestCodec,
+    parts: &[&[u8]],
+) -> Result<(String, Option<String>), String> {
+    let mut d = codec.stream_decoder();
+    let now = Instant::now();
+    for p in parts {
+        d.feed(p, now).map_err(|e| e.0)?;
+    }
+    let r = d.finish().map_err(|e| e.0)?;
+    Ok((r.content, r.finish_reason))
+}
+
+fuzz_target!(|data: &[u8]| {
+    let _ = &batchbench_plugins::BUILTINS;
+    let Some((&step, body)) = data.split_first() else {
+        return;
+    };
+    let codec = registry::codec(
+        "openai_chat",
+        &serde_json::json!({}),
+        &BuildContext::default(),
+    )
+    .expect("the built-in codec");
+    let whole = decode(codec.as_ref(), &[body]);
+    let step = usize::from(step).max(1);
+    let parts: Vec<&[u8]> = body.chunks(step).collect();
+    let split = decode(codec.as_ref(), &parts);
+    assert_eq!(whole.is_ok(), split.is_ok(), "a split changed the verdict");
+    if let (Ok(a), Ok(b)) = (&whole, &split) {
+        assert_eq!(a, b, "a split changed the reply");
+    }
+});
