@@ -61,6 +61,8 @@ pub enum FaultKind {
     Html,
     /// A response of `--oversize-bytes` (a correct one padded).
     Oversized,
+    /// The connection closes before the response's headers.
+    Close,
 }
 
 impl FaultKind {
@@ -78,6 +80,7 @@ impl FaultKind {
             Self::Error200 => "error200",
             Self::Html => "html",
             Self::Oversized => "oversized",
+            Self::Close => "close",
         }
     }
 }

@@ -849,6 +849,13 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
             sleep(Duration::from_secs_f64(st.cfg.stall_secs)).await;
             return error(StatusCode::GATEWAY_TIMEOUT, "injected stall");
         }
+        Some(FaultKind::Close) => {
+            // Unwinding out of the handler ends the connection's task before
+            // hyper writes a byte, so the socket closes with no status line.
+            // `resume_unwind` skips the panic hook: nothing is printed, and the
+            // server's other connections go on.
+            std::panic::resume_unwind(Box::new("injected close before the headers"));
+        }
         Some(FaultKind::Html) => {
             return (
                 [(header::CONTENT_TYPE, "text/html; charset=utf-8")],

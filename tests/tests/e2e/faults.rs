@@ -20,6 +20,7 @@ const MATRIX: &[(FaultKind, Option<&str>)] = &[
     (FaultKind::Error200, Some("decode")),
     (FaultKind::Html, Some("decode")),
     (FaultKind::Oversized, Some("decode")),
+    (FaultKind::Close, Some("connect")),
 ];
 
 const REQUESTS: u64 = 4;
