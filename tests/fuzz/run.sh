@@ -19,17 +19,20 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 # cargo fuzz passes unstable -Z flags to rustc; with no sanitizer they only add
 # coverage counters, which the stable compiler takes when bootstrapping is allowed.
+# Optimised, with debug assertions: an overflow is a crash too.
 export RUSTC_BOOTSTRAP=1
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(cargo fuzz list)
-cargo fuzz build --sanitizer none -O
+cargo fuzz build --sanitizer none -O -a
 for t in "${targets[@]}"; do
   mkdir -p "$work/corpus/$t" "$work/artifacts/$t"
   echo "== fuzz $t for $secs s"
-  cargo fuzz run --sanitizer none -O "$t" "$work/corpus/$t" "$here/seeds/$t" -- \
+  cargo fuzz run --sanitizer none -O -a "$t" "$work/corpus/$t" "$here/seeds/$t" -- \
     -max_total_time="$secs" -artifact_prefix="$work/artifacts/$t/" -print_final_stats=1 \
     2>&1 | grep -E "^(#[0-9]+.*DONE|Done|stat::number_of_executed_units|stat::peak_rss|INFO: seed corpus|==[0-9]+== ERROR|thread .* panicked|SUMMARY|Test unit written)" || true
-  if [ -n "$(ls -A "$work/artifacts/$t")" ]; then
+  # cargo fuzz names its own artifact directory first; the later flag wins, but
+  # look in both.
+  if [ -n "$(ls -A "$work/artifacts/$t" "$here/artifacts/$t" 2>/dev/null)" ]; then
     echo "fuzz $t: a crash; the inputs are in $work/artifacts/$t" >&2
     exit 1
   fi

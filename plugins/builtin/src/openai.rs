@@ -270,9 +270,11 @@ fn error_in_200(e: &serde_json::Value) -> CodecError {
         .get("message")
         .and_then(serde_json::Value::as_str)
         .map_or_else(|| e.to_string(), str::to_owned);
-    let mut m = format!("the server answered HTTP 200 with an error: {message}");
-    batchbench_core::metrics::truncate(&mut m, 300);
-    CodecError(m)
+    // At most 300 characters of the server's message.
+    let short: String = message.chars().take(300).collect();
+    CodecError(format!(
+        "the server answered HTTP 200 with an error: {short}"
+    ))
 }
 
 #[derive(Deserialize)]
