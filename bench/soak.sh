@@ -37,11 +37,12 @@ while kill -0 "$pid" 2>/dev/null; do
   sleep "$every"
 done
 wait "$pid" || { echo "the soak run failed" >&2; exit 1; }
-printf '%s\n' "${samples[@]}" | python3 - "$out/summary.json" "$secs" <<'PY'
+printf '%s\n' "${samples[@]}" > "$out/rss.txt"
+python3 - "$out/summary.json" "$secs" "$out/rss.txt" <<'PY'
 import json, sys
 summary = json.load(open(sys.argv[1]))["summary"]
 secs = float(sys.argv[2])
-rows = [tuple(map(int, l.split())) for l in sys.stdin if l.strip()]
+rows = [tuple(map(int, l.split())) for l in open(sys.argv[3]) if l.strip()]
 if len(rows) < 3:
     print("too few samples to judge"); sys.exit(0)
 warm_t = min(60, secs / 3)
