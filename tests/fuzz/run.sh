@@ -32,7 +32,7 @@ for t in "${targets[@]}"; do
     2>&1 | grep -E "^(#[0-9]+.*DONE|Done|stat::number_of_executed_units|stat::peak_rss|INFO: seed corpus|==[0-9]+== ERROR|thread .* panicked|SUMMARY|Test unit written)" || true
   # cargo fuzz names its own artifact directory first; the later flag wins, but
   # look in both.
-  if [ -n "$(ls -A "$work/artifacts/$t" "$here/artifacts/$t" 2>/dev/null)" ]; then
+  if [ -n "$(find "$work/artifacts/$t" "$here/artifacts/$t" -type f 2>/dev/null | head -1)" ]; then
     echo "fuzz $t: a crash; the inputs are in $work/artifacts/$t" >&2
     exit 1
   fi
