@@ -237,8 +237,13 @@ impl TimeSeriesBuilder {
         self.width *= 2.0;
     }
 
-    /// Adds one request.
+    /// Adds one request. A span with a time that is not finite or beyond a
+    /// year is left out: one wild value would widen every interval.
     pub fn add(&mut self, r: &RequestSpan) {
+        const YEAR: f64 = 365.0 * 86_400.0;
+        if !(r.sent.is_finite() && r.end.is_finite() && r.sent.max(r.end) < YEAR) {
+            return;
+        }
         let end = r.end.max(r.sent);
         // Grow to the end first, so that every index below is of the final width.
         let last = self.index(end);

@@ -81,6 +81,12 @@ const KNOWN: &[(&str, &str, Rule)] = &[
     ),
 ];
 
+/// Counters whose rate adds to a common rate already mapped.
+const ADDED_RATES: &[(&str, &str)] = &[(
+    "llamacpp:prompt_tokens_cached_total",
+    "prompt_tokens_per_second",
+)];
+
 /// Prefix-cache hit rate from counters: (hits, lookups), each summed over
 /// label sets. llama.cpp counts cached and uncached prompt tokens apart, so its
 /// lookups are their sum.
@@ -202,8 +208,17 @@ impl Mapper {
                 Rule::Mean => Some(sum / *n as f64),
                 Rule::Rate => rate(metric),
             };
+            // Aliases of one figure (vLLM's old and new KV-cache names, both
+            // exposed for a while): the first listed wins, never their sum.
             if let Some(v) = v {
-                *common.entry((*name).to_owned()).or_insert(0.0) += v;
+                common.entry((*name).to_owned()).or_insert(v);
+            }
+        }
+        // llama.cpp counts cached prompt tokens apart from the rest: its prompt
+        // rate is both, as vLLM's and SGLang's are.
+        for (metric, name) in ADDED_RATES {
+            if let (Some(v), Some(total)) = (rate(metric), common.get_mut(*name)) {
+                *total += v;
             }
         }
         if let Some((_, before)) = prev {
@@ -347,6 +362,13 @@ with_timestamp{a=\"x\\\"y\"} 7 1700000000000\n";
     }
 
     #[test]
+    fn aliases_of_one_figure_are_not_added() {
+        let text = "vllm:kv_cache_usage_perc{engine=\"0\"} 0.5\nvllm:gpu_cache_usage_perc{engine=\"0\"} 0.5\n";
+        let s = Mapper::default().scrape("u", 0.0, text);
+        assert_eq!(s.common.get("kv_cache_usage"), Some(&0.5));
+    }
+
+    #[test]
     fn llama_cpp_hit_rate_counts_cached_and_uncached_prompt_tokens() {
         let text = |cached: u64, prompt: u64| {
             format!(
@@ -357,7 +379,8 @@ with_timestamp{a=\"x\\\"y\"} 7 1700000000000\n";
         m.scrape("u", 0.0, &text(0, 0));
         let s = m.scrape("u", 2.0, &text(300, 100));
         assert_eq!(s.common.get("prefix_cache_hit_rate"), Some(&0.75));
-        assert_eq!(s.common.get("prompt_tokens_per_second"), Some(&50.0));
+        // Cached and uncached prompt tokens: 400 over 2 s.
+        assert_eq!(s.common.get("prompt_tokens_per_second"), Some(&200.0));
         assert_eq!(s.common.get("requests_running"), Some(&2.0));
     }
 }

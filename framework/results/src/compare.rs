@@ -2,13 +2,16 @@
 //! another, a significance test on the per-request distributions, and
 //! thresholds (`--fail-if 'ttft_p99>+10%,goodput<-5%'`) that make it a CI gate.
 //!
-//! The test is the Mann-Whitney U test (two-sided, normal approximation with
-//! the tie correction) computed on the runs' histograms: every sample counts,
-//! ties are the histogram's buckets, and shards merged by adding counts are
-//! tested the same way. A latency threshold is breached only when its change
-//! is past the threshold *and* the distributions differ significantly (p below
-//! `alpha`), so that noise between two runs of one configuration does not fail
-//! the gate; a rate threshold (throughput, goodput) is judged on the figure.
+//! Each latency figure has its own test, computed on the runs' histograms
+//! (every sample counts, ties are the histogram's buckets, and shards merged by
+//! adding counts are tested the same way): a percentile by splitting both runs
+//! at the pooled percentile and comparing the shares above it ([`quantile_test`]),
+//! the mean by Welch's test ([`mean_test`]). A latency threshold is breached only
+//! when its change is past the threshold *and* its test says the change is
+//! significant (p below `alpha`), so that noise between two runs of one
+//! configuration does not fail the gate; the max (one sample) and the rates
+//! (throughput, goodput) are judged on the figure. [`mann_whitney`] tests a
+//! whole-distribution shift.
 
 use crate::RunDir;
 use batchbench_core::record::{LatencyStats, Summary};
@@ -145,6 +148,73 @@ fn phi(z: f64) -> f64 {
     }
 }
 
+/// The two-sided p-value that two distributions (rising `[value, count]`
+/// buckets) have the same `q`-quantile: both are split at the pooled
+/// `q`-quantile, and the shares above it are compared (a two-proportion z
+/// test, the quantile form of Mood's median test). A shift in the tail moves
+/// its quantile's test even when the bulk of the distribution, and so a
+/// rank test, stays put. `None` when either is empty.
+pub fn quantile_test(a: &[[u64; 2]], b: &[[u64; 2]], q: f64) -> Option<f64> {
+    let n1: u64 = a.iter().map(|[_, c]| c).sum();
+    let n2: u64 = b.iter().map(|[_, c]| c).sum();
+    if n1 == 0 || n2 == 0 {
+        return None;
+    }
+    let mut pooled: Vec<[u64; 2]> = a.iter().chain(b).copied().collect();
+    pooled.sort_unstable_by_key(|[v, _]| *v);
+    let n = n1 + n2;
+    let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+    let mut acc = 0;
+    let threshold = pooled
+        .iter()
+        .find(|[_, c]| {
+            acc += c;
+            acc >= rank
+        })
+        .map_or(0, |[v, _]| *v);
+    let above = |x: &[[u64; 2]]| -> u64 {
+        x.iter()
+            .filter(|[v, _]| *v > threshold)
+            .map(|[_, c]| c)
+            .sum()
+    };
+    let (k1, k2) = (above(a) as f64, above(b) as f64);
+    let (n1f, n2f) = (n1 as f64, n2 as f64);
+    let p = (k1 + k2) / (n1f + n2f);
+    let var = p * (1.0 - p) * (1.0 / n1f + 1.0 / n2f);
+    if var <= 0.0 {
+        return Some(1.0);
+    }
+    let z = (k2 / n2f - k1 / n1f).abs() / var.sqrt();
+    Some((2.0 * (1.0 - phi(z))).clamp(0.0, 1.0))
+}
+
+/// The two-sided p-value that two distributions have the same mean (Welch's
+/// test, normal approximation), from their buckets.
+pub fn mean_test(a: &[[u64; 2]], b: &[[u64; 2]]) -> Option<f64> {
+    let moments = |x: &[[u64; 2]]| -> Option<(f64, f64, f64)> {
+        let n: u64 = x.iter().map(|[_, c]| c).sum();
+        if n < 2 {
+            return None;
+        }
+        let nf = n as f64;
+        let mean = x.iter().map(|[v, c]| *v as f64 * *c as f64).sum::<f64>() / nf;
+        let var = x
+            .iter()
+            .map(|[v, c]| (*v as f64 - mean).powi(2) * *c as f64)
+            .sum::<f64>()
+            / (nf - 1.0);
+        Some((nf, mean, var))
+    };
+    let ((n1, m1, v1), (n2, m2, v2)) = (moments(a)?, moments(b)?);
+    let se = (v1 / n1 + v2 / n2).sqrt();
+    if se <= 0.0 {
+        return Some(if m1 == m2 { 1.0 } else { 0.0 });
+    }
+    let z = (m2 - m1).abs() / se;
+    Some((2.0 * (1.0 - phi(z))).clamp(0.0, 1.0))
+}
+
 /// The two-sided p-value of the Mann-Whitney U test of two distributions given
 /// as rising `[value, count]` buckets (ties within a bucket); `None` when either
 /// is empty.
@@ -251,20 +321,30 @@ pub fn rows(base: &RunDir, new: &RunDir) -> Vec<Row> {
         let (Some(x), Some(y)) = (family(b, key), family(n, key)) else {
             continue;
         };
-        let p = match (
+        let buckets = (
             base.histograms.families.get(key),
             new.histograms.families.get(key),
-        ) {
-            (Some(hb), Some(hn)) => mann_whitney(hb, hn),
-            _ => None,
-        };
+        );
         for f in FIGURES {
+            // Each figure is tested for its own kind of change: a quantile by
+            // the split at that quantile, the mean by Welch's test; the max is
+            // one sample and is judged on the figure alone.
+            let p_value = match buckets {
+                (Some(hb), Some(hn)) => match f {
+                    "p50" => quantile_test(hb, hn, 0.50),
+                    "p90" => quantile_test(hb, hn, 0.90),
+                    "p99" => quantile_test(hb, hn, 0.99),
+                    "mean" => mean_test(hb, hn),
+                    _ => None,
+                },
+                _ => None,
+            };
             rows.push(Row {
                 metric: format!("{name}_{f}"),
                 unit: "ms",
                 base: figure(&x, f),
                 new: figure(&y, f),
-                p_value: p,
+                p_value,
                 lower_is_better: true,
             });
         }
@@ -361,9 +441,9 @@ pub fn table(base: &str, new: &str, rows: &[Row], alpha: f64) -> String {
     );
     for r in rows {
         let change = change_text(r, &r.metric);
-        let verdict = match (r.p_value, r.change()) {
-            (Some(p), Some(c)) if p < alpha => {
-                if (c > 0.0) == r.lower_is_better {
+        let verdict = match (r.p_value, r.new - r.base) {
+            (Some(p), d) if p < alpha && d != 0.0 => {
+                if (d > 0.0) == r.lower_is_better {
                     "worse"
                 } else {
                     "better"
@@ -422,6 +502,27 @@ mod tests {
         // All in one bucket on both sides.
         assert_eq!(mann_whitney(&[[5, 10]], &[[5, 7]]), Some(1.0));
         assert_eq!(mann_whitney(&[], &a), None);
+    }
+
+    /// The worst 2% half as slow again, so the p99 rises by 50%: the p99 test
+    /// sees it at once, the p50 test not at all, and a rank test over the whole
+    /// distribution far less surely.
+    #[test]
+    fn a_tail_regression_moves_its_quantile_test() {
+        let base: Vec<[u64; 2]> = (1..=10_000).map(|v| [v, 1]).collect();
+        let mut new: Vec<[u64; 2]> = (1..=10_000)
+            .map(|v| [if v > 9_800 { v * 3 / 2 } else { v }, 1])
+            .collect();
+        new.sort_unstable();
+        let p99 = quantile_test(&base, &new, 0.99).unwrap_or(f64::NAN);
+        let p50 = quantile_test(&base, &new, 0.50).unwrap_or(f64::NAN);
+        let whole = mann_whitney(&base, &new).unwrap_or(f64::NAN);
+        assert!(p99 < 0.001, "p99 test: {p99}");
+        assert!(p50 > 0.5, "p50 test: {p50}");
+        assert!(whole > 1000.0 * p99, "rank test: {whole}, p99 test: {p99}");
+        // The same distribution: nothing.
+        assert!(quantile_test(&base, &base, 0.99).unwrap_or(0.0) > 0.9);
+        assert!(mean_test(&base, &base).unwrap_or(0.0) > 0.9);
     }
 
     #[test]

@@ -151,6 +151,9 @@ pub fn short(v: f64) -> String {
     } else {
         (v, "")
     };
+    if d != 0.0 && d.abs() < 1e-3 {
+        return format!("{d:.0e}");
+    }
     let t = if (d == d.round() && d.abs() < 1e15) || d.abs() >= 100.0 {
         format!("{d:.0}")
     } else if d.abs() >= 10.0 {
@@ -196,12 +199,21 @@ impl Axis {
                 hi = (hi / step).ceil() * step;
             }
             Scale::Log => {
-                lo = 10f64.powf(lo.log10().floor());
-                hi = 10f64.powf(hi.log10().ceil());
+                // Beyond 1e±300 a decade's power no longer round-trips.
+                lo = 10f64.powf(lo.clamp(1e-300, 1e300).log10().floor());
+                hi = 10f64.powf(hi.clamp(1e-300, 1e300).log10().ceil());
                 if hi <= lo {
                     hi = lo * 10.0;
                 }
             }
+        }
+        // Ranges at the ends of f64 round to infinity or zero: fall back to a
+        // unit range rather than draw nothing or loop over ticks.
+        if !(lo.is_finite() && hi.is_finite() && hi > lo && (scale == Scale::Linear || lo > 0.0)) {
+            (lo, hi) = match scale {
+                Scale::Linear => (0.0, 1.0),
+                Scale::Log => (1.0, 10.0),
+            };
         }
         Self {
             scale,
@@ -228,14 +240,12 @@ impl Axis {
         match self.scale {
             Scale::Linear => {
                 let step = nice_step((self.hi - self.lo) / 5.0);
-                let n = ((self.hi - self.lo) / step).round() as i64;
+                let n = ((self.hi - self.lo) / step).round().clamp(1.0, 50.0) as i64;
                 (0..=n).map(|i| self.lo + i as f64 * step).collect()
             }
             Scale::Log => {
-                let (a, b) = (
-                    self.lo.log10().round() as i32,
-                    self.hi.log10().round() as i32,
-                );
+                let a = self.lo.log10().round().clamp(-300.0, 300.0) as i32;
+                let b = (self.hi.log10().round().clamp(-300.0, 300.0) as i32).clamp(a, a + 50);
                 let decades = b - a;
                 let mut t = Vec::new();
                 for e in a..=b {
@@ -487,6 +497,20 @@ mod tests {
         let l = Axis::new(Scale::Log, 0.4, 230.0, 0.0, 100.0, false);
         assert_eq!(l.ticks(), vec![0.1, 1.0, 10.0, 100.0, 1000.0]);
         assert!((l.px(10.0) - 50.0).abs() < 1e-9);
+        // Ranges at the ends of f64 stay drawable, with few ticks.
+        for (scale, lo, hi) in [
+            (Scale::Linear, 0.0, 1.7e308),
+            (Scale::Linear, -1e308, 1e308),
+            (Scale::Log, 1e-320, 1e300),
+            (Scale::Log, 1.0, 1.7e308),
+        ] {
+            let a = Axis::new(scale, lo, hi, 0.0, 100.0, false);
+            let t = a.ticks();
+            assert!(
+                t.len() <= 60 && t.iter().all(|v| a.px(*v).is_finite()),
+                "{a:?}"
+            );
+        }
         // A flat series still gets a range.
         let f = Axis::new(Scale::Linear, 5.0, 5.0, 0.0, 100.0, false);
         assert!(f.lo < 5.0 && f.hi > 5.0, "{f:?}");
@@ -501,6 +525,7 @@ mod tests {
         assert_eq!(short(25_000.0), "25k");
         assert_eq!(short(3_000_000.0), "3M");
         assert_eq!(short(0.001234), "0.001");
+        assert_eq!(short(0.0001), "1e-4");
     }
 
     #[test]

@@ -106,13 +106,14 @@ pub struct CompareArgs {
     /// METRIC>+N% (a rise) or METRIC<-N% (a fall), such as
     /// 'ttft_p99>+10%,goodput<-5%'. Metrics: throughput,
     /// output_tokens_per_second, goodput, failure_rate (in percentage points)
-    /// and {e2e,ttft,itl,tpot}_{p50,p90,p99,mean,max}. A latency figure
-    /// breaches only when its distributions also differ significantly (see
-    /// --alpha).
+    /// and {e2e,ttft,itl,tpot}_{p50,p90,p99,mean,max}. A latency percentile or
+    /// mean breaches only when its own test also finds the change significant
+    /// (see --alpha); a max and the rates are judged on the figure.
     #[arg(long, value_name = "THRESHOLDS")]
     pub fail_if: Option<String>,
-    /// The significance level of the Mann-Whitney test on the per-request
-    /// latencies.
+    /// The significance level of the per-figure tests on the per-request
+    /// latencies (a percentile: the split at the pooled percentile; the mean:
+    /// Welch's test).
     #[arg(long, default_value = "0.05", value_name = "P")]
     pub alpha: f64,
     /// Print JSON (rows, p-values, breaches) instead of the table.
