@@ -76,13 +76,23 @@ pub struct Histograms {
     pub families: BTreeMap<String, Vec<[u64; 2]>>,
 }
 
-impl Histograms {
-    /// The samples of `family` (0 when absent).
-    pub fn count(&self, family: &str) -> u64 {
-        self.families
-            .get(family)
-            .map_or(0, |b| b.iter().map(|[_, c]| c).sum())
+/// The value at quantile `q` (0 to 1) of rising `[value, count]` buckets, by
+/// nearest rank: the smallest value with at least `ceil(q * n)` samples at or
+/// below it. `None` when there is no sample.
+pub fn bucket_quantile(buckets: &[[u64; 2]], q: f64) -> Option<u64> {
+    let total: u64 = buckets.iter().map(|[_, c]| c).sum();
+    if total == 0 {
+        return None;
     }
+    let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+    let mut acc = 0;
+    buckets
+        .iter()
+        .find(|[_, c]| {
+            acc += c;
+            acc >= rank
+        })
+        .map(|[v, _]| *v)
 }
 
 /// Client-side time series of a run, in equal buckets from the benchmark clock
@@ -311,6 +321,17 @@ mod tests {
             output_tokens: if ok { 10 } else { 0 },
             ..RequestSpan::default()
         }
+    }
+
+    #[test]
+    fn bucket_quantiles_are_the_nearest_rank() {
+        let b = [[10, 1], [20, 2], [40, 1]];
+        assert_eq!(bucket_quantile(&b, 0.0), Some(10));
+        assert_eq!(bucket_quantile(&b, 0.25), Some(10));
+        assert_eq!(bucket_quantile(&b, 0.5), Some(20));
+        assert_eq!(bucket_quantile(&b, 0.76), Some(40));
+        assert_eq!(bucket_quantile(&b, 1.0), Some(40));
+        assert_eq!(bucket_quantile(&[], 0.5), None);
     }
 
     #[test]

@@ -10,8 +10,7 @@
 //! when its change is past the threshold *and* its test says the change is
 //! significant (p below `alpha`), so that noise between two runs of one
 //! configuration does not fail the gate; the max (one sample) and the rates
-//! (throughput, goodput) are judged on the figure. [`mann_whitney`] tests a
-//! whole-distribution shift.
+//! (throughput, goodput) are judged on the figure.
 
 use crate::RunDir;
 use batchbench_core::record::{LatencyStats, Summary};
@@ -162,16 +161,7 @@ pub fn quantile_test(a: &[[u64; 2]], b: &[[u64; 2]], q: f64) -> Option<f64> {
     }
     let mut pooled: Vec<[u64; 2]> = a.iter().chain(b).copied().collect();
     pooled.sort_unstable_by_key(|[v, _]| *v);
-    let n = n1 + n2;
-    let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
-    let mut acc = 0;
-    let threshold = pooled
-        .iter()
-        .find(|[_, c]| {
-            acc += c;
-            acc >= rank
-        })
-        .map_or(0, |[v, _]| *v);
+    let threshold = batchbench_core::results::bucket_quantile(&pooled, q)?;
     let above = |x: &[[u64; 2]]| -> u64 {
         x.iter()
             .filter(|[v, _]| *v > threshold)
@@ -212,46 +202,6 @@ pub fn mean_test(a: &[[u64; 2]], b: &[[u64; 2]]) -> Option<f64> {
         return Some(if m1 == m2 { 1.0 } else { 0.0 });
     }
     let z = (m2 - m1).abs() / se;
-    Some((2.0 * (1.0 - phi(z))).clamp(0.0, 1.0))
-}
-
-/// The two-sided p-value of the Mann-Whitney U test of two distributions given
-/// as rising `[value, count]` buckets (ties within a bucket); `None` when either
-/// is empty.
-pub fn mann_whitney(a: &[[u64; 2]], b: &[[u64; 2]]) -> Option<f64> {
-    let n1: u64 = a.iter().map(|[_, c]| c).sum();
-    let n2: u64 = b.iter().map(|[_, c]| c).sum();
-    if n1 == 0 || n2 == 0 {
-        return None;
-    }
-    let (n1f, n2f) = (n1 as f64, n2 as f64);
-    let n = n1f + n2f;
-    let (mut i, mut j) = (0, 0);
-    let (mut below, mut rank_sum_a, mut ties) = (0.0f64, 0.0f64, 0.0f64);
-    while i < a.len() || j < b.len() {
-        let v = match (a.get(i), b.get(j)) {
-            (Some(x), Some(y)) => x[0].min(y[0]),
-            (Some(x), None) => x[0],
-            (None, Some(y)) => y[0],
-            (None, None) => break,
-        };
-        let ca = a.get(i).filter(|x| x[0] == v).map_or(0, |x| x[1]) as f64;
-        let cb = b.get(j).filter(|y| y[0] == v).map_or(0, |y| y[1]) as f64;
-        i += usize::from(a.get(i).is_some_and(|x| x[0] == v));
-        j += usize::from(b.get(j).is_some_and(|y| y[0] == v));
-        let t = ca + cb;
-        rank_sum_a += ca * (below + (t + 1.0) / 2.0);
-        ties += t * t * t - t;
-        below += t;
-    }
-    let u = rank_sum_a - n1f * (n1f + 1.0) / 2.0;
-    let mean = n1f * n2f / 2.0;
-    let var = n1f * n2f / 12.0 * ((n + 1.0) - ties / (n * (n - 1.0)).max(1.0));
-    if var <= 0.0 {
-        // Every sample in one bucket: the distributions do not differ.
-        return Some(1.0);
-    }
-    let z = ((u - mean).abs() - 0.5).max(0.0) / var.sqrt();
     Some((2.0 * (1.0 - phi(z))).clamp(0.0, 1.0))
 }
 
@@ -468,6 +418,48 @@ pub fn table(base: &str, new: &str, rows: &[Row], alpha: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rank test over a whole distribution, to show what the per-figure
+    /// tests see that it does not.
+    /// The two-sided p-value of the Mann-Whitney U test of two distributions given
+    /// as rising `[value, count]` buckets (ties within a bucket); `None` when either
+    /// is empty.
+    fn mann_whitney(a: &[[u64; 2]], b: &[[u64; 2]]) -> Option<f64> {
+        let n1: u64 = a.iter().map(|[_, c]| c).sum();
+        let n2: u64 = b.iter().map(|[_, c]| c).sum();
+        if n1 == 0 || n2 == 0 {
+            return None;
+        }
+        let (n1f, n2f) = (n1 as f64, n2 as f64);
+        let n = n1f + n2f;
+        let (mut i, mut j) = (0, 0);
+        let (mut below, mut rank_sum_a, mut ties) = (0.0f64, 0.0f64, 0.0f64);
+        while i < a.len() || j < b.len() {
+            let v = match (a.get(i), b.get(j)) {
+                (Some(x), Some(y)) => x[0].min(y[0]),
+                (Some(x), None) => x[0],
+                (None, Some(y)) => y[0],
+                (None, None) => break,
+            };
+            let ca = a.get(i).filter(|x| x[0] == v).map_or(0, |x| x[1]) as f64;
+            let cb = b.get(j).filter(|y| y[0] == v).map_or(0, |y| y[1]) as f64;
+            i += usize::from(a.get(i).is_some_and(|x| x[0] == v));
+            j += usize::from(b.get(j).is_some_and(|y| y[0] == v));
+            let t = ca + cb;
+            rank_sum_a += ca * (below + (t + 1.0) / 2.0);
+            ties += t * t * t - t;
+            below += t;
+        }
+        let u = rank_sum_a - n1f * (n1f + 1.0) / 2.0;
+        let mean = n1f * n2f / 2.0;
+        let var = n1f * n2f / 12.0 * ((n + 1.0) - ties / (n * (n - 1.0)).max(1.0));
+        if var <= 0.0 {
+            // Every sample in one bucket: the distributions do not differ.
+            return Some(1.0);
+        }
+        let z = ((u - mean).abs() - 0.5).max(0.0) / var.sqrt();
+        Some((2.0 * (1.0 - phi(z))).clamp(0.0, 1.0))
+    }
 
     #[test]
     fn thresholds_parse_and_bad_ones_say_why() {

@@ -73,8 +73,6 @@ pub enum ResultsError {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct RequestLine {
-    /// Agent (user) index.
-    pub agent_id: u64,
     /// Request index within the trajectory (the turn of an agent).
     pub request_index: u64,
     /// Succeeded.
@@ -95,8 +93,6 @@ pub struct RequestLine {
     pub server_cached_tokens: Option<u64>,
     /// The perfect-prefix-cache estimate.
     pub estimated_cached_tokens: u64,
-    /// When it ended, ms from the clock start.
-    pub end_ms: f64,
 }
 
 /// The fields of a `server_metrics.jsonl` line that reports read.

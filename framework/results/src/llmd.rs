@@ -15,6 +15,7 @@
 //! observability.
 
 use crate::RunDir;
+use batchbench_core::results::bucket_quantile;
 use batchbench_core::timefmt::rfc3339;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -79,17 +80,7 @@ fn stats_of_buckets(units: &str, buckets: &[[u64; 2]], per: f64) -> Option<Value
         .map(|[v, c]| (value(*v) - mean).powi(2) * *c as f64)
         .sum::<f64>()
         / total as f64;
-    let at = |q: f64| {
-        let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
-        let mut acc = 0;
-        for [v, c] in buckets {
-            acc += c;
-            if acc >= rank {
-                return value(*v);
-            }
-        }
-        value(buckets[buckets.len() - 1][0])
-    };
+    let at = |q: f64| value(bucket_quantile(buckets, q).unwrap_or(0));
     let mut m = Map::new();
     m.insert("units".into(), json!(units));
     m.insert("mean".into(), json!(mean));
