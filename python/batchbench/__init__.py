@@ -48,6 +48,7 @@ __all__ = [
     "capacity",
     "load_results",
     "report",
+    "analyze",
     "plugins",
     "load_plugin",
     "count_tokens",
@@ -538,6 +539,55 @@ def report(
 
 
 _PROGRAMS = ("batchbench", "batchbench-agent")
+
+
+def analyze(
+    source: Union[str, "os.PathLike[str]", None] = None,
+    config: Union[Mapping[str, Any], str, "os.PathLike[str]", None] = None,
+    *,
+    command: str = "batchbench-agent",
+    **options: Any,
+) -> Dict[str, Any]:
+    """Describes a workload without sending anything, as ``command analyze``:
+    ``source`` is a replay manifest (absent: the workload the options select,
+    such as ``workload``/``workload_config`` or the synthetic flags). Options
+    are the command's flags with underscores, its run flags and
+    ``cache_tokens`` (``"1M,4M"`` or a list of token counts), ``ranks``,
+    ``routing`` (``"round-robin"``, ``"affinity"``, ``"run"``),
+    ``assume_latency_ms`` and ``top``. Returns the analysis as a dict: requests,
+    sessions, token and think-time distributions, arrivals, prefix sharing, the
+    global ideal cache and per-rank caches. Bad input raises
+    :class:`ConfigurationError`."""
+    if command not in _PROGRAMS:
+        raise ConfigurationError(f"command must be one of {', '.join(_PROGRAMS)}, got {command!r}")
+    merged = _merge("analyze", config, options)
+    if "json" in merged:
+        raise ConfigurationError("analyze returns the analysis itself: drop 'json'")
+    caps = merged.get("cache_tokens")
+    if caps is not None and not isinstance(caps, str):
+        try:
+            merged["cache_tokens"] = ",".join(str(c) for c in caps)
+        except TypeError:
+            raise ConfigurationError(
+                f"cache_tokens must be a string ('1M,4M') or a list of token counts, got {type(caps).__name__}"
+            ) from None
+    argv = _argv(command, merged, "analyze")
+    if source is not None:
+        argv.append(os.fspath(source))
+    with tempfile.TemporaryDirectory(prefix="batchbench-") as tmp:
+        out = os.path.join(tmp, "analysis.json")
+        argv += ["--json", out]
+        if "quiet" not in merged:
+            argv.append("--quiet")
+        sys.stdout.flush()
+        code = _result(_wait(_core.start_cli(command, argv)))
+        if code == 2:
+            raise ConfigurationError(f"{command} analyze rejected the input (exit code 2): see the message above")
+        if code != 0 or not os.path.exists(out):
+            raise RunError(f"{command} analyze failed (exit code {code}): see the message above")
+        with open(out, encoding="utf-8") as f:
+            result: Dict[str, Any] = json.load(f)
+    return result
 
 
 def _series(

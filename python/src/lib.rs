@@ -132,13 +132,19 @@ fn start_cli(program: String, argv: Vec<String>) -> PyResult<Run> {
     })
 }
 
-/// Every long flag of a CLI (or of its `series` subcommand, `sweep` or
-/// `capacity`) and whether it takes a value.
+/// Every long flag of a CLI (or of its subcommand `sweep`, `capacity` or
+/// `analyze`) and whether it takes a value.
 #[pyfunction]
 #[pyo3(signature = (program, series = None))]
 fn cli_flags(program: &str, series: Option<&str>) -> Vec<(String, bool)> {
     use batchbench_run::series::Kind;
     let kind = series.and_then(|s| Kind::of(Some(&std::ffi::OsString::from(s))));
+    if series == Some("analyze") {
+        return match program {
+            "batchbench-agent" => agent::analyze_flags(),
+            _ => batchbench::analyze_flags(),
+        };
+    }
     match (program, kind) {
         ("batchbench-agent", Some(k)) => agent::series_flags(k),
         ("batchbench-agent", None) => agent::flags(),

@@ -106,6 +106,8 @@ pub struct EngineOptions {
     pub server_metrics: Vec<String>,
     /// Time between scrapes.
     pub metrics_interval: Duration,
+    /// The block size of the prefix-cache estimates.
+    pub cache_block_tokens: u32,
 }
 
 pub use crate::spec::AdmissionMode as Admission;
@@ -128,6 +130,7 @@ impl Default for EngineOptions {
             max_failure_rate: None,
             server_metrics: Vec::new(),
             metrics_interval: Duration::from_secs(1),
+            cache_block_tokens: crate::prefix::DEFAULT_BLOCK_TOKENS,
         }
     }
 }
@@ -192,6 +195,8 @@ struct Shared {
     sent: std::sync::atomic::AtomicU64,
     start: Instant,
     collector: Mutex<Collector>,
+    /// The prefix-cache estimates, fed in send order.
+    estimator: Mutex<crate::prefix::Estimator>,
 }
 
 impl Shared {
@@ -424,6 +429,7 @@ impl Engine {
             .load
             .max_concurrency
             .map(|n| Semaphore::new(usize::try_from(n).unwrap_or(Semaphore::MAX_PERMITS)));
+        let block_tokens = self.opts.cache_block_tokens;
         let shared = Arc::new(Shared {
             opts: self.opts,
             transport: self.transport,
@@ -437,8 +443,12 @@ impl Engine {
             pacer,
             sent: std::sync::atomic::AtomicU64::new(0),
             start,
+            estimator: Mutex::default(),
             collector: Mutex::new(Collector {
-                metrics: Metrics::default(),
+                metrics: Metrics {
+                    cache_block_tokens: block_tokens,
+                    ..Metrics::default()
+                },
                 failed: reporters.iter().map(|_| None).collect(),
                 reporters,
             }),
@@ -1268,6 +1278,13 @@ async fn drive(
     let mut prev_prompt: Option<u64> = None;
     let mut all_ok = true;
     let mut state = BlockState::default();
+    let mut shape = crate::prefix::Shape::new(sh.opts.cache_block_tokens);
+    let mut prev: Option<PlannedRequest> = None;
+    let overheads = crate::prefix::Overheads {
+        initial: sh.opts.initial_overhead_tokens,
+        turn: sh.opts.turn_overhead_tokens,
+    };
+    let rank = sh.routers.iter().find_map(|r| r.dp_rank(slot));
     loop {
         if sh.cancel.is_cancelled() || sh.deadline.is_cancelled() {
             return Ok(false);
@@ -1287,6 +1304,17 @@ async fn drive(
         if fresh {
             prev_prompt = None;
         }
+        shape.advance(
+            agent_id,
+            index,
+            prev.as_ref(),
+            &cur,
+            last_reply
+                .as_ref()
+                .and_then(|r| r.usage)
+                .map(|u| u32::try_from(u.completion_tokens).unwrap_or(u32::MAX)),
+            overheads,
+        );
         let fallbacks = apply(
             &mut conv,
             prepared,
@@ -1357,6 +1385,11 @@ async fn drive(
             }
         };
         let warmup = load::is_warmup(sh, eligible);
+        let cache_estimate = sh
+            .estimator
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .observe(&mut shape, rank);
         let Outcome {
             result,
             retries,
@@ -1419,6 +1452,11 @@ async fn drive(
                 latency,
                 usage,
                 estimated_cached_tokens: estimated,
+                cache_estimate: if ok {
+                    cache_estimate
+                } else {
+                    crate::prefix::Estimate::default()
+                },
                 live_block_fallbacks: fallbacks,
                 ttft,
                 tpot: stream_figures.0,
@@ -1473,7 +1511,7 @@ async fn drive(
         prepared = handle
             .await
             .map_err(|e| EngineError::Internal(e.to_string()))??;
-        cur = n;
+        prev = Some(std::mem::replace(&mut cur, n));
         index += 1;
     }
 }

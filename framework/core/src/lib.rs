@@ -2,6 +2,8 @@
 #![warn(missing_docs)]
 
 pub mod abi;
+#[cfg(feature = "engine")]
+pub mod analysis;
 pub mod arrivals;
 #[cfg(feature = "engine")]
 pub mod blocks;
@@ -20,6 +22,7 @@ pub mod metrics;
 pub mod pacer;
 pub mod plan;
 pub mod plugin;
+pub mod prefix;
 pub mod record;
 pub mod registry;
 pub mod results;

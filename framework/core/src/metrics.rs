@@ -122,6 +122,12 @@ pub struct Metrics {
     pub server_cache_reports: u64,
     /// Estimated cached input tokens under perfect prefix caching.
     pub estimated_cached_tokens: u64,
+    /// Cached input tokens of a perfect prefix cache shared by all requests.
+    pub global_estimated_cached_tokens: u64,
+    /// The same with one cache per data-parallel rank (present when routed).
+    pub rank_estimated_cached_tokens: Option<u64>,
+    /// The block size of those two estimates.
+    pub cache_block_tokens: u32,
     /// Live blocks generated from their seed for want of a previous reply.
     pub live_block_fallbacks: u64,
     /// Successes with a planned prompt target and usage.
@@ -269,6 +275,10 @@ impl Metrics {
                     self.ttft_from_intended.record(t + behind);
                 }
                 self.estimated_cached_tokens += rec.estimated_cached_tokens;
+                self.global_estimated_cached_tokens += rec.cache_estimate.global;
+                if let Some(r) = rec.cache_estimate.rank {
+                    *self.rank_estimated_cached_tokens.get_or_insert(0) += r;
+                }
                 if let Some(u) = rec.usage {
                     self.prompt_tokens += u.prompt_tokens;
                     self.completion_tokens += u.completion_tokens;
@@ -485,6 +495,9 @@ impl Summary {
             total_prompt_tokens: m.prompt_tokens,
             total_completion_tokens: m.completion_tokens,
             estimated_cached_input_tokens: m.estimated_cached_tokens,
+            global_estimated_cached_input_tokens: m.global_estimated_cached_tokens,
+            rank_estimated_cached_input_tokens: m.rank_estimated_cached_tokens,
+            cache_block_tokens: m.cache_block_tokens,
             live_block_fallbacks: m.live_block_fallbacks,
             server_cached_tokens: (m.server_cache_reports > 0).then_some(m.server_cached_tokens),
             planned_prompt_tokens: m.planned_prompt_tokens,
@@ -554,6 +567,7 @@ mod tests {
             latency: Duration::from_millis(5),
             usage: None,
             estimated_cached_tokens: 0,
+            cache_estimate: crate::prefix::Estimate::default(),
             live_block_fallbacks: 0,
             ttft: None,
             tpot: None,
@@ -583,6 +597,7 @@ mod tests {
                 latency: ms(1),
                 usage: None,
                 estimated_cached_tokens: 0,
+                cache_estimate: crate::prefix::Estimate::default(),
                 live_block_fallbacks: 0,
                 ttft: None,
                 tpot: None,
@@ -623,6 +638,7 @@ mod tests {
             latency: ms(20),
             usage: None,
             estimated_cached_tokens: 0,
+            cache_estimate: crate::prefix::Estimate::default(),
             live_block_fallbacks: 0,
             ttft: None,
             tpot: None,

@@ -322,6 +322,10 @@ pub struct RequestRecord<'a> {
     /// This request's contribution to the perfect-prefix-cache estimate: the
     /// conversation's preceding prompt tokens, capped by this prompt's.
     pub estimated_cached_tokens: u64,
+    /// What a perfect prefix cache shared by every request of the run (and, when
+    /// the run routes to data-parallel ranks, one per rank) would have cached of
+    /// this prompt, in send order (see [`crate::prefix`]); zero for a failure.
+    pub cache_estimate: crate::prefix::Estimate,
     /// Live blocks of this request generated from their seed for want of a reply.
     pub live_block_fallbacks: u32,
     /// Time to first token (streaming).

@@ -277,6 +277,16 @@ pub struct Summary {
     pub total_completion_tokens: u64,
     /// Estimated cached input tokens under perfect prefix caching.
     pub estimated_cached_input_tokens: u64,
+    /// Cached input tokens a perfect prefix cache shared by every request would
+    /// give, block by block in send order (see [`crate::prefix`]): unlike
+    /// `estimated_cached_input_tokens` it sees prefixes shared across
+    /// trajectories.
+    pub global_estimated_cached_input_tokens: u64,
+    /// The same with one cache per data-parallel rank under the run's routing
+    /// (present when a router assigns ranks).
+    pub rank_estimated_cached_input_tokens: Option<u64>,
+    /// The block size of those two estimates.
+    pub cache_block_tokens: u32,
     /// Live blocks generated from their seed for want of a previous reply.
     pub live_block_fallbacks: u64,
     /// Server-reported cached tokens (`prompt_tokens_details.cached_tokens`).

@@ -117,6 +117,10 @@ pub struct TargetSpec {
     /// fails as `decode`, so one response never takes the client's memory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_response_bytes: Option<u64>,
+    /// The server's KV-cache block size, in tokens, for the prefix-cache
+    /// estimates (absent: 16, vLLM's default); only full blocks are cached.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_block_tokens: Option<u32>,
 }
 
 impl Default for TargetSpec {
@@ -136,6 +140,7 @@ impl Default for TargetSpec {
             ca_cert: None,
             insecure: false,
             max_response_bytes: None,
+            cache_block_tokens: None,
         }
     }
 }
@@ -144,6 +149,12 @@ impl TargetSpec {
     /// The tokenizer: `tokenizer_model`, else `model`.
     pub fn tokenizer(&self) -> &str {
         self.tokenizer_model.as_deref().unwrap_or(&self.model)
+    }
+
+    /// The block size of the prefix-cache estimates.
+    pub fn cache_block_tokens(&self) -> u32 {
+        self.cache_block_tokens
+            .unwrap_or(crate::prefix::DEFAULT_BLOCK_TOKENS)
     }
 
     /// Whether `host` asks for the in-process simulator.

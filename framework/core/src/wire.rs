@@ -185,6 +185,12 @@ pub struct WireRequestRecord {
     pub usage: Option<Usage>,
     /// The perfect-prefix-cache estimate for this request.
     pub estimated_cached_tokens: u64,
+    /// What a perfect prefix cache shared by every request would have cached.
+    #[serde(default)]
+    pub global_estimated_cached_tokens: u64,
+    /// The same on the request's data-parallel rank (a run routed to ranks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank_estimated_cached_tokens: Option<u64>,
     /// Live blocks generated from their seed for want of a reply.
     pub live_block_fallbacks: u32,
     /// Time to first token (streaming).
@@ -246,6 +252,8 @@ impl WireRequestRecord {
             latency_ms: ms(r.latency),
             usage: r.usage,
             estimated_cached_tokens: r.estimated_cached_tokens,
+            global_estimated_cached_tokens: r.cache_estimate.global,
+            rank_estimated_cached_tokens: r.cache_estimate.rank,
             live_block_fallbacks: r.live_block_fallbacks,
             ttft_ms: r.ttft.map(ms),
             tpot_ms: r.tpot.map(ms),
@@ -275,6 +283,10 @@ impl WireRequestRecord {
             latency: from_ms(self.latency_ms),
             usage: self.usage,
             estimated_cached_tokens: self.estimated_cached_tokens,
+            cache_estimate: crate::prefix::Estimate {
+                global: self.global_estimated_cached_tokens,
+                rank: self.rank_estimated_cached_tokens,
+            },
             live_block_fallbacks: self.live_block_fallbacks,
             ttft: self.ttft_ms.map(from_ms),
             tpot: self.tpot_ms.map(from_ms),
@@ -319,6 +331,10 @@ mod tests {
                 cached_tokens: Some(64),
             }),
             estimated_cached_tokens: 64,
+            cache_estimate: crate::prefix::Estimate {
+                global: 64,
+                rank: Some(32),
+            },
             live_block_fallbacks: 0,
             ttft: Some(Duration::from_millis(5)),
             tpot: Some(Duration::from_micros(1_250)),

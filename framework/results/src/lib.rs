@@ -93,6 +93,8 @@ pub struct RequestLine {
     pub server_cached_tokens: Option<u64>,
     /// The perfect-prefix-cache estimate.
     pub estimated_cached_tokens: u64,
+    /// The estimate of one perfect cache shared by every request.
+    pub global_estimated_cached_tokens: u64,
 }
 
 /// The fields of a `server_metrics.jsonl` line that reports read.

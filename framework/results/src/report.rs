@@ -402,9 +402,11 @@ fn prompt_charts(shown: &[Shown<'_>]) -> String {
 
 /// Whether a run cached anything, by the server's word or by the estimate.
 fn has_cache_data(r: &RunDir) -> bool {
-    r.requests
-        .iter()
-        .any(|q| q.estimated_cached_tokens > 0 || q.server_cached_tokens.is_some_and(|c| c > 0))
+    r.requests.iter().any(|q| {
+        q.estimated_cached_tokens > 0
+            || q.global_estimated_cached_tokens > 0
+            || q.server_cached_tokens.is_some_and(|c| c > 0)
+    })
 }
 
 fn cache_charts(shown: &[Shown<'_>]) -> String {
@@ -415,8 +417,8 @@ fn cache_charts(shown: &[Shown<'_>]) -> String {
         "tokens (mean per request)",
     );
     for s in shown.iter().filter(|s| has_cache_data(s.run)) {
-        // turn -> (server sum, server n, estimate sum, n)
-        let mut turns: BTreeMap<u64, (f64, u64, f64, u64)> = BTreeMap::new();
+        // turn -> (server sum, server n, estimate sum, n, global estimate sum)
+        let mut turns: BTreeMap<u64, (f64, u64, f64, u64, f64)> = BTreeMap::new();
         for r in s.run.requests.iter().filter(|r| r.ok && !r.warmup) {
             let e = turns.entry(r.request_index).or_default();
             if let Some(v) = r.server_cached_tokens {
@@ -425,6 +427,7 @@ fn cache_charts(shown: &[Shown<'_>]) -> String {
             }
             e.2 += r.estimated_cached_tokens as f64;
             e.3 += 1;
+            e.4 += r.global_estimated_cached_tokens as f64;
         }
         let server: Vec<(f64, f64)> = turns
             .iter()
@@ -435,6 +438,10 @@ fn cache_charts(shown: &[Shown<'_>]) -> String {
             .iter()
             .map(|(t, e)| (*t as f64, e.2 / e.3.max(1) as f64))
             .collect();
+        let global: Vec<(f64, f64)> = turns
+            .iter()
+            .map(|(t, e)| (*t as f64, e.4 / e.3.max(1) as f64))
+            .collect();
         c.series.push(
             Series::line(format!("{} server", s.label), s.colour, server)
                 .styled(Style::LineMarkers),
@@ -444,6 +451,12 @@ fn cache_charts(shown: &[Shown<'_>]) -> String {
                 .styled(Style::LineMarkers)
                 .dashed(),
         );
+        if global.iter().any(|p| p.1 > 0.0) {
+            c.series.push(
+                Series::line(format!("{} shared estimate", s.label), s.colour, global)
+                    .styled(Style::Points),
+            );
+        }
     }
     if c.has_data() {
         grid(&[(c, "")])

@@ -364,6 +364,119 @@ fn check_endless(spec: &RunSpec, info: &WorkloadInfo) -> Result<(), Failure> {
     }
 }
 
+/// How `analyze` reads the run: what the flags of a run do not say.
+#[derive(Debug, Clone, Default)]
+pub struct AnalyzeSettings {
+    /// LRU capacities per rank, in tokens.
+    pub capacities: Vec<u64>,
+    /// Data-parallel ranks (absent: the run's router's, else 1).
+    pub ranks: Option<u64>,
+    /// `round-robin`, `affinity` or `run` (absent: `run` when the run routes to
+    /// ranks, else `affinity`).
+    pub routing: Option<String>,
+    /// The service time assumed per request, in milliseconds.
+    pub latency_ms: f64,
+    /// The longest shared prefixes listed.
+    pub top: usize,
+}
+
+/// What every use of a spec starts with: the spec checked, its plugin files
+/// loaded, its seed drawn when absent, and the context plugins are built in.
+/// Returns that context, the preparation progress bar, and whether the run is
+/// an open loop.
+fn prelude(
+    spec: &mut RunSpec,
+    endless: bool,
+) -> Result<(BuildContext, crate::progress::PrepBar, bool), Failure> {
+    check(spec)?;
+    crate::plugins::load_plugins(&spec.plugin_files)?;
+    let seed = *spec.seed.get_or_insert_with(fresh_seed);
+    let open = spec.admission.mode == AdmissionMode::OpenLoop;
+    let prep = crate::progress::PrepBar::new(spec.output.quiet);
+    let ctx = BuildContext {
+        seed,
+        order_by_start: open,
+        endless,
+        progress: prep.hook(),
+    };
+    Ok((ctx, prep, open))
+}
+
+/// Analyses the workload of `spec` without sending anything: the same
+/// workload, routers and template overheads a run of it would use.
+pub fn analyze(
+    mut spec: RunSpec,
+    settings: &AnalyzeSettings,
+) -> Result<batchbench_core::analysis::Analysis, Failure> {
+    use batchbench_core::analysis::{AnalyzeOptions, Routing};
+    let (ctx, prep, open) = prelude(&mut spec, false)?;
+    let built = registry::workload(&spec.workload.name, &spec.workload.config, &ctx);
+    let mut source = built.map_err(plugin_failure)?;
+    let info = source.info();
+    if info.endless {
+        return Err(Failure::bad(format!(
+            "the {} workload goes on without end: analyze needs a finite one",
+            spec.workload.name
+        )));
+    }
+    let routers = build_routers(&spec.routers, &ctx)?;
+    let routed = routers.iter().any(|r| r.dp_rank(0).is_some());
+    let routing = match settings.routing.as_deref() {
+        None if routed && settings.ranks.is_none() => "run",
+        None => "affinity",
+        Some(r) => r,
+    };
+    let routing = match routing {
+        "round-robin" => Routing::RoundRobin,
+        "affinity" => Routing::Affinity,
+        "run" if !routed => {
+            return Err(Failure::bad(
+                "--routing run: the run has no router that assigns data-parallel ranks (--dp-rank-perfect-routing, or a --router with dp_rank)",
+            ));
+        }
+        "run" if settings.ranks.is_some() => {
+            return Err(Failure::bad(
+                "--ranks and --routing run: the run's router sets the ranks; give one or the other",
+            ));
+        }
+        "run" => Routing::Slots(Box::new(move |slot| {
+            routers.iter().find_map(|r| r.dp_rank(slot))
+        })),
+        other => {
+            return Err(Failure::bad(format!(
+                "--routing {other}: one of round-robin, affinity, run"
+            )));
+        }
+    };
+    if settings.ranks == Some(0) {
+        return Err(Failure::bad("--ranks must be at least 1"));
+    }
+    let opts = AnalyzeOptions {
+        block_tokens: spec.target.cache_block_tokens(),
+        overheads: batchbench_core::prefix::Overheads {
+            initial: spec.template.initial_overhead_tokens,
+            turn: spec.template.turn_overhead_tokens,
+        },
+        capacities: settings.capacities.clone(),
+        ranks: settings.ranks.unwrap_or(1),
+        routing,
+        max_active: spec.admission.max_active,
+        open,
+        session_rate: spec.load.rate,
+        time_scale: spec.admission.time_scale,
+        latency_ms: settings.latency_ms,
+        top: settings.top,
+    };
+    let total = info.planned_requests.unwrap_or(0);
+    let hook = prep.hook();
+    let out = batchbench_core::analysis::analyze(source.as_mut(), &opts, &mut |done| {
+        hook.report("analysing requests", done, total.max(done));
+    })
+    .map_err(engine_failure);
+    prep.finish();
+    out
+}
+
 /// Loads the run's tokenizer, as bad input when it cannot be read.
 pub async fn load_tokenizer(spec: &RunSpec) -> Result<Arc<TokenizerHandle>, Failure> {
     let flag = if spec.target.tokenizer_model.is_some() {
@@ -379,17 +492,9 @@ pub async fn load_tokenizer(spec: &RunSpec) -> Result<Arc<TokenizerHandle>, Fail
 /// Runs `spec` as `profile` describes its reports: the whole path from a spec to
 /// a summary. The spec's seed is drawn here when absent, and recorded.
 pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<Outcome, Failure> {
-    check(&spec)?;
-    crate::plugins::load_plugins(&spec.plugin_files)?;
-    let seed = *spec.seed.get_or_insert_with(fresh_seed);
-    let open = spec.admission.mode == AdmissionMode::OpenLoop;
-    let prep = crate::progress::PrepBar::new(spec.output.quiet);
-    let ctx = BuildContext {
-        seed,
-        order_by_start: open,
-        endless: spec.load.duration_secs.is_some(),
-        progress: prep.hook(),
-    };
+    let endless = spec.load.duration_secs.is_some();
+    let (ctx, prep, open) = prelude(&mut spec, endless)?;
+    let seed = ctx.seed;
     let rt = runtime(spec.target.client_threads)?;
     // A local tokenizer loads on the runtime while this thread builds the
     // workload (reading a large manifest takes seconds): both stand between
@@ -519,6 +624,7 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
             time_scale: spec.admission.time_scale,
             initial_overhead_tokens: spec.template.initial_overhead_tokens,
             turn_overhead_tokens: spec.template.turn_overhead_tokens,
+            cache_block_tokens: spec.target.cache_block_tokens(),
             load: spec.load.clone(),
             slo: spec.slo.clone(),
             max_failure_rate: spec.max_failure_rate,

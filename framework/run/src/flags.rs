@@ -11,6 +11,7 @@ use batchbench_core::slo::{SloBound, SloMetric};
 use batchbench_core::spec::{Arrival, AtDeadline, PluginSpec, Release, RunSpec, Stage, defaults};
 use batchbench_plugins::openai::OpenAiChatConfig;
 use clap::parser::ValueSource;
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 /// Which flags the user gave: with a `--config` file only those override it;
@@ -79,6 +80,28 @@ pub fn positive(s: &str) -> Result<u64, String> {
         0 => Err("must be at least 1".into()),
         v => Ok(v),
     }
+}
+
+/// `args` without the flags of `own` (long name, whether it takes a value)
+/// and their values: the arguments a subcommand passes on to a run.
+pub fn without(own: &[(String, bool)], args: &[OsString]) -> Vec<OsString> {
+    let mut out = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let text = a.to_string_lossy();
+        let name = text
+            .strip_prefix("--")
+            .map(|r| r.split_once('=').map_or(r, |(n, _)| n));
+        match name.and_then(|n| own.iter().find(|(l, _)| l == n)) {
+            Some((_, takes)) => {
+                if *takes && !text.contains('=') {
+                    it.next();
+                }
+            }
+            None => out.push(a.clone()),
+        }
+    }
+    out
 }
 
 /// Parses a finite float.
@@ -432,6 +455,14 @@ pub const LOAD_COLUMNS: &[&str] = &[
     "load_verdict",
 ];
 
+/// The CSV columns of the prefix-cache estimates that see sharing across
+/// trajectories, after the SLO columns.
+pub const CACHE_COLUMNS: &[&str] = &[
+    "global_estimated_cached_input_tokens",
+    "rank_estimated_cached_input_tokens",
+    "cache_block_tokens",
+];
+
 /// The CSV columns of `--slo`, after the load model's: the bounds, whether
 /// all held, the ones that failed, and goodput (empty without an SLO).
 pub const SLO_COLUMNS: &[&str] = &[
@@ -524,6 +555,10 @@ pub struct TargetArgs {
     /// [default: 67108864, 64 MiB].
     #[arg(long, value_name = "BYTES", value_parser = positive, help_heading = "Target")]
     pub max_response_bytes: Option<u64>,
+    /// The server's KV-cache block size in tokens, for the prefix-cache
+    /// estimates of the report [default: 16].
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u32).range(1..=1_048_576), help_heading = "Target")]
+    pub cache_block_tokens: Option<u32>,
 
     /// The request codec: how bodies are written and responses read (see
     /// `batchbench plugins`).
@@ -585,6 +620,9 @@ impl TargetArgs {
         }
         if self.max_response_bytes.is_some() {
             t.max_response_bytes = self.max_response_bytes;
+        }
+        if self.cache_block_tokens.is_some() {
+            t.cache_block_tokens = self.cache_block_tokens;
         }
         if g.has("codec") && spec.codec.name != self.codec {
             spec.codec = PluginSpec::new(self.codec.clone(), json_config("--codec-config", None)?);

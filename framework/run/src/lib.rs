@@ -15,6 +15,7 @@
 //! | [`report`] | `batchbench report`: the HTML report of results directories |
 //! | [`exit`] | exit codes |
 
+pub mod analyze;
 pub mod assemble;
 pub mod commands;
 pub mod config;

@@ -242,24 +242,7 @@ pub fn long_flags(front: &Front, kind: Kind) -> Vec<(String, bool)> {
 
 /// The run's arguments: `args` without the series' flags.
 fn run_args(kind: Kind, args: &[OsString]) -> Vec<OsString> {
-    let own = series_flags(kind);
-    let mut out = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let text = a.to_string_lossy();
-        let name = text
-            .strip_prefix("--")
-            .map(|r| r.split_once('=').map_or(r, |(n, _)| n));
-        match name.and_then(|n| own.iter().find(|(l, _)| l == n)) {
-            Some((_, takes)) => {
-                if *takes && !text.contains('=') {
-                    it.next();
-                }
-            }
-            None => out.push(a.clone()),
-        }
-    }
-    out
+    flags::without(&series_flags(kind), args)
 }
 
 /// The loads of `--values` (with `--points`).

@@ -46,6 +46,11 @@ struct Line<'a> {
     prompt_drift_tokens: Option<i64>,
     server_cached_tokens: Option<u64>,
     estimated_cached_tokens: u64,
+    /// What one perfect prefix cache shared by every request would have cached.
+    global_estimated_cached_tokens: u64,
+    /// The same on the request's data-parallel rank (a run routed to ranks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rank_estimated_cached_tokens: Option<u64>,
     live_block_fallbacks: u32,
     /// Intended send time (the schedule's, or when the request was ready),
     /// milliseconds from the benchmark clock start.
@@ -118,6 +123,8 @@ fn line<'a>(rec: &'a RequestRecord<'a>) -> Line<'a> {
         },
         server_cached_tokens: usage.and_then(|u| u.cached_tokens),
         estimated_cached_tokens: rec.estimated_cached_tokens,
+        global_estimated_cached_tokens: rec.cache_estimate.global,
+        rank_estimated_cached_tokens: rec.cache_estimate.rank,
         live_block_fallbacks: rec.live_block_fallbacks,
         intended_ms: ms(rec.timing.intended),
         sent_ms: ms(rec.timing.sent),

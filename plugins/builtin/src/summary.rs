@@ -114,6 +114,25 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
             "cached input tokens", s.estimated_cached_input_tokens
         );
     }
+    if s.global_estimated_cached_input_tokens > 0 || s.server_cached_tokens.is_some() {
+        let g = s.global_estimated_cached_input_tokens;
+        let server = match s.server_cached_tokens {
+            Some(c) if g > 0 => format!(
+                ", server-reported {:.1}% of it",
+                100.0 * c as f64 / g as f64
+            ),
+            _ => String::new(),
+        };
+        let rank = s
+            .rank_estimated_cached_input_tokens
+            .map(|r| format!("; {r} with one cache per DP rank"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "  {:<22} {g} estimated across trajectories (one perfect cache, blocks of {}{server}){rank}",
+            "shared prefix cache", s.cache_block_tokens
+        );
+    }
     if s.total_delay_seconds > 0.0 {
         let _ = writeln!(
             o,

@@ -1,6 +1,7 @@
 //! End-to-end tests: one binary, a module per feature.
 
 mod agents;
+mod analyze;
 mod batch;
 mod bodies;
 mod book;

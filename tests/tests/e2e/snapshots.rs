@@ -167,6 +167,7 @@ fn batchbench_csv_and_json_are_pinned() {
             "input_lognorm_sigma",
             "input_lognorm_max",
             "failures_by_kind",
+            "rank_estimated_cached_input_tokens",
         ],
     );
 }
@@ -201,6 +202,7 @@ fn batchbench_lognormal_csv_and_json_are_pinned() {
             "dataset_size",
             "output_tokens",
             "failures_by_kind",
+            "rank_estimated_cached_input_tokens",
             "ttft_p50_ms",
             "ttft_p90_ms",
             "ttft_p99_ms",
@@ -286,6 +288,7 @@ fn agent_replay_csv_and_json_are_pinned() {
             "tool_call_latency_lognorm_sigma",
             "tool_call_latency_lognorm_max_ms",
             "failures_by_kind",
+            "rank_estimated_cached_input_tokens",
         ],
     );
 }

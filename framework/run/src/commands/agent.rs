@@ -525,6 +525,11 @@ pub fn series_flags(kind: series::Kind) -> Vec<(String, bool)> {
     series::long_flags(&FRONT, kind)
 }
 
+/// Every long flag of `analyze`.
+pub fn analyze_flags() -> Vec<(String, bool)> {
+    crate::analyze::long_flags(&FRONT)
+}
+
 /// What `sweep` and `capacity` vary: the session rate (open loop), the
 /// agents of a closed loop, the cap on active agents, or the cap on requests
 /// in flight.
@@ -583,6 +588,9 @@ where
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
     if let Some(kind) = series::Kind::of(args.get(1)) {
         return series::main(&FRONT, kind, &args[2..], cancel);
+    }
+    if args.get(1).is_some_and(|a| a == "analyze") {
+        return crate::analyze::main(&FRONT, &args[2..]);
     }
     match super::parse::<Cli, _, _>(args) {
         Ok((cli, m)) => exit::exit_code("batchbench-agent", super::launch(&cli, m, cancel)),
@@ -793,6 +801,7 @@ pub const PROFILE: Profile = Profile {
         &["session_rate"],
         flags::LOAD_COLUMNS,
         flags::SLO_COLUMNS,
+        flags::CACHE_COLUMNS,
     ],
     view,
     dry_run_line,

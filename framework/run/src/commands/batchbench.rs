@@ -64,6 +64,9 @@ pub enum Command {
     /// Run the benchmark once per load value of one dimension, into a results
     /// directory, stopping at saturation (batchbench sweep --help).
     Sweep(Box<SweepCmd>),
+    /// Describe a workload before running it: sessions, token shapes, arrivals,
+    /// prefix sharing, cache hit rates; nothing is sent (batchbench analyze --help).
+    Analyze(Box<AnalyzeCmd>),
     /// Find the highest load that meets the SLO (batchbench capacity --help).
     Capacity(Box<CapacityCmd>),
     /// Write one self-contained HTML report of results directories (runs, sweeps)
@@ -97,6 +100,17 @@ pub enum Command {
     /// as a replay manifest. Exit codes: 0 written, 1 export failed (no file), 2 bad
     /// flags.
     ExportPlans(Box<batchbench_clickhouse::ExportArgs>),
+}
+
+/// `batchbench analyze`: its flags and a run's.
+#[derive(Debug, Clone, Args)]
+pub struct AnalyzeCmd {
+    /// The analysis' flags.
+    #[command(flatten)]
+    pub analyze: crate::analyze::AnalyzeArgs,
+    /// The run's flags.
+    #[command(flatten)]
+    pub bench: BenchArgs,
 }
 
 /// `batchbench sweep`: the series' flags and a run's.
@@ -231,6 +245,11 @@ pub fn series_flags(kind: series::Kind) -> Vec<(String, bool)> {
     series::long_flags(&FRONT, kind)
 }
 
+/// Every long flag of `analyze`.
+pub fn analyze_flags() -> Vec<(String, bool)> {
+    crate::analyze::long_flags(&FRONT)
+}
+
 /// What `sweep` and `capacity` vary: users (closed loop), the concurrency
 /// cap, or the request rate (open loop).
 pub const DIMENSIONS: &[series::Dimension] = &[
@@ -283,6 +302,9 @@ where
     if let Some(kind) = series::Kind::of(args.get(1)) {
         return series::main(&FRONT, kind, &args[2..], cancel);
     }
+    if args.get(1).is_some_and(|a| a == "analyze") {
+        return crate::analyze::main(&FRONT, &args[2..]);
+    }
     let (cli, matches) = match super::parse::<Cli, _, _>(args) {
         Ok(p) => p,
         Err(e) => return exit::clap_exit("batchbench", &e),
@@ -299,8 +321,8 @@ where
             exit::exit_code("batchbench compare", crate::report::compare(&a))
         }
         // Handled above when they come first, as they must.
-        Some(Command::Sweep(_) | Command::Capacity(_)) => {
-            eprintln!("batchbench: give sweep or capacity first, before any flag");
+        Some(Command::Sweep(_) | Command::Capacity(_) | Command::Analyze(_)) => {
+            eprintln!("batchbench: give sweep, capacity or analyze first, before any flag");
             exit::EXIT_BAD_INPUT
         }
         None => exit::exit_code("batchbench", super::launch(&cli.bench, matches, cancel)),
@@ -580,6 +602,7 @@ pub const PROFILE: Profile = Profile {
         &["request_rate"],
         flags::LOAD_COLUMNS,
         flags::SLO_COLUMNS,
+        flags::CACHE_COLUMNS,
     ],
     view,
     dry_run_line,
