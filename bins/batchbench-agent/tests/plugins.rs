@@ -458,3 +458,71 @@ fn a_workload_plugin_and_a_manifest_are_not_combined() {
         out.stderr
     );
 }
+
+/// `analyze` reads a workload plugin like a run: the Mooncake example trace.
+#[test]
+fn the_mooncake_example_trace_is_analysed_through_its_plugin() {
+    let plugin = plugin_artifact("mooncake_trace.wasm");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let trace =
+        std::fs::canonicalize(root.join("examples/plugins/mooncake-trace/sample-trace.jsonl"))
+            .unwrap_or_else(|e| panic!("{e}"));
+    let t = trace.display().to_string();
+    let cfg = json!({"path": t, "sandbox": {"allow_read": [t]}}).to_string();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = dir.path().join("a.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_batchbench-agent"))
+        .args([
+            "analyze",
+            "--json",
+            out.to_str().unwrap_or_default(),
+            "--plugin",
+            plugin.to_str().unwrap_or_default(),
+            "--workload",
+            "mooncake_trace",
+            "--workload-config",
+            &cfg,
+            "--cache-block-tokens",
+            "512",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("longest shared prefixes"));
+    let a: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let rows = std::fs::read_to_string(&trace).unwrap_or_default();
+    assert_eq!(a["requests"], rows.lines().count());
+    // With blocks of the trace's own size, the ideal hit is the hash ids seen
+    // before, in order, as the trace lists them.
+    let mut seen = std::collections::HashSet::new();
+    let mut want = 0u64;
+    for l in rows.lines() {
+        let v: Value = serde_json::from_str(l).unwrap_or_default();
+        let ids: Vec<u64> = v["hash_ids"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_u64).collect())
+            .unwrap_or_default();
+        let input = v["input_length"].as_u64().unwrap_or(0);
+        let full = (input / 512) as usize;
+        let mut hit = true;
+        let mut prefix = Vec::new();
+        for (i, id) in ids.iter().enumerate() {
+            prefix.push(*id);
+            if i < full && hit && seen.contains(&prefix) {
+                want += 512;
+            } else {
+                hit = false;
+            }
+            if i < full {
+                seen.insert(prefix.clone());
+            }
+        }
+    }
+    assert_eq!(a["global"]["cached_tokens"], want, "{a}");
+}

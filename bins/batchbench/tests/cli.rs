@@ -688,3 +688,71 @@ fn the_books_exit_code_table_is_what_the_tool_does() {
     assert_eq!(code(&["--host", "sim://", "--users", "0"]), Some(2));
     // 130 is the SIGINT test's (sigint_stops_a_run_that_started_with_sigint_ignored).
 }
+
+#[test]
+fn analyze_prints_its_tables_and_names_bad_input_by_file_line_and_field() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let m = root.join("examples/trajectory-replay/plans-v2.jsonl");
+    let o = run(&[
+        "analyze",
+        &m.display().to_string(),
+        "--cache-tokens",
+        "1k,4k",
+        "--ranks",
+        "2",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for want in [
+        "requests             4 in 2 sessions",
+        "turns per session",
+        "prompt tokens",
+        "think time (ms)",
+        "arrivals (assuming 1000 ms per request)",
+        "prefix sharing (blocks of 16 tokens)",
+        "longest shared prefixes",
+        "one ideal cache, all requests",
+        "per rank: 2 rank(s), routing affinity",
+        "LRU 4,000 tokens",
+        "rank 1 (2 requests)",
+    ] {
+        assert!(out.contains(want), "no {want:?} in\n{out}");
+    }
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let bad = tmp.path().join("bad.jsonl");
+    let good = r#"{"schema_version":2,"trajectory_id":"a","requests":[{"prompt_tokens":20,"output_tokens":4,"overhead_tokens":0,"blocks":[{"seed":"s","tokens":20,"role":"user"}]}]}"#;
+    std::fs::write(
+        &bad,
+        format!("{good}\n{{\"schema_version\":2,\"trajectory_id\":\"b\",\"requests\":[{{\"prompt_tokens\":20,\"output_tokens\":4,\"blocks\":[{{\"seed\":\"s\",\"tokens\":-4,\"role\":\"user\"}}]}}]}}\n"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let b = bad.display().to_string();
+    let o = run(&["analyze", &b]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("{b}:2: trajectory b, request 0")) && err.contains("tokens"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty(), "nothing but the error");
+    let o = run(&["analyze", &b, "--workload", "finite_batch"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("SOURCE and --workload"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["analyze", "--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&o.stdout);
+    for flag in [
+        "--cache-tokens",
+        "--ranks",
+        "--routing",
+        "--assume-latency-ms",
+        "--json",
+        "--cache-block-tokens",
+    ] {
+        assert!(help.contains(flag), "no {flag} in analyze --help");
+    }
+}

@@ -336,6 +336,11 @@ pub fn render(a: &Analysis) -> String {
     );
     let _ = writeln!(
         o,
+        "  {:<34} {:>8}  {:>15}",
+        "cache", "hit rate", "cached tokens"
+    );
+    let _ = writeln!(
+        o,
         "  {:<34} {}",
         "one ideal cache, all requests",
         cache_cells(&a.global)

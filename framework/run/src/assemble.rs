@@ -462,7 +462,12 @@ pub fn analyze(
         routing,
         max_active: spec.admission.max_active,
         open,
-        session_rate: spec.load.rate,
+        // Sessions released at a rate start evenly at it; a request rate
+        // (independent requests) is laid out as the closed loop.
+        session_rate: spec
+            .load
+            .rate
+            .filter(|_| spec.load.release == batchbench_core::spec::Release::Sessions),
         time_scale: spec.admission.time_scale,
         latency_ms: settings.latency_ms,
         top: settings.top,

@@ -305,61 +305,6 @@ fn every_example_workload_is_analysed() {
 }
 
 #[test]
-fn the_mooncake_example_trace_is_analysed_through_its_plugin() {
-    let plugin = batchbench_tests::plugin_artifact("mooncake_trace.wasm");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let trace =
-        std::fs::canonicalize(root.join("examples/plugins/mooncake-trace/sample-trace.jsonl"))
-            .unwrap_or_else(|e| panic!("{e}"));
-    let t = trace.display().to_string();
-    let cfg = json!({"path": t, "sandbox": {"allow_read": [t]}}).to_string();
-    let (code, a) = analyze(
-        "batchbench-agent",
-        &[
-            "--plugin",
-            plugin.to_str().unwrap_or_default(),
-            "--workload",
-            "mooncake_trace",
-            "--workload-config",
-            &cfg,
-            "--cache-block-tokens",
-            "512",
-        ],
-    );
-    assert_eq!(code, 0);
-    let a = a.unwrap_or_else(|| panic!("no analysis"));
-    let rows = std::fs::read_to_string(&trace).unwrap_or_default();
-    assert_eq!(a["requests"], rows.lines().count());
-    // With blocks of the trace's own size, the ideal hit is the hash ids seen
-    // before, in order, as the trace lists them.
-    let mut seen = std::collections::HashSet::new();
-    let mut want = 0u64;
-    for l in rows.lines() {
-        let v: Value = serde_json::from_str(l).unwrap_or_default();
-        let ids: Vec<u64> = v["hash_ids"]
-            .as_array()
-            .map(|a| a.iter().filter_map(Value::as_u64).collect())
-            .unwrap_or_default();
-        let input = v["input_length"].as_u64().unwrap_or(0);
-        let full = (input / 512) as usize;
-        let mut hit = true;
-        let mut prefix = Vec::new();
-        for (i, id) in ids.iter().enumerate() {
-            prefix.push(*id);
-            if i < full && hit && seen.contains(&prefix) {
-                want += 512;
-            } else {
-                hit = false;
-            }
-            if i < full {
-                seen.insert(prefix.clone());
-            }
-        }
-    }
-    assert_eq!(cached(&a["global"]), want, "{a}");
-}
-
-#[test]
 fn bad_input_is_named_by_file_and_line_and_nothing_runs() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let p = dir.path().join("bad.jsonl");
