@@ -168,3 +168,25 @@ fn the_report_of_a_run_and_of_a_sweep_renders_in_chromium_with_every_chart() {
     // Three series charts, and the points' runs.
     check_in_browser(&report, "report-sweep", 13);
 }
+
+#[test]
+#[ignore = "needs Chromium: .ci/run runs it"]
+fn the_page_of_an_analysis_renders_in_chromium_with_every_chart() {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let m = root.join("examples/trajectory-replay/plans-v2.jsonl");
+    let page = tmp.path().join("analysis.html");
+    batchbench(&[
+        "analyze",
+        &m.display().to_string(),
+        "--quiet",
+        "--cache-tokens",
+        "64,256,1k,4k",
+        "--ranks",
+        "2",
+        "--html",
+        &page.display().to_string(),
+    ]);
+    // Arrivals, sharing, and hit rates by capacity.
+    check_in_browser(&page, "analysis", 3);
+}

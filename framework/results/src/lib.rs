@@ -8,6 +8,7 @@
 //! version, a run that never finished writing (no `run.json`) or a truncated or
 //! malformed file is a [`ResultsError`] naming the file (and the line).
 
+pub mod analysis;
 pub mod compare;
 pub mod llmd;
 pub mod report;

@@ -136,7 +136,7 @@ fn nav(series: &[(&str, &SeriesDir)], shown: &[Shown<'_>]) -> String {
     format!("<nav>{}</nav>", links.join(" "))
 }
 
-fn section(id: &str, title: &str, note: &str, content: &str) -> String {
+pub(crate) fn section(id: &str, title: &str, note: &str, content: &str) -> String {
     format!(
         "<section id=\"{id}\"><h2>{}</h2><p class=\"note\">{}</p>{content}</section>",
         esc(title),
@@ -145,7 +145,7 @@ fn section(id: &str, title: &str, note: &str, content: &str) -> String {
 }
 
 /// Charts in a grid; a chart with nothing to draw leaves a line saying so.
-fn grid(charts: &[(Chart, &str)]) -> String {
+pub(crate) fn grid(charts: &[(Chart, &str)]) -> String {
     let mut o = String::from("<div class=\"grid\">");
     for (c, empty) in charts {
         match c.svg() {
@@ -959,7 +959,7 @@ const SCRIPT: &str = r#"
 })();
 "#;
 
-fn page(body: &str) -> String {
+pub(crate) fn page(body: &str) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>batchbench report</title><style>{STYLE}</style></head><body>{body}<script>{SCRIPT}</script></body></html>\n"
     )

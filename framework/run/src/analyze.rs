@@ -45,6 +45,10 @@ pub struct AnalyzeArgs {
     /// tables; with --quiet and a FILE, no tables).
     #[arg(long, value_name = "FILE", help_heading = "Analyze")]
     pub json: Option<PathBuf>,
+    /// Write a self-contained HTML page of the analysis to FILE: its tables, and
+    /// charts of arrivals, prefix sharing and hit rates by capacity and rank.
+    #[arg(long, value_name = "FILE", help_heading = "Analyze")]
+    pub html: Option<PathBuf>,
 }
 
 /// The clap command of `analyze` for a front (for `--help` and parsing).
@@ -126,8 +130,29 @@ fn run(front: &Front, m: &clap::ArgMatches, args: &[OsString]) -> Result<(), Fai
         spec.workload = replay_workload(&spec, src)?;
     }
     let settings = settings(&a)?;
+    for (flag, p) in [("--json", &a.json), ("--html", &a.html)] {
+        if let Some(p) = p.as_deref().filter(|p| p.as_os_str() != "-") {
+            assemble::check_output(flag, p)?;
+        }
+    }
     let quiet = spec.output.quiet;
+    let title = a
+        .source
+        .as_ref()
+        .map_or_else(|| spec.workload.name.clone(), |p| p.display().to_string());
     let analysis = assemble::analyze(spec, &settings)?;
+    if let Some(p) = &a.html {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let html = batchbench_results::analysis::render(
+            &analysis,
+            &title,
+            &batchbench_core::timefmt::rfc3339(now),
+        );
+        std::fs::write(p, html)
+            .map_err(|e| Failure::failed(anyhow::anyhow!("cannot write {}: {e}", p.display())))?;
+    }
     match a.json.as_deref() {
         Some(p) if p.as_os_str() == "-" => {
             println!("{}", to_json(&analysis)?);

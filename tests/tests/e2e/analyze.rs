@@ -65,8 +65,15 @@ fn analyze_gives_the_hand_computed_hit_rates_for_one_and_four_ranks() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let m = known_manifest(dir.path());
     let m = m.to_str().unwrap_or_default();
-    let (code, a) = analyze("batchbench-agent", &[m, "--cache-tokens", "128,1M"]);
+    let html = dir.path().join("a.html");
+    let (code, a) = analyze(
+        "batchbench-agent",
+        &[m, "--cache-tokens", "128,1M", "--html", html.to_str().unwrap_or_default()],
+    );
     assert_eq!(code, 0);
+    let page = std::fs::read_to_string(&html).unwrap_or_default();
+    assert_eq!(page.matches("<svg").count(), 3, "three charts");
+    assert!(page.contains("session-0") && page.contains("LRU 128 tokens per rank"));
     let a = a.unwrap_or_else(|| panic!("no analysis"));
     assert_eq!(a["requests"], 16);
     assert_eq!(a["sessions"], SESSIONS);
