@@ -370,3 +370,40 @@ fn the_clickhouse_workload_replays_straight_from_the_warehouse() {
     assert_eq!(run["workload"]["mode"], "clickhouse");
     assert_no_secret("the report", &run.to_string());
 }
+
+#[test]
+#[ignore = "needs a ClickHouse engine: eval \"$(bash .ci/clickhouse.sh start)\""]
+fn analyze_reads_a_warehouse_window_and_sends_nothing() {
+    let cfg = serde_json::json!({
+        "start": "2026-09-01T09:00:00Z",
+        "end": "2026-09-01T10:00:00Z",
+    })
+    .to_string();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let json = out(&dir, "analysis.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_batchbench"))
+        .args([
+            "analyze",
+            "--workload",
+            "clickhouse",
+            "--workload-config",
+            &cfg,
+            "--json",
+            json.to_str().unwrap_or_default(),
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let err = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let a: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        a["requests"], 18,
+        "the window's requests, as the replay sends them"
+    );
+    assert_eq!(a["workload"]["mode"], "clickhouse");
+    assert!(a["sessions"].as_u64().unwrap_or(0) > 0);
+    assert_no_secret("the analysis", &a.to_string());
+    assert_no_secret("the console", &err);
+}

@@ -68,7 +68,13 @@ fn analyze_gives_the_hand_computed_hit_rates_for_one_and_four_ranks() {
     let html = dir.path().join("a.html");
     let (code, a) = analyze(
         "batchbench-agent",
-        &[m, "--cache-tokens", "128,1M", "--html", html.to_str().unwrap_or_default()],
+        &[
+            m,
+            "--cache-tokens",
+            "128,1M",
+            "--html",
+            html.to_str().unwrap_or_default(),
+        ],
     );
     assert_eq!(code, 0);
     let page = std::fs::read_to_string(&html).unwrap_or_default();
