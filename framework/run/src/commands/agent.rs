@@ -44,7 +44,11 @@ complete or no request succeeded (or more than --max-failure-rate failed), 2 bad
 
 Series: `batchbench-agent sweep` runs these flags once per load value of one dimension
 (session rate, agents, active agents, concurrency); `batchbench-agent capacity` finds the
-highest load that meets --slo. See `batchbench-agent sweep --help`.";
+highest load that meets --slo. See `batchbench-agent sweep --help`.
+
+Analysis: `batchbench-agent analyze [MANIFEST]` reads the workload these flags select
+and sends nothing: its shape, arrivals, prefix sharing across sessions, and prefix-cache
+hit rates per data-parallel rank. See `batchbench-agent analyze --help`.";
 
 /// Command line of `batchbench-agent`.
 #[derive(Debug, Parser)]
