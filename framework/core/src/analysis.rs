@@ -348,6 +348,7 @@ pub fn analyze(
         opts.capacities.iter().map(|_| HashMap::new()).collect();
     let (mut global_cached, mut shape_tokens) = (0u64, 0u64);
     let mut references = 0u64;
+    let mut private_blocks = 0u64;
     let mut turns = DistBuilder::new();
     let mut prompts = DistBuilder::new();
     let mut outputs = DistBuilder::new();
@@ -454,15 +455,16 @@ pub fn analyze(
             sends[sec] += 1;
         }
 
-        // The global ideal cache and the sharing structure: one map.
+        // The global ideal cache and the sharing structure: one map, of the
+        // shareable blocks (a private block has one session by construction).
         let session = (a.ord.min(u64::from(u32::MAX - 1))) as u32;
-        let from = a.shape.take_new(u64::MAX);
-        let hashes = a.shape.hashes();
-        references += hashes.len() as u64;
-        let mut hits = from;
-        let mut hit = true;
-        for (i, &h) in hashes.iter().enumerate().skip(from) {
-            let parent = if i == 0 { 0 } else { hashes[i - 1] };
+        references += a.shape.hashes().len() as u64;
+        let from = a.shape.known(u64::MAX);
+        let mut parent = match from {
+            0 => 0,
+            n => a.shape.hashes().get(n - 1).copied().unwrap_or(0),
+        };
+        let (hits, fresh_private) = a.shape.lookup_with(u64::MAX, |i, h| {
             let e = blocks.entry(h);
             let existed = matches!(e, std::collections::hash_map::Entry::Occupied(_));
             let info = e.or_insert(BlockInfo {
@@ -476,12 +478,10 @@ pub fn analyze(
                 info.last_session = session;
                 info.sessions += 1;
             }
-            if hit && existed {
-                hits += 1;
-            } else {
-                hit = false;
-            }
-        }
+            parent = h;
+            existed
+        });
+        private_blocks += fresh_private as u64;
         global_cached += hits as u64 * u64::from(block);
 
         let rank = match &opts.routing {
@@ -492,14 +492,10 @@ pub fn analyze(
             Routing::Affinity => a.ord % ranks,
             Routing::Slots(f) => f(a.slot).unwrap_or(0),
         };
-        // Round robin moves a session between ranks: what it stored on another
-        // rank is no help here, so only an affinity keeps the fast path.
+        // What this session stored on a rank before is known to be there
+        // still (an ideal cache forgets nothing), whichever rank it used since.
         let ideal = rank_ideal.entry(rank).or_default();
-        let cached = if matches!(opts.routing, Routing::RoundRobin) {
-            ideal.lookup_and_insert_from(a.shape.hashes(), 0) as u64 * u64::from(block)
-        } else {
-            a.shape.lookup_ideal(ideal, rank)
-        };
+        let cached = a.shape.lookup_ideal(ideal, rank);
         let c = ideal_rank_counts.entry(rank).or_default();
         c.requests += 1;
         c.prompt += tokens;
@@ -532,7 +528,7 @@ pub fn analyze(
     }
     progress(requests);
 
-    let sharing = sharing(&blocks, block, opts.top, &ids, references);
+    let sharing = sharing(&blocks, private_blocks, block, opts.top, &ids, references);
     let rows = |counts: &HashMap<u64, RankCounts>| -> (CacheFigures, Vec<CacheFigures>) {
         let mut rs: Vec<(&u64, &RankCounts)> = counts.iter().collect();
         rs.sort_by_key(|(r, _)| **r);
@@ -668,13 +664,15 @@ const BUCKETS: [(u32, u32, &str); 7] = [
 
 fn sharing(
     blocks: &HashMapById<BlockInfo>,
+    private_blocks: u64,
     block: u32,
     top: usize,
     ids: &IdArena,
     references: u64,
 ) -> Sharing {
-    let distinct = blocks.len() as u64;
+    let distinct = blocks.len() as u64 + private_blocks;
     let mut counts = [0u64; BUCKETS.len()];
+    counts[0] = private_blocks;
     for b in blocks.values() {
         if let Some(i) = BUCKETS
             .iter()

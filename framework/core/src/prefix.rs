@@ -45,6 +45,20 @@ pub struct Segment {
     pub id: u64,
     /// How many.
     pub tokens: u32,
+    /// Content of one trajectory alone (its own prompt, tool results, replies):
+    /// no other trajectory can send it, so no block from it on is shared.
+    pub private: bool,
+}
+
+impl Segment {
+    /// Content any trajectory may send.
+    pub fn shared(id: u64, tokens: u32) -> Self {
+        Self {
+            id,
+            tokens,
+            private: false,
+        }
+    }
 }
 
 /// A hasher for keys that are hashes already.
@@ -93,6 +107,15 @@ pub struct Shape {
     /// used, by the cache's key: they were inserted, and an ideal cache never
     /// forgets.
     known: Vec<(u64, usize)>,
+    /// The private blocks this trajectory stored in each ideal cache, by the
+    /// cache's key: only this trajectory can send them again, so they live
+    /// here, and end with it, rather than in the run's caches.
+    private: Vec<(
+        u64,
+        std::collections::HashSet<u64, BuildHasherDefault<IdHasher>>,
+    )>,
+    /// Leading full blocks with no private token.
+    shareable: usize,
 }
 
 impl Shape {
@@ -105,6 +128,8 @@ impl Shape {
             hashes: Vec::new(),
             seeds: HashMap::new(),
             known: Vec::new(),
+            private: Vec::new(),
+            shareable: 0,
         }
     }
 
@@ -142,15 +167,14 @@ impl Shape {
             tokens: reply_tokens
                 .or_else(|| prev.and_then(|p| p.output_tokens))
                 .unwrap_or(0),
+            private: true,
         };
         let own = |purpose: u64, tokens: u32| Segment {
             id: mix64(trajectory ^ mix64(index ^ purpose)),
             tokens,
+            private: true,
         };
-        let template = |tokens: u32| Segment {
-            id: TEMPLATE,
-            tokens,
-        };
+        let template = |tokens: u32| Segment::shared(TEMPLATE, tokens);
         let mut segs = Vec::new();
         match req.prompt_plan(continues) {
             PromptPlan::Raw(body) => {
@@ -174,10 +198,7 @@ impl Shape {
                                 (true, Some(r)) => r,
                                 (_, r) => {
                                     live_reply = r;
-                                    Segment {
-                                        id: block_id(&b.seed, b.tokens, b.role),
-                                        tokens: b.tokens,
-                                    }
+                                    Segment::shared(block_id(&b.seed, b.tokens, b.role), b.tokens)
                                 }
                             };
                             self.seeds.insert(b.seed.clone(), s);
@@ -198,10 +219,7 @@ impl Shape {
                 segs.push(template(overhead));
                 let shared = shared_prefix.map_or(0, |p| p.tokens.min(content));
                 if let Some(p) = shared_prefix {
-                    segs.push(Segment {
-                        id: mix64(p.key ^ SHARED),
-                        tokens: shared,
-                    });
+                    segs.push(Segment::shared(mix64(p.key ^ SHARED), shared));
                 }
                 segs.push(own(PROMPT, content - shared));
             }
@@ -216,18 +234,12 @@ impl Shape {
                         .saturating_sub(overheads.turn)
                 });
                 segs.push(reply());
-                segs.push(Segment {
-                    id: TURN,
-                    tokens: overheads.turn,
-                });
+                segs.push(Segment::shared(TURN, overheads.turn));
                 segs.push(own(ENVIRONMENT, env));
             }
             PromptPlan::Default => {
                 self.seeds.clear();
-                segs.push(Segment {
-                    id: DEFAULT_PROMPT,
-                    tokens: DEFAULT_PROMPT_TOKENS,
-                });
+                segs.push(Segment::shared(DEFAULT_PROMPT, DEFAULT_PROMPT_TOKENS));
             }
         }
         segs.retain(|s| s.tokens > 0);
@@ -258,6 +270,13 @@ impl Shape {
         }
         self.segs = segs;
         self.tokens = self.segs.iter().map(|s| u64::from(s.tokens)).sum();
+        let public: u64 = self
+            .segs
+            .iter()
+            .take_while(|s| !s.private)
+            .map(|s| u64::from(s.tokens))
+            .sum();
+        self.shareable = (public / u64::from(self.block)) as usize;
         self.rehash_from(keep);
     }
 
@@ -302,6 +321,15 @@ impl Shape {
         debug_assert_eq!(pos, full as u64 * block);
     }
 
+    /// The leading blocks of the prompt that this trajectory's earlier requests
+    /// stored in the ideal cache keyed `key`.
+    pub fn known(&self, key: u64) -> usize {
+        self.known
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map_or(0, |(_, n)| (*n).min(self.hashes.len()))
+    }
+
     /// The leading blocks already stored in the ideal cache keyed `key` by
     /// this trajectory's earlier requests, and from now on all of them: the
     /// blocks past the returned count are new to it.
@@ -316,12 +344,64 @@ impl Shape {
         }
     }
 
+    /// Leading full blocks that other trajectories could send too: those
+    /// before the first private token.
+    pub fn shareable_blocks(&self) -> usize {
+        self.shareable.min(self.hashes.len())
+    }
+
     /// Looks the prompt up in `cache` (keyed `key` among the ideal caches this
-    /// trajectory uses) and stores it there. Returns the cached tokens.
+    /// trajectory uses) and stores it there: its shareable blocks in `cache`,
+    /// the rest with this trajectory. Returns the cached tokens.
     pub fn lookup_ideal(&mut self, cache: &mut IdealCache, key: u64) -> u64 {
+        self.lookup_ideal_counting(cache, key).0
+    }
+
+    /// [`Shape::lookup_ideal`], also returning how many private blocks were new.
+    pub fn lookup_ideal_counting(&mut self, cache: &mut IdealCache, key: u64) -> (u64, usize) {
+        let (hits, fresh) = self.lookup_with(key, |_, h| !cache.seen.insert(h));
+        (hits as u64 * u64::from(self.block), fresh)
+    }
+
+    /// Looks the prompt up in the ideal cache keyed `key`: its leading blocks
+    /// stored by this trajectory's earlier requests are hits; `shared(i, hash)`
+    /// looks up and stores each later shareable block, saying whether it was
+    /// there; later private blocks are looked up and stored with this
+    /// trajectory. Returns the leading blocks found, and the private blocks new
+    /// to this trajectory.
+    pub fn lookup_with(
+        &mut self,
+        key: u64,
+        mut shared: impl FnMut(usize, u64) -> bool,
+    ) -> (usize, usize) {
         let from = self.take_new(key);
-        let hits = cache.lookup_and_insert_from(&self.hashes, from);
-        hits as u64 * u64::from(self.block)
+        let shareable = self.shareable_blocks();
+        let private = match self.private.iter().position(|(k, _)| *k == key) {
+            Some(i) => &mut self.private[i].1,
+            None => {
+                self.private.push((key, Default::default()));
+                let last = self.private.len() - 1;
+                &mut self.private[last].1
+            }
+        };
+        let mut hits = from;
+        let mut hit = true;
+        let mut fresh_private = 0;
+        for (i, &h) in self.hashes.iter().enumerate().skip(from) {
+            let present = if i < shareable {
+                shared(i, h)
+            } else {
+                let fresh = private.insert(h);
+                fresh_private += usize::from(fresh);
+                !fresh
+            };
+            if hit && present {
+                hits += 1;
+            } else {
+                hit = false;
+            }
+        }
+        (hits, fresh_private)
     }
 }
 
@@ -352,10 +432,7 @@ fn raw_segments(
             let upto = total * seen / bytes;
             let tokens = (upto - given) as u32;
             given = upto;
-            Segment {
-                id: mix64(hash_str(p) ^ RAW),
-                tokens,
-            }
+            Segment::shared(mix64(hash_str(p) ^ RAW), tokens)
         })
         .collect()
 }
@@ -633,6 +710,14 @@ mod tests {
         let est = e.observe(&mut u, Some(1));
         assert_eq!(est.global, 96);
         assert_eq!(est.rank, Some(96));
+        // A synthetic prompt is one trajectory's own: its blocks stay with the
+        // trajectory, and the run's caches do not grow with them.
+        assert!(
+            e.global.is_empty(),
+            "{} blocks in the run's cache",
+            e.global.len()
+        );
+        assert_eq!(u.shareable_blocks(), 0);
     }
 
     #[test]
@@ -662,6 +747,27 @@ mod tests {
         assert_eq!(x.tokens(), 32 * 3 + 16);
         assert_eq!(x.hashes()[..2], y.hashes()[..2]);
         assert_ne!(x.hashes()[2], y.hashes()[2]);
+    }
+
+    #[test]
+    fn a_private_block_is_found_again_after_the_prompt_returns_to_it() {
+        // The prompt grows, is cut back, then grows back to what it was: the
+        // private blocks stored by the first request are hits again.
+        let first = PlannedRequest {
+            prompt_tokens: Some(64),
+            output_tokens: Some(32),
+            ..Default::default()
+        };
+        let mut s = Shape::new(16);
+        let mut cache = IdealCache::default();
+        s.advance(3, 0, None, &first, None, Overheads::default());
+        assert_eq!(s.lookup_ideal(&mut cache, 0), 0);
+        let segs = s.segs.clone();
+        s.set(Vec::new());
+        assert_eq!(s.known(0), 0, "cut back: nothing known to be a prefix");
+        s.set(segs.clone());
+        assert_eq!(s.lookup_ideal(&mut cache, 0), 64);
+        assert!(cache.is_empty());
     }
 
     #[test]
