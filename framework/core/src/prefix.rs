@@ -176,7 +176,18 @@ impl Shape {
         };
         let template = |tokens: u32| Segment::shared(TEMPLATE, tokens);
         let mut segs = Vec::new();
-        match req.prompt_plan(continues) {
+        let plan = req.prompt_plan(continues);
+        // A fresh conversation opens with content of its own index: no private
+        // block of an earlier one can come back, so they go.
+        if !matches!(plan, PromptPlan::Continue { .. })
+            && !(continues && matches!(plan, PromptPlan::Blocks(_)))
+        {
+            for (_, set) in &mut self.private {
+                set.clear();
+                set.shrink_to(64);
+            }
+        }
+        match plan {
             PromptPlan::Raw(body) => {
                 self.seeds.clear();
                 segs = raw_segments(&body.0, req.prompt_tokens);
