@@ -179,9 +179,12 @@ impl Shape {
         let plan = req.prompt_plan(continues);
         // A fresh conversation opens with content of its own index: no private
         // block of an earlier one can come back, so they go.
-        if !matches!(plan, PromptPlan::Continue { .. })
-            && !(continues && matches!(plan, PromptPlan::Blocks(_)))
-        {
+        let fresh = match plan {
+            PromptPlan::Continue { .. } => false,
+            PromptPlan::Blocks(_) => !continues,
+            _ => true,
+        };
+        if fresh {
             for (_, set) in &mut self.private {
                 set.clear();
                 set.shrink_to(64);
