@@ -143,11 +143,6 @@ impl Shape {
         &self.hashes
     }
 
-    /// The block size.
-    pub fn block_tokens(&self) -> u32 {
-        self.block
-    }
-
     /// Moves to request `index` of the trajectory keyed `trajectory` (unique in
     /// the run): `req` as its plan says, `prev` the request before it (whose
     /// conversation it continues unless it is `reset_before`), and
@@ -347,7 +342,7 @@ impl Shape {
     /// The leading blocks already stored in the ideal cache keyed `key` by
     /// this trajectory's earlier requests, and from now on all of them: the
     /// blocks past the returned count are new to it.
-    pub fn take_new(&mut self, key: u64) -> usize {
+    fn take_new(&mut self, key: u64) -> usize {
         let n = self.hashes.len();
         match self.known.iter_mut().find(|(k, _)| *k == key) {
             Some((_, k)) => std::mem::replace(k, n).min(n),
@@ -368,13 +363,8 @@ impl Shape {
     /// trajectory uses) and stores it there: its shareable blocks in `cache`,
     /// the rest with this trajectory. Returns the cached tokens.
     pub fn lookup_ideal(&mut self, cache: &mut IdealCache, key: u64) -> u64 {
-        self.lookup_ideal_counting(cache, key).0
-    }
-
-    /// [`Shape::lookup_ideal`], also returning how many private blocks were new.
-    pub fn lookup_ideal_counting(&mut self, cache: &mut IdealCache, key: u64) -> (u64, usize) {
-        let (hits, fresh) = self.lookup_with(key, |_, h| !cache.seen.insert(h));
-        (hits as u64 * u64::from(self.block), fresh)
+        let (hits, _) = self.lookup_with(key, |_, h| !cache.seen.insert(h));
+        hits as u64 * u64::from(self.block)
     }
 
     /// Looks the prompt up in the ideal cache keyed `key`: its leading blocks
@@ -458,22 +448,6 @@ pub struct IdealCache {
 }
 
 impl IdealCache {
-    /// Looks up the prompt's blocks, the first `known` of which are cached
-    /// already, and stores them. Returns the cached blocks.
-    pub fn lookup_and_insert_from(&mut self, hashes: &[u64], known: usize) -> usize {
-        let mut hits = known;
-        let mut hit = true;
-        for &h in &hashes[known..] {
-            let fresh = self.seen.insert(h);
-            if hit && !fresh {
-                hits += 1;
-            } else {
-                hit = false;
-            }
-        }
-        hits
-    }
-
     /// Distinct blocks stored.
     pub fn len(&self) -> usize {
         self.seen.len()

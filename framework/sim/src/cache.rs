@@ -1,15 +1,13 @@
 //! A prefix cache of hashed token blocks with LRU eviction.
 
-use std::collections::{BTreeMap, HashMap};
+use batchbench_core::prefix::LruCache;
 
-/// One worker's prefix cache.
-#[derive(Debug, Default)]
+/// One worker's prefix cache: the prompt's full blocks of token ids, hashed in
+/// a chain, in an LRU cache of block hashes (the one `analyze` uses).
+#[derive(Debug)]
 pub struct PrefixCache {
     block: usize,
-    capacity_blocks: usize,
-    tick: u64,
-    last_used: HashMap<u64, u64>,
-    by_age: BTreeMap<u64, u64>,
+    lru: LruCache,
 }
 
 impl PrefixCache {
@@ -18,8 +16,7 @@ impl PrefixCache {
         let block = block.max(1);
         Self {
             block,
-            capacity_blocks: (capacity_tokens / block as u64) as usize,
-            ..Self::default()
+            lru: LruCache::new((capacity_tokens / block as u64) as usize),
         }
     }
 
@@ -27,38 +24,18 @@ impl PrefixCache {
     /// prefix length in tokens.
     pub fn lookup_and_insert(&mut self, tokens: &[u32]) -> u64 {
         let mut hash: u64 = 0x84222325cbf29ce4;
-        let mut hit = true;
-        let mut cached = 0u64;
-        for chunk in tokens.chunks_exact(self.block) {
-            for &t in chunk {
-                hash = batchbench_core::rng::mix64(hash ^ u64::from(t).wrapping_mul(0x100000001b3));
-            }
-            if hit && self.last_used.contains_key(&hash) {
-                cached += self.block as u64;
-            } else {
-                hit = false;
-            }
-            self.touch(hash);
-        }
-        self.evict();
-        cached
-    }
-
-    fn touch(&mut self, hash: u64) {
-        self.tick += 1;
-        if let Some(old) = self.last_used.insert(hash, self.tick) {
-            self.by_age.remove(&old);
-        }
-        self.by_age.insert(self.tick, hash);
-    }
-
-    fn evict(&mut self) {
-        while self.last_used.len() > self.capacity_blocks {
-            let Some((_, hash)) = self.by_age.pop_first() else {
-                break;
-            };
-            self.last_used.remove(&hash);
-        }
+        let hashes: Vec<u64> = tokens
+            .chunks_exact(self.block)
+            .map(|chunk| {
+                for &t in chunk {
+                    hash = batchbench_core::rng::mix64(
+                        hash ^ u64::from(t).wrapping_mul(0x100000001b3),
+                    );
+                }
+                hash
+            })
+            .collect();
+        (self.lru.lookup_and_insert(&hashes) * self.block) as u64
     }
 }
 
