@@ -61,6 +61,10 @@ pub struct Schedule {
     shape: f64,
     rng: Stream,
     end: Option<f64>,
+    /// Sharded: arrivals of the global schedule to pass over before the next
+    /// one this shard takes, and between the later ones.
+    skip: u64,
+    every: u64,
 }
 
 impl Schedule {
@@ -104,6 +108,19 @@ impl Schedule {
             shape: load.burstiness.unwrap_or(1.0),
             rng: Stream::at(seed, &[PURPOSE_ARRIVALS]),
             end: load.duration_secs,
+            skip: 0,
+            every: 1,
+        }
+    }
+
+    /// The arrivals of `load` that `shard` takes: arrivals `I, I + N, ...` of
+    /// the one global schedule, so that the shards together release the
+    /// unsharded run's arrivals at the very same times.
+    pub fn sharded(load: &LoadSpec, seed: u64, shard: crate::shard::Shard) -> Self {
+        Self {
+            skip: u64::from(shard.index),
+            every: u64::from(shard.count.max(1)),
+            ..Self::new(load, seed)
         }
     }
 
@@ -118,6 +135,15 @@ impl Schedule {
 
     /// The next arrival, or `None` once the schedule has ended.
     pub fn next_due(&mut self) -> Option<Duration> {
+        for _ in 0..self.skip {
+            self.next_global()?;
+        }
+        self.skip = self.every - 1;
+        self.next_global()
+    }
+
+    /// The next arrival of the global (unsharded) schedule.
+    fn next_global(&mut self) -> Option<Duration> {
         let mut need = self.unit_gap();
         loop {
             let p = *self.pieces.get(self.piece)?;
@@ -237,6 +263,35 @@ mod tests {
         assert!(d < critical, "D = {d}, critical {critical}");
         // And the test can fail: the same gaps against twice the rate.
         assert!(ks_exponential(&g, 200.0) > critical);
+    }
+
+    #[test]
+    fn four_shards_at_a_quarter_rate_superpose_to_the_one_stream() {
+        let load = LoadSpec {
+            rate: Some(100.0),
+            ..LoadSpec::default()
+        };
+        let whole = times(&load, 8000);
+        let mut union = Vec::new();
+        for i in 0..4 {
+            let mut s = Schedule::sharded(&load, 42, crate::shard::Shard::new(i, 4).unwrap());
+            let mine: Vec<f64> = (0..2000)
+                .map_while(|_| s.next_due())
+                .map(|d| d.as_secs_f64())
+                .collect();
+            // Each shard runs at R / 4.
+            let rate = (mine.len() - 1) as f64 / (mine[mine.len() - 1] - mine[0]);
+            assert!((rate - 25.0).abs() < 2.0, "shard {i}: {rate}/s");
+            union.extend(mine);
+        }
+        union.sort_by(f64::total_cmp);
+        // The union is the unsharded schedule itself, time for time...
+        assert_eq!(union, whole);
+        // ...so its gaps pass the one stream's test.
+        let g = gaps(&union);
+        let critical = 1.628 / (g.len() as f64).sqrt();
+        assert!(ks_exponential(&g, 100.0) < critical);
+        assert!(ks_exponential(&g, 25.0) > critical);
     }
 
     fn cv(xs: &[f64]) -> f64 {

@@ -108,6 +108,13 @@ pub struct EngineOptions {
     pub metrics_interval: Duration,
     /// The block size of the prefix-cache estimates.
     pub cache_block_tokens: u32,
+    /// This run's shard: agent ids and routing slots are the unsharded run's
+    /// (the source must yield only the shard's trajectories, as
+    /// [`ShardedSource`](crate::shard::ShardedSource) does), and arrivals are
+    /// the shard's share of the one schedule.
+    pub shard: crate::shard::Shard,
+    /// When the benchmark clock starts, Unix milliseconds (absent: when ready).
+    pub start_at_ms: Option<i64>,
 }
 
 pub use crate::spec::AdmissionMode as Admission;
@@ -131,6 +138,8 @@ impl Default for EngineOptions {
             server_metrics: Vec::new(),
             metrics_interval: Duration::from_secs(1),
             cache_block_tokens: crate::prefix::DEFAULT_BLOCK_TOKENS,
+            shard: crate::shard::Shard::WHOLE,
+            start_at_ms: None,
         }
     }
 }
@@ -338,6 +347,8 @@ impl Engine {
             workload: source.info(),
             config: self.config,
             spec: self.spec,
+            start_skew_ms: None,
+            merged_shards: Vec::new(),
         };
         let synth = Arc::new(Synth {
             seed: self.opts.seed,
@@ -375,7 +386,7 @@ impl Engine {
                 let first = t.requests.next();
                 let job = first
                     .as_ref()
-                    .map(|r| first_job(&self.opts, &t.id, i as u64, r))
+                    .map(|r| first_job(&self.opts, &t.id, self.opts.shard.global(i as u64), r))
                     .transpose()?;
                 let synth = synth.clone();
                 jobs.spawn(async move {
@@ -398,10 +409,12 @@ impl Engine {
             prepared.extend(slots.into_iter().flatten());
         }
 
-        let started_unix = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
-        info.started_unix = started_unix;
+        // With a start time, reporters see it as the start; the clock's real
+        // start replaces it below.
+        info.started_unix = match self.opts.start_at_ms {
+            Some(at) => at as f64 / 1000.0,
+            None => unix_now(),
+        };
         // Every reporter starts (a failing one does not keep the others from
         // saying what is wrong); any failure stops the run before the clock.
         let mut start_error = None;
@@ -420,6 +433,11 @@ impl Engine {
         let pacer = (open || self.opts.load.is_open())
             .then(crate::pacer::Pacer::start)
             .and_then(Result::ok);
+        if let Some(at) = self.opts.start_at_ms {
+            let started = wait_for_start(at, &self.cancel).await;
+            info.start_skew_ms = Some((started - at as f64 / 1000.0) * 1000.0);
+            info.started_unix = started;
+        }
         // The benchmark clock starts now.
         let start = Instant::now();
         let cpu_at_start = crate::cpu::process_cpu();
@@ -516,42 +534,34 @@ impl Engine {
             .map_err(|e| EngineError::Internal(format!("the workload source failed: {e}")))?;
         let mut guard = shared.collector();
         let c = &mut *guard;
-        let mut summary = Summary::from_metrics(&c.metrics, elapsed);
-        load::report(
-            &mut summary,
-            &c.metrics,
-            &load,
-            arrivals,
+        let mut summary = summarize(&Tally {
+            metrics: &c.metrics,
             elapsed,
+            load: &load,
+            slo: &shared.opts.slo,
+            max_failure_rate: shared.opts.max_failure_rate,
+            arrivals,
             client_cpu,
-        );
-        if !shared.opts.slo.is_empty() {
-            summary.slo = Some(crate::slo::report(
-                &shared.opts.slo,
-                &c.metrics,
-                summary.requests_per_second,
-            ));
-        }
-        summary.interrupted = shared.interrupt.is_cancelled() && fatal.is_none();
-        if !summary.interrupted {
-            summary.run_failed = summary.failure_verdict(shared.opts.max_failure_rate);
-        }
+            interrupted: shared.interrupt.is_cancelled() && fatal.is_none(),
+            max_active_observed: max_observed,
+            late_admissions: late,
+            admission_lag: &lag,
+        });
         summary.prompt_synthesis = shared
             .synth
             .tokenizer
             .as_ref()
             .map(|t| t.synthesis_path().as_str().to_owned());
         summary.server_metrics = server_metrics;
-        summary.max_active_observed = max_observed;
-        summary.final_drain_seconds =
-            (elapsed.as_secs_f64() - summary.last_admitted_seconds).max(0.0);
-        summary.late_admissions = late;
-        summary.admission_lag = lag.stats();
-        summary.max_admission_lag_ms = summary.admission_lag.map_or(0.0, |l| l.max_ms);
         // Every reporter finishes (a failed one too, to flush what it has), so
         // that one reporter's failure loses no other reporter's results.
         let mut reporter_error = None;
-        let histograms = c.metrics.histograms();
+        let mut histograms = c.metrics.histograms();
+        if !lag.is_empty() {
+            histograms
+                .families
+                .insert("admission_lag".to_owned(), lag.buckets());
+        }
         for (r, failed) in c.reporters.iter_mut().zip(&mut c.failed) {
             let finished = match failed {
                 Some(_) => r.on_finish(&info, &summary),
@@ -640,6 +650,94 @@ async fn fetch_metrics(client: &reqwest::Client, url: &str) -> Result<String, St
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
+/// What a run's summary is made of: its metrics and what admission saw.
+#[derive(Debug)]
+pub struct Tally<'a> {
+    /// Every request's and trajectory's figures.
+    pub metrics: &'a Metrics,
+    /// From the clock start to the end.
+    pub elapsed: Duration,
+    /// The load the run was given.
+    pub load: &'a LoadSpec,
+    /// Its latency bounds.
+    pub slo: &'a [crate::slo::SloBound],
+    /// Its allowed failure share.
+    pub max_failure_rate: Option<f64>,
+    /// Arrivals released by a rate schedule.
+    pub arrivals: u64,
+    /// The client's CPU time over the run, when known.
+    pub client_cpu: Option<Duration>,
+    /// Stopped by Ctrl+C (or its host).
+    pub interrupted: bool,
+    /// Peak trajectories active at once.
+    pub max_active_observed: u64,
+    /// Admissions the active cap held back.
+    pub late_admissions: u64,
+    /// Admission lag behind the schedule.
+    pub admission_lag: &'a crate::metrics::Latency,
+}
+
+/// The summary of a run (or of merged shards) from its tally: the figures,
+/// the load report, the SLO verdicts and whether the run failed.
+pub fn summarize(t: &Tally<'_>) -> Summary {
+    let mut summary = Summary::from_metrics(t.metrics, t.elapsed);
+    load::report(
+        &mut summary,
+        t.metrics,
+        t.load,
+        t.arrivals,
+        t.elapsed,
+        t.client_cpu,
+    );
+    if !t.slo.is_empty() {
+        summary.slo = Some(crate::slo::report(
+            t.slo,
+            t.metrics,
+            summary.requests_per_second,
+        ));
+    }
+    summary.interrupted = t.interrupted;
+    if !summary.interrupted {
+        summary.run_failed = summary.failure_verdict(t.max_failure_rate);
+    }
+    summary.max_active_observed = t.max_active_observed;
+    summary.final_drain_seconds =
+        (t.elapsed.as_secs_f64() - summary.last_admitted_seconds).max(0.0);
+    summary.late_admissions = t.late_admissions;
+    summary.admission_lag = t.admission_lag.stats();
+    summary.max_admission_lag_ms = summary.admission_lag.map_or(0.0, |l| l.max_ms);
+    summary
+}
+
+/// Unix time now, seconds.
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Sleeps until Unix millisecond `at` (or a cancel): on the runtime's timer to
+/// within a few milliseconds, then spinning on the wall clock, so that shards
+/// on machines with synchronised clocks start within a millisecond of one
+/// another. Returns the Unix time it woke at.
+async fn wait_for_start(at: i64, cancel: &CancellationToken) -> f64 {
+    let target = at as f64 / 1000.0;
+    let early = target - unix_now() - 0.005;
+    if early > 0.0 {
+        tokio::select! {
+            () = cancel.cancelled() => return unix_now(),
+            () = tokio::time::sleep(Duration::from_secs_f64(early)) => {}
+        }
+    }
+    loop {
+        let now = unix_now();
+        if now >= target || cancel.is_cancelled() {
+            return now;
+        }
+        std::hint::spin_loop();
+    }
+}
+
 /// What admission observed.
 #[derive(Debug, Default)]
 struct AdmissionStats {
@@ -716,11 +814,12 @@ async fn closed_loop(
     let mut stats = AdmissionStats::default();
     let mut tasks: JoinSet<Result<u64, EngineError>> = JoinSet::new();
     let mut next_agent = 0u64;
+    let shard = sh.opts.shard;
     for (t, (first, prep)) in ready {
         tasks.spawn(run_trajectory(
             sh.clone(),
-            next_agent,
-            next_agent,
+            shard.global(next_agent),
+            shard.global(next_agent),
             t,
             first,
             prep,
@@ -741,7 +840,7 @@ async fn closed_loop(
                 let first = t.requests.next();
                 tasks.spawn(run_trajectory(
                     sh.clone(),
-                    next_agent,
+                    shard.global(next_agent),
                     slot,
                     t,
                     first,
@@ -776,11 +875,10 @@ async fn open_loop(
 ) -> AdmissionStats {
     let scale = sh.opts.time_scale.max(1e-9);
     // A session rate replaces recorded start offsets with arrivals.
-    let mut schedule = sh
-        .opts
-        .load
-        .is_open()
-        .then(|| crate::arrivals::Schedule::new(&sh.opts.load, sh.opts.seed));
+    let mut schedule =
+        sh.opts.load.is_open().then(|| {
+            crate::arrivals::Schedule::sharded(&sh.opts.load, sh.opts.seed, sh.opts.shard)
+        });
     let mut due_of = |t: &Trajectory| match schedule.as_mut() {
         Some(s) => s.next_due(),
         None => Some(Duration::from_secs_f64(
@@ -815,9 +913,10 @@ async fn open_loop(
                         break;
                     };
                     let first = t.requests.next();
-                    let job = first
-                        .as_ref()
-                        .map(|r| first_job(&sh.opts, &t.id, next_agent + queue.len() as u64, r));
+                    let job = first.as_ref().map(|r| {
+                        let agent = sh.opts.shard.global(next_agent + queue.len() as u64);
+                        first_job(&sh.opts, &t.id, agent, r)
+                    });
                     let synth = sh.synth.clone();
                     let handle = tokio::spawn(async move {
                         match job {
@@ -897,11 +996,11 @@ async fn open_loop(
         stats.arrivals += 1;
         let slot = free.pop_first().unwrap_or_else(|| {
             next_slot += 1;
-            next_slot - 1
+            sh.opts.shard.global(next_slot - 1)
         });
         tasks.spawn(run_trajectory(
             sh.clone(),
-            next_agent,
+            sh.opts.shard.global(next_agent),
             slot,
             t,
             first,
@@ -1442,7 +1541,6 @@ async fn drive(
                 }
                 Err((kind, msg)) => (None, None, Some((*kind, msg.as_str())), 0),
             };
-            let per_request_slo = sh.opts.slo.iter().any(|b| b.percentile.is_none());
             let mut rec = RequestRecord {
                 agent_id,
                 trajectory_id: id,
@@ -1465,22 +1563,8 @@ async fn drive(
                 failure,
                 timing,
             };
-            let stage = (!sh.opts.load.stages.is_empty())
-                .then(|| crate::arrivals::Schedule::stage_of(&sh.opts.load, eligible));
-            c.metrics.record_request_in(&rec, stage);
-            if !sh.opts.slo.is_empty() && !warmup && rec.failure.is_none() {
-                let behind = timing.behind();
-                let figures = crate::slo::RequestFigures {
-                    ttft: ttft.map(|t| t + behind),
-                    tpot: stream_figures.0,
-                    itl_max: stream_figures.1,
-                    e2e: latency + behind,
-                    queue_wait: timing.queue_wait,
-                };
-                let tokens = usage.map_or(0, |u| u.completion_tokens);
-                let good = c.metrics.slo.record(&sh.opts.slo, &figures, tokens);
-                rec.slo_met = per_request_slo.then_some(good);
-            }
+            c.metrics
+                .record_outcome(&mut rec, &sh.opts.load, &sh.opts.slo);
             c.notify(|r| r.on_request(&rec));
         }
         match result {

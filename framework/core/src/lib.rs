@@ -29,6 +29,7 @@ pub mod results;
 pub mod rng;
 #[cfg(feature = "engine")]
 pub mod server_metrics;
+pub mod shard;
 pub mod slo;
 pub mod spec;
 pub mod timefmt;

@@ -211,6 +211,35 @@ pub struct StageMetrics {
 }
 
 impl Metrics {
+    /// Folds in one request as a run does: in its stage of `load`'s rate
+    /// schedule, and against the `slo` bounds (setting `rec.slo_met` when they
+    /// judge each request). A merge replays records through it too.
+    pub fn record_outcome(
+        &mut self,
+        rec: &mut RequestRecord<'_>,
+        load: &crate::spec::LoadSpec,
+        slo: &[crate::slo::SloBound],
+    ) {
+        let stage = (!load.stages.is_empty())
+            .then(|| crate::arrivals::Schedule::stage_of(load, rec.timing.intended));
+        self.record_request_in(rec, stage);
+        if !slo.is_empty() && !rec.timing.warmup && rec.failure.is_none() {
+            let behind = rec.timing.behind();
+            let figures = crate::slo::RequestFigures {
+                ttft: rec.ttft.map(|t| t + behind),
+                tpot: rec.tpot,
+                itl_max: rec.itl_max,
+                e2e: rec.latency + behind,
+                queue_wait: rec.timing.queue_wait,
+            };
+            let tokens = rec.usage.map_or(0, |u| u.completion_tokens);
+            let good = self.slo.record(slo, &figures, tokens);
+            if slo.iter().any(|b| b.percentile.is_none()) {
+                rec.slo_met = Some(good);
+            }
+        }
+    }
+
     /// Folds in one request outcome; `stage` is its stage of a rate schedule.
     pub fn record_request_in(&mut self, rec: &RequestRecord<'_>, stage: Option<usize>) {
         self.record_arrival(&rec.timing);

@@ -29,6 +29,34 @@ pub struct RunInfo {
     /// `--config` file, it repeats the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<RunSpec>,
+    /// With a start time (`--start-at`): how long after it the clock really
+    /// started, milliseconds (negative: early).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_skew_ms: Option<f64>,
+    /// A merged directory (`batchbench merge`): the shards it holds, by index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_shards: Vec<MergedShard>,
+}
+
+/// One shard of a merged run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MergedShard {
+    /// The shard's index.
+    pub index: u32,
+    /// The results directory it was read from, as given.
+    pub dir: String,
+    /// Unix time at the shard's clock start.
+    pub started_unix: f64,
+    /// Its clock start after `start_at`, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_skew_ms: Option<f64>,
+    /// Its seconds from its clock start to its end.
+    pub elapsed_seconds: f64,
+    /// Requests it measured (warmup excluded).
+    pub requests: u64,
+    /// The seconds its records were moved by onto the merged clock (its start
+    /// less the earliest shard's).
+    pub offset_seconds: f64,
 }
 
 impl Summary {

@@ -71,7 +71,8 @@ pub struct Histograms {
     /// Significant decimal digits kept.
     pub significant_figures: u8,
     /// Family name (`latency`, `ttft`, `itl`, `tpot`, `trajectory_e2e`,
-    /// `latency_from_intended`, `ttft_from_intended`, `queue_wait`, `send_lag`)
+    /// `latency_from_intended`, `ttft_from_intended`, `queue_wait`, `send_lag`,
+    /// `admission_lag`)
     /// to its buckets; a family with no sample is absent.
     pub families: BTreeMap<String, Vec<[u64; 2]>>,
 }

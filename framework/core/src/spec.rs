@@ -492,6 +492,16 @@ pub struct RunSpec {
     /// user wrote: a fresh one is drawn and recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// This process's part of a run split over several (`--shard I/N`): it
+    /// sends the requests of the trajectories it owns, and together the shards
+    /// send the unsharded run's (see [`crate::shard`]). Absent: the whole run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::shard::Shard>,
+    /// When the benchmark clock starts, RFC 3339 with a zone (such as
+    /// `2026-12-04T10:00:00Z`), so that every shard begins together; absent: as
+    /// soon as the run is ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<String>,
     /// Where and how requests are sent.
     #[serde(default)]
     pub target: TargetSpec,
@@ -544,6 +554,8 @@ impl RunSpec {
     pub fn new(workload: PluginSpec) -> Self {
         Self {
             seed: None,
+            shard: None,
+            start_at: None,
             target: TargetSpec::default(),
             codec: default_codec(),
             workload,
@@ -558,6 +570,33 @@ impl RunSpec {
             plugin_files: Vec::new(),
             output: OutputSpec::default(),
         }
+    }
+}
+
+impl RunSpec {
+    /// The shard this spec runs (the whole run without one).
+    pub fn shard(&self) -> crate::shard::Shard {
+        self.shard.unwrap_or_default()
+    }
+
+    /// `start_at` as Unix milliseconds; an error names the field.
+    pub fn start_at_ms(&self) -> Result<Option<i64>, String> {
+        let Some(s) = &self.start_at else {
+            return Ok(None);
+        };
+        let zoned = s.ends_with(['Z', 'z'])
+            || s.len() > 6 && s.as_bytes()[s.len() - 6] == b'+'
+            || s.len() > 6
+                && s.as_bytes()[s.len() - 6] == b'-'
+                && s.as_bytes()[s.len() - 3] == b':';
+        if !zoned {
+            return Err(format!(
+                "start_at (--start-at) {s:?}: give the zone too, such as 2026-12-04T10:00:00Z"
+            ));
+        }
+        crate::timefmt::parse_ms(s)
+            .map(Some)
+            .map_err(|e| format!("start_at (--start-at): {e}"))
     }
 }
 

@@ -164,7 +164,8 @@ fn invalid(path: &Path, line: Option<usize>, message: impl std::fmt::Display) ->
     }
 }
 
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ResultsError> {
+/// Reads a whole JSON file; a truncated or malformed one is an error naming it.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ResultsError> {
     let text = std::fs::read(path).map_err(io(path))?;
     serde_json::from_slice(&text).map_err(|e| {
         let what = if e.is_eof() {
@@ -203,8 +204,8 @@ pub fn load(dir: &Path) -> Result<Loaded, ResultsError> {
     load_run(dir).map(|r| Loaded::Run(Box::new(r)))
 }
 
-/// Reads one run's results directory.
-pub fn load_run(dir: &Path) -> Result<RunDir, ResultsError> {
+/// Reads a run directory's `run.json` alone, checked as [`load_run`] checks it.
+pub fn load_doc(dir: &Path) -> Result<RunDoc, ResultsError> {
     if !dir.is_dir() {
         return Err(ResultsError::Missing(dir.to_owned()));
     }
@@ -232,7 +233,12 @@ pub fn load_run(dir: &Path) -> Result<RunDir, ResultsError> {
         raw.get("version").and_then(serde_json::Value::as_u64),
         results::VERSION,
     )?;
-    let doc: RunDoc = serde_json::from_value(raw).map_err(|e| invalid(&run_path, None, e))?;
+    serde_json::from_value(raw).map_err(|e| invalid(&run_path, None, e))
+}
+
+/// Reads one run's results directory.
+pub fn load_run(dir: &Path) -> Result<RunDir, ResultsError> {
+    let doc = load_doc(dir)?;
     let histograms = read_json(&dir.join(files::HISTOGRAMS))?;
     let timeseries = read_json(&dir.join(files::TIMESERIES))?;
     let requests = read_lines(&dir.join(files::REQUESTS))?;
@@ -255,16 +261,30 @@ pub fn load_run(dir: &Path) -> Result<RunDir, ResultsError> {
 /// Reads a JSON-lines file whole; a malformed line (a truncated last one
 /// included) is an error naming it.
 pub fn read_lines<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, ResultsError> {
-    let f = std::fs::File::open(path).map_err(io(path))?;
     let mut out = Vec::new();
-    let mut reader = std::io::BufReader::with_capacity(1 << 16, f);
+    for_each_line(path, |v| {
+        out.push(v);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Reads a JSON-lines file line by line, in bounded memory, handing each
+/// value to `f`; a malformed line (a truncated last one included), or an
+/// error of `f`, is an error naming the file and the line.
+pub fn for_each_line<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    mut f: impl FnMut(T) -> Result<(), String>,
+) -> Result<(), ResultsError> {
+    let file = std::fs::File::open(path).map_err(io(path))?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
     let mut buf = Vec::new();
     let mut n = 0;
     loop {
         buf.clear();
         let read = reader.read_until(b'\n', &mut buf).map_err(io(path))?;
         if read == 0 {
-            return Ok(out);
+            return Ok(());
         }
         n += 1;
         if buf.last() != Some(&b'\n') {
@@ -278,7 +298,8 @@ pub fn read_lines<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>,
         if line.is_empty() {
             continue;
         }
-        out.push(serde_json::from_slice(line).map_err(|e| invalid(path, Some(n), e))?);
+        let value = serde_json::from_slice(line).map_err(|e| invalid(path, Some(n), e))?;
+        f(value).map_err(|e| invalid(path, Some(n), e))?;
     }
 }
 

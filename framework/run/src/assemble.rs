@@ -13,6 +13,7 @@ use crate::progress::Progress;
 use batchbench_core::engine::{DryRunStats, Engine, EngineOptions, RunOutput};
 use batchbench_core::plugin::{Reporter, Router, WorkloadInfo, WorkloadSource};
 use batchbench_core::registry::{self, BuildContext};
+use batchbench_core::shard::ShardedSource;
 use batchbench_core::spec::{AdmissionMode, PluginSpec, RunSpec};
 use batchbench_core::tokens::TokenizerHandle;
 use batchbench_core::transport::{TargetConfig, TlsConfig, Transport, join_url};
@@ -134,6 +135,7 @@ pub fn check(spec: &RunSpec) -> Result<(), Failure> {
         ));
     }
     spec.load.check().map_err(Failure::bad)?;
+    check_shard(spec)?;
     if let Some(r) = spec.max_failure_rate
         && !(0.0..=1.0).contains(&r)
     {
@@ -181,6 +183,43 @@ pub fn check(spec: &RunSpec) -> Result<(), Failure> {
         if url != "target" && !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(Failure::bad(format!(
                 "--server-metrics {url}: an http:// or https:// URL, or `target` for the target server's /metrics"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A shard must be one of its count, of a run with a seed (every shard must
+/// draw the same workload), and its caps must leave it something to run.
+fn check_shard(spec: &RunSpec) -> Result<(), Failure> {
+    spec.start_at_ms().map_err(Failure::bad)?;
+    let Some(shard) = spec.shard else {
+        return Ok(());
+    };
+    shard
+        .check()
+        .map_err(|e| Failure::bad(format!("shard (--shard): {e}")))?;
+    if spec.seed.is_none() {
+        return Err(Failure::bad(format!(
+            "shard (--shard {shard}) needs a seed (--seed): every shard must draw the same workload"
+        )));
+    }
+    let caps = [
+        (
+            "admission.max_active (--max-active / --users)",
+            spec.admission.max_active,
+        ),
+        (
+            "load.max_concurrency (--max-concurrency)",
+            spec.load.max_concurrency,
+        ),
+    ];
+    for (name, cap) in caps {
+        if let Some(n) = cap
+            && shard.share(n) == 0
+        {
+            return Err(Failure::bad(format!(
+                "{name} {n} leaves shard {shard} nothing: split a run over at most {n} shards"
             )));
         }
     }
@@ -272,7 +311,7 @@ fn path_config(path: &Path) -> serde_json::Value {
 
 /// The reporters of a spec, in event order: the console summary, the result
 /// files, then the spec's reporter plugins.
-fn reporters(
+pub(crate) fn reporters(
     spec: &RunSpec,
     profile: &Profile,
     ctx: &BuildContext,
@@ -514,6 +553,10 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
     let built = registry::workload(&spec.workload.name, &spec.workload.config, &ctx);
     prep.finish();
     let mut source = built.map_err(plugin_failure)?;
+    let shard = spec.shard();
+    if !shard.is_whole() {
+        source = Box::new(ShardedSource::new(source, shard));
+    }
     let info = source.info();
     check_endless(&spec, &info)?;
     let codec =
@@ -545,11 +588,16 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
     // cap unless given. The connection pool is sized for what can be active.
     let planned = info.planned_trajectories;
     let cap = match (spec.admission.max_active, open) {
-        (Some(n), _) => n,
+        (Some(n), _) => shard.share(n),
         (None, false) => planned.unwrap_or(u64::from(u32::MAX)),
         (None, true) => u64::from(u32::MAX),
     };
-    let pool = match (spec.load.is_open(), spec.load.max_concurrency) {
+    // A shard's share of the run's caps (checked to be at least one).
+    let mut load = spec.load.clone();
+    load.max_concurrency = load.max_concurrency.map(|n| shard.share(n));
+    load.warmup_requests = load.warmup_requests.map(|n| shard.share(n));
+    let start_at_ms = spec.start_at_ms().map_err(Failure::bad)?;
+    let pool = match (spec.load.is_open(), load.max_concurrency) {
         (_, Some(n)) => n,
         // Arrivals do not wait for replies: as many connections as are in flight.
         (true, None) => OPEN_POOL,
@@ -630,7 +678,9 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
             initial_overhead_tokens: spec.template.initial_overhead_tokens,
             turn_overhead_tokens: spec.template.turn_overhead_tokens,
             cache_block_tokens: spec.target.cache_block_tokens(),
-            load: spec.load.clone(),
+            load,
+            shard,
+            start_at_ms,
             slo: spec.slo.clone(),
             max_failure_rate: spec.max_failure_rate,
             server_metrics: spec

@@ -13,6 +13,7 @@
 //! | [`assemble`] | the one assembly: spec in, summary out |
 //! | [`series`] | `sweep` and `capacity`: runs over one load dimension |
 //! | [`report`] | `batchbench report`: the HTML report of results directories |
+//! | [`merge`] | `batchbench merge`: a sharded run's results joined exactly |
 //! | [`exit`] | exit codes |
 
 pub mod analyze;
@@ -21,6 +22,7 @@ pub mod commands;
 pub mod config;
 pub mod exit;
 pub mod flags;
+pub mod merge;
 pub mod plugins;
 pub mod progress;
 pub mod report;

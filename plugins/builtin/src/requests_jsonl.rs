@@ -70,6 +70,9 @@ struct Line<'a> {
     latency_from_intended_ms: f64,
     /// A warmup request: left out of every summary figure.
     warmup: bool,
+    /// An arrival of a rate schedule (released at its arrival time).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    arrival: bool,
 }
 
 /// Writes one JSON line per request as it completes.
@@ -134,6 +137,127 @@ fn line<'a>(rec: &'a RequestRecord<'a>) -> Line<'a> {
         queue_wait_ms: ms(rec.timing.queue_wait),
         latency_from_intended_ms: ms(rec.latency + rec.timing.behind()),
         warmup: rec.timing.warmup,
+        arrival: rec.timing.arrival,
+    }
+}
+
+/// A line of `--requests-jsonl` (and of a results directory's
+/// `requests.jsonl`) read back: [`RecordLine::record`] gives the request's
+/// record as the run reported it, so that a merge replays it exactly.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct RecordLine {
+    /// Agent id.
+    pub agent_id: u64,
+    /// Trajectory id.
+    pub trajectory_id: String,
+    /// Request index within the trajectory.
+    pub request_index: u64,
+    /// The failure kind (absent: a success).
+    pub failure_kind: Option<String>,
+    /// The failure message.
+    pub failure: Option<String>,
+    /// Attempts beyond the first.
+    pub retries: u32,
+    /// Last attempt's send to its last byte.
+    pub latency_ms: f64,
+    /// Time to first token.
+    pub ttft_ms: Option<f64>,
+    /// Time per output token.
+    pub tpot_ms: Option<f64>,
+    /// Longest per-token gap.
+    pub itl_max_ms: Option<f64>,
+    /// Met every per-request SLO bound.
+    pub slo_met: Option<bool>,
+    /// Planned prompt tokens.
+    pub planned_prompt_tokens: Option<u32>,
+    /// Server-counted prompt tokens.
+    pub prompt_tokens: Option<u64>,
+    /// Server-counted output tokens.
+    pub completion_tokens: Option<u64>,
+    /// Server-reported cached tokens.
+    pub server_cached_tokens: Option<u64>,
+    /// The per-trajectory cache estimate.
+    pub estimated_cached_tokens: u64,
+    /// The shared-cache estimate.
+    pub global_estimated_cached_tokens: u64,
+    /// The per-rank estimate.
+    pub rank_estimated_cached_tokens: Option<u64>,
+    /// Live blocks made from their seed.
+    pub live_block_fallbacks: u32,
+    /// Intended send, ms from the clock start.
+    pub intended_ms: f64,
+    /// First attempt's send.
+    pub sent_ms: f64,
+    /// Response head.
+    pub first_byte_ms: Option<f64>,
+    /// Last byte.
+    pub end_ms: f64,
+    /// Wait for a concurrency slot.
+    pub queue_wait_ms: f64,
+    /// Warmup.
+    pub warmup: bool,
+    /// An arrival of the schedule.
+    pub arrival: bool,
+}
+
+fn from_ms(v: f64) -> std::time::Duration {
+    std::time::Duration::try_from_secs_f64(v / 1000.0).unwrap_or_default()
+}
+
+impl RecordLine {
+    /// Moves every time by `ms` (onto another clock).
+    pub fn shift(&mut self, ms: f64) {
+        self.intended_ms += ms;
+        self.sent_ms += ms;
+        self.end_ms += ms;
+        if let Some(t) = self.first_byte_ms.as_mut() {
+            *t += ms;
+        }
+    }
+
+    /// The request's record, borrowing strings from `self`.
+    pub fn record(&self) -> RequestRecord<'_> {
+        use batchbench_core::plugin::{FailureKind, SendTiming, Usage};
+        let usage = self.prompt_tokens.map(|p| Usage {
+            prompt_tokens: p,
+            completion_tokens: self.completion_tokens.unwrap_or(0),
+            cached_tokens: self.server_cached_tokens,
+        });
+        RequestRecord {
+            agent_id: self.agent_id,
+            trajectory_id: &self.trajectory_id,
+            request_index: self.request_index,
+            planned_prompt_tokens: self.planned_prompt_tokens,
+            retries: self.retries,
+            latency: from_ms(self.latency_ms),
+            usage,
+            estimated_cached_tokens: self.estimated_cached_tokens,
+            cache_estimate: batchbench_core::prefix::Estimate {
+                global: self.global_estimated_cached_tokens,
+                rank: self.rank_estimated_cached_tokens,
+            },
+            live_block_fallbacks: self.live_block_fallbacks,
+            ttft: self.ttft_ms.map(from_ms),
+            tpot: self.tpot_ms.map(from_ms),
+            itl_max: self.itl_max_ms.map(from_ms),
+            slo_met: self.slo_met,
+            failure: self.failure_kind.as_deref().map(|k| {
+                (
+                    FailureKind::parse(k).unwrap_or(FailureKind::Decode),
+                    self.failure.as_deref().unwrap_or(""),
+                )
+            }),
+            timing: SendTiming {
+                intended: from_ms(self.intended_ms),
+                sent: from_ms(self.sent_ms),
+                last_attempt: from_ms(self.end_ms - self.latency_ms),
+                first_byte: self.first_byte_ms.map(from_ms),
+                queue_wait: from_ms(self.queue_wait_ms),
+                warmup: self.warmup,
+                arrival: self.arrival,
+            },
+        }
     }
 }
 

@@ -66,6 +66,8 @@ fn rendered_shapes() -> BTreeSet<String> {
         },
         config: serde_json::Value::Null,
         spec: None,
+        start_skew_ms: None,
+        merged_shards: Vec::new(),
     };
     let full = Summary {
         total_requests: 16,

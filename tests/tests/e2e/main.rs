@@ -11,6 +11,7 @@ mod load;
 mod replay;
 mod results;
 mod series;
+mod shard;
 mod sim;
 mod slo;
 mod snapshots;

@@ -138,7 +138,7 @@ pub(super) async fn request_loop(
     mut exhausted: bool,
 ) -> AdmissionStats {
     let mut stats = AdmissionStats::default();
-    let mut schedule = Schedule::new(&sh.opts.load, sh.opts.seed);
+    let mut schedule = Schedule::sharded(&sh.opts.load, sh.opts.seed, sh.opts.shard);
     let lookahead = sh.opts.lookahead.max(1);
     // The first round: trajectories prepared before the clock, then the source.
     let mut fresh: VecDeque<Ready> = ready.into();
@@ -154,6 +154,7 @@ pub(super) async fn request_loop(
                 Some((t, (first, prepared))) => Some(first_round(
                     &mut rotation,
                     &mut next_agent,
+                    sh.opts.shard,
                     t,
                     first,
                     prepared,
@@ -161,7 +162,14 @@ pub(super) async fn request_loop(
                 None if !exhausted => match source.next_trajectory() {
                     Some(Ok(mut t)) => {
                         let first = t.requests.next();
-                        Some(first_round(&mut rotation, &mut next_agent, t, first, None))
+                        Some(first_round(
+                            &mut rotation,
+                            &mut next_agent,
+                            sh.opts.shard,
+                            t,
+                            first,
+                            None,
+                        ))
                     }
                     Some(Err(e)) => {
                         stats.fatal.get_or_insert(e.into());
@@ -285,11 +293,12 @@ type Next = Option<(u64, Arc<str>, u64, PlannedRequest, Option<Prepared>)>;
 fn first_round(
     rotation: &mut VecDeque<User>,
     next_agent: &mut u64,
+    shard: crate::shard::Shard,
     t: Trajectory,
     first: Option<PlannedRequest>,
     prepared: Option<Prepared>,
 ) -> Next {
-    let agent_id = *next_agent;
+    let agent_id = shard.global(*next_agent);
     *next_agent += 1;
     let first = first?;
     rotation.push_back(User {

@@ -93,6 +93,10 @@ pub struct Cli {
     #[command(flatten)]
     pub load: LoadArgs,
 
+    /// Shards and a coordinated start.
+    #[command(flatten)]
+    pub shard: flags::ShardArgs,
+
     #[command(flatten)]
     lognorm: LogNormalArgs,
 
@@ -596,6 +600,9 @@ where
     if args.get(1).is_some_and(|a| a == "analyze") {
         return crate::analyze::main(&FRONT, &args[2..]);
     }
+    if args.get(1).is_some_and(|a| a == "merge") {
+        return crate::merge::main_args(&FRONT, &args[2..]);
+    }
     match super::parse::<Cli, _, _>(args) {
         Ok((cli, m)) => exit::exit_code("batchbench-agent", super::launch(&cli, m, cancel)),
         Err(e) => exit::clap_exit("batchbench-agent", &e),
@@ -867,6 +874,7 @@ pub fn resolve(c: &Cli, g: &Given) -> Result<RunSpec, Failure> {
     if let Some(seed) = c.seed {
         spec.seed = Some(seed);
     }
+    c.shard.apply(&mut spec)?;
     if g.has("admission") {
         spec.admission.mode = c.admission.mode();
     }

@@ -85,6 +85,17 @@ pub enum Command {
     /// Exit codes: 0 written, 1 it could not be written, 2 the directory cannot
     /// be read (the message names the file).
     Export(crate::report::ExportArgs),
+    /// Join the results directories of a run's shards (--shard I/N) into the
+    /// one run's, exactly
+    ///
+    /// Counts add, histograms add (no percentile is averaged), time series
+    /// align on wall-clock time and per-request records concatenate; the
+    /// merged directory works with report and compare like a single run's,
+    /// and prints the merged summary. Exit codes: 0 merged, 1 the merged run
+    /// failed (as the run would have) or it could not be written, 2 bad input
+    /// (a directory unreadable, not a shard's, missing, given twice, or of
+    /// another run; the message names it).
+    Merge(crate::merge::MergeArgs),
     /// Compare two runs' results directories; with --fail-if, a gate for CI
     ///
     /// Every figure's change, a significance test on the per-request latencies,
@@ -199,6 +210,10 @@ pub struct BenchArgs {
     /// Arrival process, concurrency cap, warmup and duration.
     #[command(flatten)]
     pub load: LoadArgs,
+
+    /// Shards and a coordinated start.
+    #[command(flatten)]
+    pub shard: flags::ShardArgs,
 
     /// External plugins.
     #[command(flatten)]
@@ -317,6 +332,7 @@ where
         Some(Command::ExportPlans(a)) => export_plans(&a, cancel),
         Some(Command::Report(a)) => exit::exit_code("batchbench report", crate::report::main(&a)),
         Some(Command::Export(a)) => exit::exit_code("batchbench export", crate::report::export(&a)),
+        Some(Command::Merge(a)) => crate::merge::main(FRONT.profile, &a),
         Some(Command::Compare(a)) => {
             exit::exit_code("batchbench compare", crate::report::compare(&a))
         }
@@ -701,6 +717,7 @@ pub fn resolve(a: &BenchArgs, g: &Given) -> Result<RunSpec, Failure> {
     if let Some(seed) = a.seed {
         spec.seed = Some(seed);
     }
+    a.shard.apply(&mut spec)?;
     if let Some(w) = a.plugins.workload()? {
         let synthetic = [
             ("--requests-per-user", a.requests_per_user != 1),

@@ -1,0 +1,484 @@
+//! `batchbench merge DIR... -o DIR`: the results directories of a run's shards
+//! (`--shard I/N`) joined into the results of the one run they split, exactly.
+//!
+//! Nothing is averaged. Every shard's per-request and per-trajectory records
+//! are moved onto one clock (the earliest shard's start, by each shard's
+//! recorded wall-clock start) and replayed, in shard order, through the same
+//! metrics and the same reporters a run feeds: the merged counts are the sums,
+//! the merged percentiles those of one histogram of every request, the time
+//! series one series over wall-clock time, and the files a run's. The
+//! distributions no record carries (inter-token latency, time per output token,
+//! admission lag) add bucket by bucket from the shards' histograms; counts no
+//! record carries (trajectories started, think time, requests cut at the
+//! deadline, arrivals, late admissions) add from the shards' summaries.
+
+use crate::assemble::{self, Profile};
+use crate::exit::{self, Failure};
+use batchbench_core::engine::{Tally, summarize};
+use batchbench_core::metrics::{Latency, Metrics};
+use batchbench_core::plugin::{PluginError, Reporter, TrajectoryRecord, WorkloadInfo};
+use batchbench_core::record::{MergedShard, RunInfo, Summary};
+use batchbench_core::registry::BuildContext;
+use batchbench_core::results::{Histograms, RunDoc, ServerScrape, files};
+use batchbench_core::spec::{OutputSpec, RunSpec};
+use batchbench_plugins::requests_jsonl::RecordLine;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The flags of `merge`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MergeArgs {
+    /// The shards' results directories (each shard's --output-dir): all N
+    /// shards of one run, in any order.
+    #[arg(value_name = "DIR", required = true)]
+    pub dirs: Vec<PathBuf>,
+    /// The merged results directory (created; one that holds a run is refused).
+    #[arg(short = 'o', long = "output-dir", value_name = "DIR", required = true)]
+    pub output_dir: PathBuf,
+    /// Also write the merged summary and run record as JSON.
+    #[arg(long, value_name = "PATH")]
+    pub summary_json: Option<PathBuf>,
+    /// Also append the merged run's CSV row (the columns of a run's).
+    #[arg(long, value_name = "PATH")]
+    pub results_csv: Option<PathBuf>,
+    /// Also write every request's line, on the merged clock.
+    #[arg(long, value_name = "PATH")]
+    pub requests_jsonl: Option<PathBuf>,
+}
+
+/// One shard's directory, read.
+struct ShardDir {
+    dir: PathBuf,
+    doc: RunDoc,
+    spec: RunSpec,
+    index: u32,
+}
+
+/// What a merge wrote.
+#[derive(Debug, Clone)]
+pub struct Merged {
+    /// The merged run record.
+    pub info: RunInfo,
+    /// The merged summary.
+    pub summary: Summary,
+}
+
+/// Runs `PROGRAM merge ARGS...` (the command's name and CSV columns from
+/// `front`): for a command whose own flags take the command line, as
+/// `batchbench-agent`'s do.
+pub fn main_args(front: &crate::series::Front, args: &[std::ffi::OsString]) -> i32 {
+    use clap::{Args, FromArgMatches};
+    let name = format!("{} merge", front.program);
+    let cmd = MergeArgs::augment_args(
+        clap::Command::new("merge")
+            .bin_name(name.clone())
+            .about("Join the results directories of a run's shards into the one run's, exactly"),
+    );
+    let argv = std::iter::once(std::ffi::OsString::from(name.clone())).chain(args.iter().cloned());
+    let parsed = cmd
+        .try_get_matches_from(argv)
+        .and_then(|m| MergeArgs::from_arg_matches(&m));
+    match parsed {
+        Ok(a) => main(front.profile, &a),
+        Err(e) => exit::clap_exit(&name, &e),
+    }
+}
+
+/// Runs `PROGRAM merge` from its parsed flags; the exit code a run of the
+/// merged figures would have (1 when the merged run failed).
+pub fn main(profile: &Profile, args: &MergeArgs) -> i32 {
+    let out = OutputSpec {
+        output_dir: Some(args.output_dir.clone()),
+        summary_json: args.summary_json.clone(),
+        results_csv: args.results_csv.clone(),
+        requests_jsonl: args.requests_jsonl.clone(),
+        ..OutputSpec::default()
+    };
+    let prog = format!("{} merge", profile.command);
+    let result = merge(&args.dirs, out, profile, true).map(|m| {
+        eprintln!(
+            "merged {} shards into {}",
+            m.info.merged_shards.len(),
+            args.output_dir.display()
+        );
+        match &m.summary.run_failed {
+            Some(why) if !m.summary.interrupted => {
+                eprintln!("{prog}: the merged run failed: {why}");
+                exit::EXIT_FAILED
+            }
+            _ => exit::EXIT_OK,
+        }
+    });
+    exit::exit_code(&prog, result)
+}
+
+/// Merges the shard directories `dirs` into the files `output` names (its
+/// `output_dir`, and any of a run's other result files); with `console`, the
+/// merged summary is printed as a run prints its own. Bad input (exit 2,
+/// nothing written): a directory that cannot be read, one that is not a
+/// shard's, a shard missing, given twice, or of another run.
+pub fn merge(
+    dirs: &[PathBuf],
+    output: OutputSpec,
+    profile: &Profile,
+    console: bool,
+) -> Result<Merged, Failure> {
+    let shards = read_shards(dirs)?;
+    let first = &shards[0];
+    let mut spec = first.spec.clone();
+    spec.shard = None;
+    spec.output = output;
+    for (flag, path) in spec.output.files() {
+        assemble::check_output(flag, path)?;
+    }
+    if let Some(dir) = &spec.output.output_dir {
+        assemble::check_output_dir(dir)?;
+    }
+
+    // One clock: the earliest shard's start. Each shard's records move by
+    // its start's lead over it.
+    let zero = shards
+        .iter()
+        .map(|s| s.doc.run.started_unix)
+        .fold(f64::INFINITY, f64::min);
+    let elapsed_of = |s: &Summary| s.last_admitted_seconds + s.final_drain_seconds;
+    let merged_shards: Vec<MergedShard> = shards
+        .iter()
+        .map(|s| MergedShard {
+            index: s.index,
+            dir: s.dir.display().to_string(),
+            started_unix: s.doc.run.started_unix,
+            start_skew_ms: s.doc.run.start_skew_ms,
+            elapsed_seconds: elapsed_of(&s.doc.summary),
+            requests: s.doc.summary.total_requests,
+            offset_seconds: s.doc.run.started_unix - zero,
+        })
+        .collect();
+    let elapsed = merged_shards
+        .iter()
+        .map(|m| m.offset_seconds + m.elapsed_seconds)
+        .fold(0.0, f64::max);
+
+    let workload = merged_workload(&shards);
+    let info = RunInfo {
+        model: first.doc.run.model.clone(),
+        url: first.doc.run.url.clone(),
+        seed: first.doc.run.seed,
+        started_unix: zero,
+        max_active: shards.iter().map(|s| s.doc.run.max_active).sum(),
+        config: (profile.view)(&spec, &workload),
+        workload,
+        spec: Some(spec.clone()),
+        start_skew_ms: None,
+        merged_shards,
+    };
+
+    let ctx = BuildContext {
+        seed: info.seed,
+        ..BuildContext::default()
+    };
+    let mut reporters = assemble::reporters(&spec, profile, &ctx, console)?;
+    let mut notify = |hook: &mut dyn FnMut(&mut dyn Reporter) -> Result<(), PluginError>| {
+        reporters.iter_mut().try_for_each(|r| hook(r.as_mut()))
+    };
+    notify(&mut |r| r.on_start(&info)).map_err(exit::plugin_failure)?;
+    // A reporter that fails while the records stream stops the merge with its
+    // own error (exit 1), not as bad input.
+    let failed: std::cell::Cell<Option<PluginError>> = std::cell::Cell::new(None);
+    let stop = |e: PluginError| {
+        let m = e.to_string();
+        let first = failed.take().unwrap_or(e);
+        failed.set(Some(first));
+        m
+    };
+    let read_error = |e: batchbench_results::ResultsError| match failed.take() {
+        Some(p) => exit::plugin_failure(p),
+        None => Failure::bad_input(e),
+    };
+
+    let mut metrics = Metrics {
+        cache_block_tokens: spec.target.cache_block_tokens(),
+        ..Metrics::default()
+    };
+    let mut shard_histograms = Latencies::default();
+    let mut servers_seen: BTreeSet<String> = BTreeSet::new();
+    for (s, m) in shards.iter().zip(&info.merged_shards) {
+        let offset = m.offset_seconds;
+        // Trajectories first: a trajectory's record ends after its requests',
+        // and the order within a file is kept.
+        let path = s.dir.join(files::TRAJECTORIES);
+        if path.exists() {
+            batchbench_results::for_each_line(&path, |mut t: TrajectoryRecord| {
+                t.scheduled_at_seconds += offset;
+                t.admitted_at_seconds += offset;
+                t.finished_at_seconds += offset;
+                metrics.record_trajectory(&t);
+                notify(&mut |r| r.on_trajectory(&t)).map_err(stop)
+            })
+            .map_err(read_error)?;
+        }
+        batchbench_results::for_each_line(&s.dir.join(files::REQUESTS), |mut line: RecordLine| {
+            line.shift(offset * 1000.0);
+            let mut rec = line.record();
+            metrics.record_outcome(&mut rec, &spec.load, &spec.slo);
+            notify(&mut |r| r.on_request(&rec)).map_err(stop)
+        })
+        .map_err(read_error)?;
+        // A server scraped by several shards is the same server: its
+        // scrapes come from the first shard that has them.
+        let path = s.dir.join(files::SERVER_METRICS);
+        if path.exists() {
+            let mut urls = BTreeSet::new();
+            batchbench_results::for_each_line(&path, |mut scrape: ServerScrape| {
+                if servers_seen.contains(&scrape.url) {
+                    return Ok(());
+                }
+                urls.insert(scrape.url.clone());
+                scrape.t += offset;
+                notify(&mut |r| r.on_server_metrics(&scrape)).map_err(stop)
+            })
+            .map_err(read_error)?;
+            servers_seen.extend(urls);
+        }
+        let h: Histograms = batchbench_results::read_json(&s.dir.join(files::HISTOGRAMS))
+            .map_err(Failure::bad_input)?;
+        shard_histograms.add(&h);
+    }
+
+    // What no record carries: from the shards' histograms and summaries.
+    metrics.itl = shard_histograms.family("itl");
+    metrics.tpot = shard_histograms.family("tpot");
+    let admission_lag = shard_histograms.family("admission_lag");
+    let sum = |f: fn(&Summary) -> u64| shards.iter().map(|s| f(&s.doc.summary)).sum::<u64>();
+    metrics.trajectories_started = sum(|s| s.trajectories_started);
+    metrics.cut_at_deadline = sum(|s| s.load.as_ref().map_or(0, |l| l.cut_at_deadline));
+    metrics.delay_total = Duration::from_secs_f64(
+        shards
+            .iter()
+            .map(|s| s.doc.summary.total_delay_seconds)
+            .sum::<f64>()
+            .max(0.0),
+    );
+    let interrupted = shards.iter().any(|s| s.doc.summary.interrupted);
+    let mut summary = summarize(&Tally {
+        metrics: &metrics,
+        elapsed: Duration::from_secs_f64(elapsed.max(0.0)),
+        load: &spec.load,
+        slo: &spec.slo,
+        max_failure_rate: spec.max_failure_rate,
+        arrivals: sum(|s| s.load.as_ref().map_or(0, |l| l.arrivals)),
+        client_cpu: None,
+        interrupted,
+        max_active_observed: sum(|s| s.max_active_observed),
+        late_admissions: sum(|s| s.late_admissions),
+        admission_lag: &admission_lag,
+    });
+    summary.prompt_synthesis = first.doc.summary.prompt_synthesis.clone();
+    summary.server_metrics = shards
+        .iter()
+        .find_map(|s| s.doc.summary.server_metrics.clone());
+    cpu_verdicts(&mut summary, &shards);
+
+    let mut histograms = metrics.histograms();
+    if !admission_lag.is_empty() {
+        histograms
+            .families
+            .insert("admission_lag".to_owned(), admission_lag.buckets());
+    }
+    notify(&mut |r| r.on_histograms(&histograms)).map_err(exit::plugin_failure)?;
+    notify(&mut |r| r.on_finish(&info, &summary)).map_err(exit::plugin_failure)?;
+    Ok(Merged { info, summary })
+}
+
+/// Reads and checks the shard directories: every one a shard of the same run
+/// (its spec, seed and workload), each index once, none missing. In index
+/// order.
+fn read_shards(dirs: &[PathBuf]) -> Result<Vec<ShardDir>, Failure> {
+    let mut shards: Vec<ShardDir> = Vec::with_capacity(dirs.len());
+    for dir in dirs {
+        let doc = batchbench_results::load_doc(dir).map_err(Failure::bad_input)?;
+        let run_json = dir.join(files::RUN);
+        let Some(spec) = doc.run.spec.clone() else {
+            return Err(Failure::bad(format!(
+                "{}: the run record has no spec (written by an older batchbench): it cannot be checked against the other shards",
+                run_json.display()
+            )));
+        };
+        let Some(shard) = spec.shard.filter(|s| !s.is_whole()) else {
+            return Err(Failure::bad(format!(
+                "{}: not a shard's results (its run had no --shard I/N with N above 1); merge joins the shards of one run",
+                run_json.display()
+            )));
+        };
+        if let Some(other) = shards.iter().find(|s| s.index == shard.index) {
+            return Err(Failure::bad(format!(
+                "shard {shard} is given twice: {} and {}",
+                other.dir.display(),
+                dir.display()
+            )));
+        }
+        if let Some(first) = shards.first() {
+            let n = first.spec.shard().count;
+            if shard.count != n {
+                return Err(Failure::bad(format!(
+                    "{}: shard {shard} is of a run split {} ways, and {} is of one split {n} ways",
+                    run_json.display(),
+                    shard.count,
+                    first.dir.display()
+                )));
+            }
+            if let Some((path, a, b)) = first_difference(&comparable(&first.doc), &comparable(&doc))
+            {
+                return Err(Failure::bad(format!(
+                    "{}: shard {shard} is of another run than {} (shard {}): {path} is {b} there and {a} here; the shards of one run differ only in --shard",
+                    run_json.display(),
+                    first.dir.display(),
+                    first.spec.shard(),
+                )));
+            }
+        }
+        shards.push(ShardDir {
+            dir: dir.clone(),
+            index: shard.index,
+            doc,
+            spec,
+        });
+    }
+    shards.sort_by_key(|s| s.index);
+    let n = shards[0].spec.shard().count;
+    let missing: Vec<String> = (0..n)
+        .filter(|i| !shards.iter().any(|s| s.index == *i))
+        .map(|i| i.to_string())
+        .collect();
+    if !missing.is_empty() {
+        let shown: Vec<&str> = missing.iter().take(10).map(String::as_str).collect();
+        return Err(Failure::bad(format!(
+            "{} of the {n} shards {} missing: {}{} (give every shard's directory)",
+            missing.len(),
+            if missing.len() == 1 { "is" } else { "are" },
+            shown.join(", "),
+            if missing.len() > shown.len() {
+                ", ..."
+            } else {
+                ""
+            }
+        )));
+    }
+    Ok(shards)
+}
+
+/// What must be equal across the shards of one run: the spec but its shard
+/// and its output files, and the workload's identity.
+fn comparable(doc: &RunDoc) -> serde_json::Value {
+    let mut spec = doc.run.spec.clone().unwrap_or_else(|| {
+        RunSpec::new(batchbench_core::spec::PluginSpec::new(
+            "",
+            serde_json::Value::Null,
+        ))
+    });
+    spec.shard = None;
+    spec.output = OutputSpec::default();
+    let w = &doc.run.workload;
+    serde_json::json!({
+        "spec": spec,
+        "workload": {
+            "mode": w.mode,
+            "manifest_sha256": w.manifest_sha256,
+        },
+    })
+}
+
+/// The first path at which `a` and `b` differ, with both values.
+fn first_difference(
+    a: &serde_json::Value,
+    b: &serde_json::Value,
+) -> Option<(String, String, String)> {
+    use serde_json::Value;
+    fn walk(a: &Value, b: &Value, path: &mut Vec<String>) -> Option<(String, String, String)> {
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+                for k in keys {
+                    path.push(k.clone());
+                    let found = walk(
+                        x.get(k).unwrap_or(&Value::Null),
+                        y.get(k).unwrap_or(&Value::Null),
+                        path,
+                    );
+                    path.pop();
+                    if found.is_some() {
+                        return found;
+                    }
+                }
+                None
+            }
+            _ if a == b => None,
+            _ => {
+                let show = |v: &Value| {
+                    let mut s = v.to_string();
+                    if s.len() > 80 {
+                        s.truncate(77);
+                        s.push_str("...");
+                    }
+                    s
+                };
+                let name = path.join(".");
+                let name = name.strip_prefix("spec.").unwrap_or(&name).to_owned();
+                Some((name, show(a), show(b)))
+            }
+        }
+    }
+    walk(a, b, &mut Vec::new())
+}
+
+/// The workload as the whole run saw it: the shards' counts added.
+fn merged_workload(shards: &[ShardDir]) -> WorkloadInfo {
+    let mut w = shards[0].doc.run.workload.clone();
+    let add = |f: fn(&WorkloadInfo) -> Option<u64>| -> Option<u64> {
+        shards.iter().map(|s| f(&s.doc.run.workload)).sum()
+    };
+    w.planned_trajectories = add(|w| w.planned_trajectories);
+    w.planned_requests = add(|w| w.planned_requests);
+    w
+}
+
+/// The shards' distributions added, family by family.
+#[derive(Default)]
+struct Latencies(BTreeMap<String, Latency>);
+
+impl Latencies {
+    fn add(&mut self, h: &Histograms) {
+        for (name, buckets) in &h.families {
+            self.0
+                .entry(name.clone())
+                .or_default()
+                .add(&Latency::from_buckets(buckets));
+        }
+    }
+
+    fn family(&self, name: &str) -> Latency {
+        self.0.get(name).cloned().unwrap_or_default()
+    }
+}
+
+/// A shard whose own cores were busy limited the run as a whole: its verdict
+/// on its CPU (which the merge cannot re-measure) joins the merged one.
+fn cpu_verdicts(summary: &mut Summary, shards: &[ShardDir]) {
+    let lines: Vec<String> = shards
+        .iter()
+        .filter_map(|s| {
+            let v = s.doc.summary.load.as_ref()?.verdict.as_ref()?;
+            let cpu = v.split("; ").find(|p| p.starts_with("the client kept"))?;
+            Some(format!("shard {}: {cpu}", s.spec.shard()))
+        })
+        .collect();
+    if lines.is_empty() {
+        return;
+    }
+    if let Some(load) = summary.load.as_mut() {
+        let mut all: Vec<String> = load.verdict.take().into_iter().collect();
+        all.extend(lines);
+        load.verdict = Some(all.join("; "));
+    }
+}

@@ -1,0 +1,536 @@
+//! Sharded runs (`--shard I/N`) and `merge`: N shards of one seed send exactly
+//! the unsharded run's request bodies (compared through the simulator's
+//! request log), their arrivals together are the unsharded schedule, and the
+//! merge of their results directories adds counts and histograms exactly and
+//! refuses a shard that is missing, doubled or of another run.
+
+use batchbench_core::metrics::Latency;
+use batchbench_run::exit::EXIT_BAD_INPUT;
+use batchbench_tests::{SimServer, read_json, run_agent, run_batchbench, tokenizer_path};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+const SHARDS: u32 = 4;
+
+fn tok() -> String {
+    tokenizer_path("qwen").display().to_string()
+}
+
+#[derive(Clone, Copy)]
+enum Tool {
+    Batch,
+    Agent,
+}
+
+fn run(tool: Tool, args: &[&str]) -> batchbench_tests::RunResult {
+    match tool {
+        Tool::Batch => run_batchbench(args),
+        Tool::Agent => run_agent(args),
+    }
+}
+
+/// A v2 replay manifest of 12 sessions: the example's two, repeated with
+/// their own ids, seeds and start offsets (the tool and system blocks stay
+/// shared).
+fn replay_manifest(dir: &Path) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = std::fs::read_to_string(root.join("examples/trajectory-replay/plans-v2.jsonl"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let mut out = String::new();
+    for k in 0..12 {
+        let line = lines[k % lines.len()]
+            .replace("\"7f3a-", &format!("\"7f3a{k}-"))
+            .replace("\"9c1d-", &format!("\"9c1d{k}-"));
+        let mut v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}"));
+        v["trajectory_id"] = Value::from(format!("session-{k}"));
+        v["start_after_ms"] = Value::from(k * 40);
+        out.push_str(&v.to_string());
+        out.push('\n');
+    }
+    let p = dir.join("plans-v2-12.jsonl");
+    std::fs::write(&p, out).unwrap_or_else(|e| panic!("{e}"));
+    p
+}
+
+/// The request bodies `args` sends against a recording simulator: once
+/// unsharded, and over four shards run one after another against another.
+fn bodies(tool: Tool, args: &[&str]) -> (Vec<String>, Vec<String>) {
+    let tok = tok();
+    let whole = SimServer::recording("qwen");
+    let url = whole.url();
+    let mut argv = vec!["--host", &url, "--tokenizer-model", &tok];
+    argv.extend(args);
+    assert_eq!(run(tool, &argv).code, 0, "unsharded {args:?}");
+
+    let sharded = SimServer::recording("qwen");
+    let url = sharded.url();
+    for i in 0..SHARDS {
+        let shard = format!("{i}/{SHARDS}");
+        let mut argv = vec!["--host", &url, "--tokenizer-model", &tok, "--shard", &shard];
+        argv.extend(args);
+        assert_eq!(run(tool, &argv).code, 0, "shard {shard} {args:?}");
+    }
+    (whole.sorted_body_hashes(), sharded.sorted_body_hashes())
+}
+
+#[test]
+fn four_shards_send_exactly_the_unsharded_runs_request_bodies() {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let manifest = replay_manifest(tmp.path());
+    let manifest = manifest.display().to_string();
+    let scenarios: Vec<(&str, Tool, Vec<&str>)> = vec![
+        (
+            "64 users, closed loop",
+            Tool::Batch,
+            vec![
+                "--users",
+                "64",
+                "--requests-per-user",
+                "2",
+                "--input-tokens",
+                "48",
+                "--input-prefix-overlap",
+                "0.5",
+                "--output-tokens",
+                "4",
+                "--seed",
+                "21",
+            ],
+        ),
+        (
+            "64 users at a request rate",
+            Tool::Batch,
+            vec![
+                "--users",
+                "64",
+                "--requests-per-user",
+                "2",
+                "--input-tokens",
+                "40",
+                "--output-tokens",
+                "4",
+                "--request-rate",
+                "3000",
+                "--seed",
+                "22",
+            ],
+        ),
+        (
+            "synthetic agents routed to DP ranks",
+            Tool::Agent,
+            vec![
+                "--agents",
+                "16",
+                "--tool-invocations",
+                "3",
+                "--input-tokens",
+                "64",
+                "--environment-tokens",
+                "24",
+                "--output-tokens",
+                "6",
+                "--dp-rank-perfect-routing",
+                "--dp-rank-perfect-routing-num",
+                "4",
+                "--seed",
+                "23",
+            ],
+        ),
+        (
+            "a v2 replay at its offsets",
+            Tool::Agent,
+            vec![
+                "--agent-plans-jsonl",
+                &manifest,
+                "--admission",
+                "open-loop",
+                "--time-scale",
+                "20",
+                "--replay-initial-overhead-tokens",
+                "3",
+                "--seed",
+                "24",
+            ],
+        ),
+        (
+            "a v2 replay at a session rate",
+            Tool::Agent,
+            vec![
+                "--agent-plans-jsonl",
+                &manifest,
+                "--session-rate",
+                "500",
+                "--replay-initial-overhead-tokens",
+                "3",
+                "--seed",
+                "25",
+            ],
+        ),
+    ];
+    for (name, tool, args) in scenarios {
+        let (whole, sharded) = bodies(tool, &args);
+        assert!(whole.len() >= 24, "{name}: {} requests", whole.len());
+        assert_eq!(
+            whole, sharded,
+            "{name}: the shards' bodies are not the unsharded run's"
+        );
+    }
+}
+
+/// Runs the four shards of `args` (and the unsharded run) into results
+/// directories under `root`.
+fn shard_dirs(root: &Path, args: &[&str]) -> (PathBuf, Vec<PathBuf>) {
+    let tok = tok();
+    let whole = root.join("whole");
+    let w = whole.display().to_string();
+    let mut argv = vec![
+        "--host",
+        "sim://",
+        "--tokenizer-model",
+        &tok,
+        "--output-dir",
+        &w,
+    ];
+    argv.extend(args);
+    assert_eq!(run_batchbench(&argv).code, 0);
+    let dirs: Vec<PathBuf> = (0..SHARDS)
+        .map(|i| root.join(format!("shard-{i}")))
+        .collect();
+    for (i, d) in dirs.iter().enumerate() {
+        let shard = format!("{i}/{SHARDS}");
+        let d = d.display().to_string();
+        let mut argv = vec![
+            "--host",
+            "sim://",
+            "--tokenizer-model",
+            &tok,
+            "--shard",
+            &shard,
+            "--output-dir",
+            &d,
+        ];
+        argv.extend(args);
+        assert_eq!(run_batchbench(&argv).code, 0, "shard {shard}");
+    }
+    (whole, dirs)
+}
+
+fn merge(dirs: &[PathBuf], out: &Path) -> Result<batchbench_run::merge::Merged, String> {
+    let output = batchbench_core::spec::OutputSpec {
+        output_dir: Some(out.to_owned()),
+        ..Default::default()
+    };
+    batchbench_run::merge::merge(
+        dirs,
+        output,
+        batchbench_run::commands::batchbench::FRONT.profile,
+        false,
+    )
+    .map_err(|f| {
+        assert!(f.is_bad_input(), "{f:?}");
+        format!("{f:?}")
+    })
+}
+
+fn lines(p: &Path) -> Vec<Value> {
+    std::fs::read_to_string(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
+fn family(dir: &Path, name: &str) -> Latency {
+    let h = read_json(&dir.join("histograms.json")).unwrap_or_default();
+    let buckets: Vec<[u64; 2]> =
+        serde_json::from_value(h["families"][name].clone()).unwrap_or_default();
+    Latency::from_buckets(&buckets)
+}
+
+#[test]
+fn a_merge_adds_counts_and_histograms_and_works_with_report_and_compare() {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (whole, dirs) = shard_dirs(
+        tmp.path(),
+        &[
+            "--users",
+            "64",
+            "--requests-per-user",
+            "3",
+            "--input-tokens",
+            "32",
+            "--output-tokens",
+            "12",
+            "--stream",
+            "--seed",
+            "31",
+        ],
+    );
+    let out = tmp.path().join("merged");
+    let m = merge(&dirs, &out).unwrap_or_else(|e| panic!("{e}"));
+    let docs: Vec<Value> = dirs
+        .iter()
+        .map(|d| read_json(&d.join("run.json")).unwrap_or_default())
+        .collect();
+    let sum = |k: &str| -> u64 {
+        docs.iter()
+            .map(|d| d["summary"][k].as_u64().unwrap_or_default())
+            .sum()
+    };
+    // Counts add, and make the unsharded run's.
+    let s = &m.summary;
+    assert_eq!(s.total_requests, sum("total_requests"));
+    assert_eq!(s.total_requests, 192);
+    assert_eq!(s.successful_requests, sum("successful_requests"));
+    assert_eq!(s.total_prompt_tokens, sum("total_prompt_tokens"));
+    assert_eq!(s.total_completion_tokens, sum("total_completion_tokens"));
+    assert_eq!(s.trajectories_completed, 64);
+    let unsharded = read_json(&whole.join("run.json")).unwrap_or_default();
+    assert_eq!(
+        s.total_prompt_tokens,
+        unsharded["summary"]["total_prompt_tokens"]
+            .as_u64()
+            .unwrap_or(0)
+    );
+
+    // The merged percentiles are those of one histogram of every shard's
+    // per-request records.
+    let mut all = Latency::default();
+    let mut ttft = Latency::default();
+    for d in &dirs {
+        for l in lines(&d.join("requests.jsonl")) {
+            all.record_us((l["latency_ms"].as_f64().unwrap_or(0.0) * 1000.0).round() as u64);
+            ttft.record_us((l["ttft_ms"].as_f64().unwrap_or(0.0) * 1000.0).round() as u64);
+        }
+    }
+    let close = |a: f64, b: f64, what: &str| {
+        // HDR precision of three significant figures, and a microsecond.
+        assert!((a - b).abs() <= b.abs() * 2e-3 + 1e-3, "{what}: {a} vs {b}");
+    };
+    let lat = s.latency.unwrap_or_default();
+    let want = all.stats().unwrap_or_default();
+    assert_eq!(lat.count, want.count);
+    for (a, b, what) in [
+        (lat.p50_ms, want.p50_ms, "p50"),
+        (lat.p90_ms, want.p90_ms, "p90"),
+        (lat.p99_ms, want.p99_ms, "p99"),
+        (lat.max_ms, want.max_ms, "max"),
+    ] {
+        close(a, b, what);
+    }
+    close(
+        s.ttft.unwrap_or_default().p99_ms,
+        ttft.stats().unwrap_or_default().p99_ms,
+        "ttft p99",
+    );
+    // Inter-token latency, which no record carries, adds bucket by bucket.
+    let mut itl = Latency::default();
+    for d in &dirs {
+        itl.add(&family(d, "itl"));
+    }
+    assert!(!itl.is_empty());
+    assert_eq!(family(&out, "itl").buckets(), itl.buckets());
+    assert_eq!(s.itl.unwrap_or_default().count, itl.len());
+
+    // The merged directory is a run's: it records its shards, its spec is the
+    // unsharded run's, and its files add up.
+    let doc = read_json(&out.join("run.json")).unwrap_or_default();
+    let held: Vec<u64> = doc["run"]["merged_shards"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{doc}"))
+        .iter()
+        .map(|m| m["index"].as_u64().unwrap_or(99))
+        .collect();
+    assert_eq!(held, [0, 1, 2, 3]);
+    assert!(doc["run"]["spec"].get("shard").is_none(), "{doc}");
+    assert_eq!(lines(&out.join("requests.jsonl")).len(), 192);
+    assert_eq!(lines(&out.join("trajectories.jsonl")).len(), 64);
+    let ts = read_json(&out.join("timeseries.json")).unwrap_or_default();
+    let w = ts["interval_secs"].as_f64().unwrap_or_default();
+    let sent: f64 = ts["send_rate"]
+        .as_array()
+        .map(|v| v.iter().filter_map(Value::as_f64).sum::<f64>())
+        .unwrap_or_default()
+        * w;
+    assert!((sent - 192.0).abs() < 1e-6, "{sent}");
+    // report and compare read it as a single run's.
+    let html = tmp.path().join("report.html");
+    let written = batchbench_run::report::write(&[out.clone(), whole.clone()], &html)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert!(written.charts > 0);
+    let base = batchbench_results::load_run(&whole).unwrap_or_else(|e| panic!("{e}"));
+    let new = batchbench_results::load_run(&out).unwrap_or_else(|e| panic!("{e}"));
+    let rows = batchbench_results::compare::rows(&base, &new);
+    assert!(!rows.is_empty());
+}
+
+#[test]
+fn a_merge_refuses_a_missing_doubled_or_foreign_shard_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let args = [
+        "--users",
+        "8",
+        "--input-tokens",
+        "16",
+        "--output-tokens",
+        "2",
+        "--seed",
+        "41",
+    ];
+    let (whole, dirs) = shard_dirs(tmp.path(), &args);
+    let out = tmp.path().join("merged");
+    let e = merge(&dirs[..3], &out).unwrap_err();
+    assert!(e.contains("1 of the 4 shards is missing: 3"), "{e}");
+    let doubled = [
+        dirs[0].clone(),
+        dirs[1].clone(),
+        dirs[1].clone(),
+        dirs[2].clone(),
+    ];
+    let e = merge(&doubled, &out).unwrap_err();
+    assert!(e.contains("shard 1/4 is given twice"), "{e}");
+    let e = merge(&[whole.clone(), dirs[1].clone()], &out).unwrap_err();
+    assert!(e.contains("not a shard's results"), "{e}");
+    // Shard 3 of a run with another seed.
+    let foreign = tmp.path().join("foreign");
+    let f = foreign.display().to_string();
+    let tok = tok();
+    let mut argv = vec![
+        "--host",
+        "sim://",
+        "--tokenizer-model",
+        &tok,
+        "--shard",
+        "3/4",
+        "--output-dir",
+        &f,
+    ];
+    argv.extend(args.iter().map(|a| if *a == "41" { "42" } else { a }));
+    assert_eq!(run_batchbench(&argv).code, 0);
+    let mixed = [dirs[0].clone(), dirs[1].clone(), dirs[2].clone(), foreign];
+    let e = merge(&mixed, &out).unwrap_err();
+    assert!(e.contains("of another run") && e.contains("seed"), "{e}");
+    assert!(!out.exists(), "a refused merge wrote {}", out.display());
+    // A missing directory names itself.
+    let e = merge(&[tmp.path().join("nowhere")], &out).unwrap_err();
+    assert!(e.contains("nowhere"), "{e}");
+}
+
+/// Kolmogorov-Smirnov statistic of `xs` against the exponential of `rate`.
+fn ks_exponential(xs: &[f64], rate: f64) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len() as f64;
+    v.iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let f = 1.0 - (-rate * x).exp();
+            (f - i as f64 / n).abs().max(((i + 1) as f64 / n - f).abs())
+        })
+        .fold(0.0, f64::max)
+}
+
+fn intended(dir: &Path) -> Vec<f64> {
+    let mut t: Vec<f64> = lines(&dir.join("requests.jsonl"))
+        .iter()
+        .map(|l| l["intended_ms"].as_f64().unwrap_or(f64::NAN))
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t
+}
+
+#[test]
+fn four_poisson_shards_at_a_quarter_rate_are_the_one_stream() {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let rate = 2000.0;
+    let (whole, dirs) = shard_dirs(
+        tmp.path(),
+        &[
+            "--users",
+            "2000",
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "2",
+            "--request-rate",
+            "2000",
+            "--arrival",
+            "poisson",
+            "--seed",
+            "51",
+        ],
+    );
+    let mut union = Vec::new();
+    for d in &dirs {
+        let mine = intended(d);
+        // Each shard releases a quarter of the rate.
+        let span = (mine[mine.len() - 1] - mine[0]) / 1000.0;
+        let r = (mine.len() - 1) as f64 / span;
+        assert!(
+            (r / (rate / 4.0) - 1.0).abs() < 0.15,
+            "{}: {r}/s",
+            d.display()
+        );
+        union.extend(mine);
+    }
+    union.sort_by(f64::total_cmp);
+    let one = intended(&whole);
+    assert_eq!(union.len(), one.len());
+    // The union is the unsharded schedule, arrival for arrival...
+    for (a, b) in union.iter().zip(&one) {
+        assert!((a - b).abs() < 1e-3, "{a} vs {b}");
+    }
+    // ...so its gaps pass the one stream's Kolmogorov-Smirnov test.
+    let gaps: Vec<f64> = std::iter::once(union[0])
+        .chain(union.windows(2).map(|w| w[1] - w[0]))
+        .map(|ms| ms / 1000.0)
+        .collect();
+    let critical = 1.628 / (gaps.len() as f64).sqrt();
+    let d = ks_exponential(&gaps, rate);
+    assert!(d < critical, "D = {d}, critical {critical}");
+    assert!(ks_exponential(&gaps, rate / 4.0) > critical);
+}
+
+#[test]
+fn a_start_time_starts_the_clock_and_records_the_skew() {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64();
+    let at = now + 1.5;
+    let stamp = batchbench_core::timefmt::rfc3339(at);
+    let d = tmp.path().join("run");
+    let ds = d.display().to_string();
+    let tok = tok();
+    let r = run_batchbench(&[
+        "--host",
+        "sim://",
+        "--tokenizer-model",
+        &tok,
+        "--start-at",
+        &stamp,
+        "--output-dir",
+        &ds,
+    ]);
+    assert_eq!(r.code, 0);
+    let doc = read_json(&d.join("run.json")).unwrap_or_default();
+    let started = doc["run"]["started_unix"].as_f64().unwrap_or(0.0);
+    let skew = doc["run"]["start_skew_ms"].as_f64().unwrap_or(f64::NAN);
+    // Millisecond stamps: the clock starts at the stamp, not before it.
+    let stamped = batchbench_core::timefmt::parse_ms(&stamp).unwrap_or(0) as f64 / 1000.0;
+    assert!(started >= stamped, "{started} < {stamped}");
+    assert!((0.0..1000.0).contains(&skew), "skew {skew} ms");
+    assert!((started - stamped - skew / 1000.0).abs() < 1e-6);
+    // A stamp without a zone is refused before anything is sent.
+    let r = run_batchbench(&[
+        "--host",
+        "sim://",
+        "--tokenizer-model",
+        &tok,
+        "--start-at",
+        "2026-01-01T00:00:00",
+    ]);
+    assert_eq!(r.code, EXIT_BAD_INPUT);
+}
