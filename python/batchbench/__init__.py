@@ -15,6 +15,8 @@ Entry points:
   and the highest load that meets an SLO.
 - :func:`load_results` and :func:`report`: a results directory (``output_dir=``)
   read back as records, and the HTML report of one or more.
+- :func:`merge`: the results directories of a run's shards (``shard="I/N"``)
+  joined into the one run's, exactly.
 - :class:`Simulator`: the built-in OpenAI-compatible simulator, for tests.
 """
 
@@ -48,6 +50,7 @@ __all__ = [
     "capacity",
     "load_results",
     "report",
+    "merge",
     "analyze",
     "plugins",
     "load_plugin",
@@ -539,6 +542,44 @@ def report(
 
 
 _PROGRAMS = ("batchbench", "batchbench-agent")
+
+
+def merge(
+    paths: Sequence[Union[str, "os.PathLike[str]"]],
+    output: Union[str, "os.PathLike[str]"],
+    *,
+    command: str = "batchbench",
+    summary_json: Union[str, "os.PathLike[str]", None] = None,
+    results_csv: Union[str, "os.PathLike[str]", None] = None,
+) -> Dict[str, Any]:
+    """Joins the results directories of a run's shards (each run with
+    ``shard="I/N"`` and ``output_dir=``) into the one run's results directory
+    ``output``, as ``command merge``: counts and histograms add, time series
+    align on wall-clock time, per-request records concatenate. ``command`` is
+    the one that ran the shards (its CSV columns). Returns the merged
+    ``{"path", "run", "summary"}``. A shard that is missing, given twice, of
+    another run, or a directory that cannot be read raises
+    :class:`ConfigurationError`; nothing is written then."""
+    if command not in _PROGRAMS:
+        raise ConfigurationError(f"command must be one of {', '.join(_PROGRAMS)}, got {command!r}")
+    if isinstance(paths, (str, os.PathLike)):
+        raise ConfigurationError("merge takes a list of shard directories, not one path")
+    dirs = [os.fspath(p) for p in paths]
+    if not dirs:
+        raise ConfigurationError("merge needs the shards' results directories")
+    out = os.fspath(output)
+    argv = [command, "merge", *dirs, "--output-dir", out]
+    for flag, value in (("--summary-json", summary_json), ("--results-csv", results_csv)):
+        if value is not None:
+            argv += [flag, os.fspath(value)]
+    sys.stdout.flush()
+    code = _result(_wait(_core.start_cli(command, argv)))
+    if code == 2:
+        raise ConfigurationError(f"{command} merge rejected the input (exit code 2): see the message above")
+    if code not in (0, 1) or not os.path.exists(os.path.join(out, "run.json")):
+        raise RunError(f"{command} merge failed (exit code {code}): see the message above")
+    doc = _read_json(os.path.join(out, "run.json"))
+    return {"path": out, "run": doc["run"], "summary": doc["summary"]}
 
 
 def analyze(

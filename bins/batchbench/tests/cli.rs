@@ -155,6 +155,20 @@ fn bad_input_is_one_line_naming_the_flag_exit_2_and_nothing_sent() {
             "--requests-per-user",
         ),
         (vec!["--duration-secs", "5", "--dry-run"], "--duration-secs"),
+        (vec!["--shard", "4/4", "--seed", "1"], "--shard"),
+        (vec!["--shard", "1/0", "--seed", "1"], "--shard"),
+        (vec!["--shard", "1of4", "--seed", "1"], "--shard"),
+        (vec!["--shard", "1/4"], "--seed"),
+        (
+            vec!["--shard", "3/4", "--users", "2", "--seed", "1"],
+            "--shard",
+        ),
+        (
+            vec!["--shard", "1/4", "--shards", "4", "--seed", "1"],
+            "--shards",
+        ),
+        (vec!["--start-at", "tomorrow"], "--start-at"),
+        (vec!["--start-at", "2026-12-04T10:00:00"], "--start-at"),
     ];
     for (args, needle) in cases {
         let mut all = vec!["--host", &url, "--quiet"];
@@ -174,6 +188,54 @@ fn bad_input_is_one_line_naming_the_flag_exit_2_and_nothing_sent() {
         assert!(o.stdout.is_empty(), "{args:?}: nothing on stdout");
     }
     assert_eq!(sim.stats().requests, 0, "nothing was sent");
+}
+
+#[test]
+fn shards_from_the_job_index_are_checked_before_anything_is_sent() {
+    let sim = SimServer::recording("qwen");
+    let url = sim.url();
+    let tok = tokenizer_path("qwen").display().to_string();
+    let args = [
+        "--host",
+        &url,
+        "--quiet",
+        "--tokenizer-model",
+        &tok,
+        "--seed",
+        "1",
+        "--shards",
+        "4",
+    ];
+    for (index, needle) in [
+        (None, "JOB_COMPLETION_INDEX"),
+        (Some("4"), "not below the shard count 4"),
+        (Some("x"), "JOB_COMPLETION_INDEX \"x\""),
+    ] {
+        let mut cmd = bin();
+        cmd.args(args).env_remove("JOB_COMPLETION_INDEX");
+        if let Some(i) = index {
+            cmd.env("JOB_COMPLETION_INDEX", i);
+        }
+        let o = cmd
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{index:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{index:?}: {err}");
+        assert!(err.contains(needle), "{index:?}: {err}");
+    }
+    assert_eq!(sim.stats().requests, 0, "nothing was sent");
+    // With a valid index the pod runs its shard: one of four users.
+    let o = bin()
+        .args(args)
+        .args(["--users", "4"])
+        .env("JOB_COMPLETION_INDEX", "2")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(sim.stats().requests, 1);
 }
 
 #[cfg(unix)]

@@ -435,7 +435,14 @@ impl Engine {
             .and_then(Result::ok);
         if let Some(at) = self.opts.start_at_ms {
             let started = wait_for_start(at, &self.cancel).await;
-            info.start_skew_ms = Some((started - at as f64 / 1000.0) * 1000.0);
+            let skew_ms = (started - at as f64 / 1000.0) * 1000.0;
+            if skew_ms > 1000.0 {
+                eprintln!(
+                    "warning: the start time (--start-at) had passed {:.1} s before the run was ready: it starts now, and records the skew",
+                    skew_ms / 1000.0
+                );
+            }
+            info.start_skew_ms = Some(skew_ms);
             info.started_unix = started;
         }
         // The benchmark clock starts now.

@@ -448,6 +448,11 @@ pub fn analyze(
     settings: &AnalyzeSettings,
 ) -> Result<batchbench_core::analysis::Analysis, Failure> {
     use batchbench_core::analysis::{AnalyzeOptions, Routing};
+    if let Some(shard) = spec.shard {
+        return Err(Failure::bad(format!(
+            "--shard {shard}: analyze describes the whole workload; drop --shard"
+        )));
+    }
     let (ctx, prep, open) = prelude(&mut spec, false)?;
     let built = registry::workload(&spec.workload.name, &spec.workload.config, &ctx);
     let mut source = built.map_err(plugin_failure)?;
@@ -555,6 +560,14 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
     let mut source = built.map_err(plugin_failure)?;
     let shard = spec.shard();
     if !shard.is_whole() {
+        let whole = source.info().planned_trajectories;
+        if let Some(t) = whole
+            && shard.share(t) == 0
+        {
+            return Err(Failure::bad(format!(
+                "shard (--shard {shard}): the workload has {t} trajectories (users, agents), so this shard would get none; split it over at most {t} shards"
+            )));
+        }
         source = Box::new(ShardedSource::new(source, shard));
     }
     let info = source.info();

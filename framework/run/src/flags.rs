@@ -411,7 +411,7 @@ pub struct ShardArgs {
     pub shards: Option<u32>,
     /// Start the benchmark clock at this time, RFC 3339 with a zone (such as
     /// 2026-12-04T10:00:00Z), so that every shard begins together; each records
-    /// how late it started.
+    /// how late it started. Empty: as soon as the run is ready.
     #[arg(long, value_name = "TIME", help_heading = "Distributed")]
     pub start_at: Option<String>,
 }
@@ -440,8 +440,9 @@ impl ShardArgs {
                 .map_err(Failure::bad)?;
             spec.shard = Some(s);
         }
-        if self.start_at.is_some() {
-            spec.start_at.clone_from(&self.start_at);
+        if let Some(at) = &self.start_at {
+            // Empty: start when ready (what a template leaves unset).
+            spec.start_at = (!at.trim().is_empty()).then(|| at.clone());
         }
         spec.start_at_ms().map_err(Failure::bad)?;
         Ok(())

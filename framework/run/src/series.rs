@@ -922,6 +922,12 @@ fn plan<'a>(
     for v in &values[1..] {
         probe.spec(*v)?;
     }
+    if let Some(shard) = base.shard {
+        return Err(Failure::bad(format!(
+            "--shard {shard}: {} runs many runs and a shard is a part of one; shard a single run (and merge its shards) instead",
+            kind.name()
+        )));
+    }
     if kind == Kind::Capacity && base.slo.is_empty() {
         return Err(Failure::bad(
             "capacity needs --slo: the bounds a load must meet (for example --slo 'ttft_p99<=500ms,e2e_p99<=20s')",
