@@ -38,6 +38,14 @@ echo "client CPU per request, $n requests, $users users, 16 output tokens (whole
 read -r wall cpu rss _ _ synth < <(bb "$users" "$per_user" "${exact[@]}")
 ex_us=$(per_request_us "$cpu" "$n"); ex_rss=$rss
 echo "  batchbench, exact 32-token prompts (synthesis: $synth): ${wall}s wall, CPU ${cpu}s = ${ex_us} us/request, peak RSS $((rss/1024)) MB"
+# Sharding: the same run as the whole of one shard, and as one shard of four
+# (four times the users, this shard sending the same number of requests).
+read -r wall cpu rss _ _ _ < <(bb "$users" "$per_user" "${exact[@]}" --seed 1 --shard 0/1)
+s1_us=$(per_request_us "$cpu" "$n")
+echo "  batchbench, exact prompts, --shard 0/1: ${wall}s wall, CPU ${cpu}s = ${s1_us} us/request"
+read -r wall cpu rss _ _ _ < <(cpu_of "$n" "$target/batchbench" --host "$url" --users $((users * 4)) --requests-per-user "$per_user" "${exact[@]}" --seed 1 --shard 1/4)
+s4_us=$(per_request_us "$cpu" "$n")
+echo "  batchbench, exact prompts, shard 1/4 of $((users * 4)) users: ${wall}s wall, CPU ${cpu}s = ${s4_us} us/request"
 read -r wall cpu rss _ _ _ < <(bb "$users" "$per_user" --output-tokens 16)
 fx_us=$(per_request_us "$cpu" "$n")
 echo "  batchbench, fixed prompt (no tokenizer): ${wall}s wall, CPU ${cpu}s = ${fx_us} us/request, peak RSS $((rss/1024)) MB"
@@ -69,6 +77,7 @@ echo "targets:"
 echo "  exact prompts at most 0.1x the reference: $(py "f'{$ex_us/$ref_us:.3f}'")x ($ex_us vs $ref_us us): $(verdict "$ex_us <= 0.1 * $ref_us")"
 [ -n "$wrk_us" ] && echo "  exact prompts within 2x of wrk: $(py "f'{$ex_us/$wrk_us:.2f}'")x: $(verdict "$ex_us <= 2 * $wrk_us")"
 echo "  exact prompts at the cost of the fixed prompt: $(py "f'{$ex_us/$fx_us:.2f}'")x"
+echo "  sharding adds no per-request cost: --shard 0/1 $(py "f'{$s1_us/$ex_us:.2f}'")x, shard 1/4 $(py "f'{$s4_us/$ex_us:.2f}'")x the unsharded run's"
 
 # Start-up: a one-request run, warm cache, against the zero-latency server. Its
 # whole wall time bounds the time from start to the first request.

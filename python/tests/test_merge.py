@@ -8,38 +8,23 @@ import pytest
 import batchbench
 
 
-def _shards(qwen, tmp_path, sim=None, n=3, seed=11):
+# Nine agents of three requests each.
+AGENTS = dict(agents=9, tool_invocations=2, input_tokens=48, environment_tokens=16, output_tokens=4, seed=11)
+
+
+def _shards(qwen, tmp_path, sim=None, n=3):
     dirs = []
     for i in range(n):
         d = tmp_path / f"shard-{i}"
-        batchbench.run_agent(
-            host=sim.url if sim else "sim://",
-            tokenizer_model=qwen,
-            agents=9,
-            tool_invocations=2,
-            input_tokens=48,
-            environment_tokens=16,
-            output_tokens=4,
-            seed=seed,
-            shard=f"{i}/{n}",
-            output_dir=str(d),
-        )
+        host = sim.url if sim else "sim://"
+        batchbench.run_agent(host=host, tokenizer_model=qwen, shard=f"{i}/{n}", output_dir=str(d), **AGENTS)
         dirs.append(d)
     return dirs
 
 
 def test_three_shards_send_the_unsharded_bodies_and_merge_into_its_counts(qwen, tmp_path):
     with batchbench.Simulator(qwen, record_requests=True) as whole:
-        one = batchbench.run_agent(
-            host=whole.url,
-            tokenizer_model=qwen,
-            agents=9,
-            tool_invocations=2,
-            input_tokens=48,
-            environment_tokens=16,
-            output_tokens=4,
-            seed=11,
-        )
+        one = batchbench.run_agent(host=whole.url, tokenizer_model=qwen, **AGENTS)
         want = sorted(r["body_sha256"] for r in whole.requests())
     with batchbench.Simulator(qwen, record_requests=True) as sim:
         dirs = _shards(qwen, tmp_path, sim)

@@ -124,6 +124,52 @@ pub fn merge(
     profile: &Profile,
     console: bool,
 ) -> Result<Merged, Failure> {
+    // The results directory is written under a staging name and renamed into
+    // place at the end: a merge that fails leaves no partial directory.
+    let staging = output.output_dir.as_deref().map(staging_dir);
+    if let Some(st) = &staging
+        && st.exists()
+    {
+        std::fs::remove_dir_all(st)
+            .map_err(|e| Failure::failed_msg(format!("{}: {e}", st.display())))?;
+    }
+    let merged = merge_into(dirs, output.clone(), staging.clone(), profile, console);
+    match (&merged, staging, &output.output_dir) {
+        (Ok(_), Some(st), Some(dir)) => std::fs::rename(&st, dir).map_err(|e| {
+            Failure::failed_msg(format!(
+                "cannot move the merged results from {} to {}: {e}",
+                st.display(),
+                dir.display()
+            ))
+        })?,
+        (Err(_), Some(st), _) => {
+            let _ = std::fs::remove_dir_all(st);
+        }
+        _ => {}
+    }
+    if merged.is_err()
+        && let Some(p) = &output.requests_jsonl
+    {
+        let _ = std::fs::remove_file(p);
+    }
+    merged
+}
+
+/// Where a merge into `dir` writes until it is done: `.NAME.merging` beside it.
+fn staging_dir(dir: &std::path::Path) -> PathBuf {
+    let name = dir
+        .file_name()
+        .map_or_else(|| "merged".into(), |n| n.to_string_lossy().into_owned());
+    dir.with_file_name(format!(".{name}.merging"))
+}
+
+fn merge_into(
+    dirs: &[PathBuf],
+    output: OutputSpec,
+    staging: Option<PathBuf>,
+    profile: &Profile,
+    console: bool,
+) -> Result<Merged, Failure> {
     let shards = read_shards(dirs)?;
     let first = &shards[0];
     let mut spec = first.spec.clone();
@@ -178,7 +224,11 @@ pub fn merge(
         seed: info.seed,
         ..BuildContext::default()
     };
-    let mut reporters = assemble::reporters(&spec, profile, &ctx, console)?;
+    let mut writing = spec.clone();
+    if staging.is_some() {
+        writing.output.output_dir = staging;
+    }
+    let mut reporters = assemble::reporters(&writing, profile, &ctx, console)?;
     let mut notify = |hook: &mut dyn FnMut(&mut dyn Reporter) -> Result<(), PluginError>| {
         reporters.iter_mut().try_for_each(|r| hook(r.as_mut()))
     };
@@ -203,48 +253,64 @@ pub fn merge(
     };
     let mut shard_histograms = Latencies::default();
     let mut servers_seen: BTreeSet<String> = BTreeSet::new();
-    for (s, m) in shards.iter().zip(&info.merged_shards) {
-        let offset = m.offset_seconds;
-        // Trajectories first: a trajectory's record ends after its requests',
-        // and the order within a file is kept.
-        let path = s.dir.join(files::TRAJECTORIES);
-        if path.exists() {
-            batchbench_results::for_each_line(&path, |mut t: TrajectoryRecord| {
-                t.scheduled_at_seconds += offset;
-                t.admitted_at_seconds += offset;
-                t.finished_at_seconds += offset;
-                metrics.record_trajectory(&t);
-                notify(&mut |r| r.on_trajectory(&t)).map_err(stop)
-            })
-            .map_err(read_error)?;
-        }
-        batchbench_results::for_each_line(&s.dir.join(files::REQUESTS), |mut line: RecordLine| {
-            line.shift(offset * 1000.0);
-            let mut rec = line.record();
-            metrics.record_outcome(&mut rec, &spec.load, &spec.slo);
-            notify(&mut |r| r.on_request(&rec)).map_err(stop)
-        })
-        .map_err(read_error)?;
-        // A server scraped by several shards is the same server: its
-        // scrapes come from the first shard that has them.
-        let path = s.dir.join(files::SERVER_METRICS);
-        if path.exists() {
-            let mut urls = BTreeSet::new();
-            batchbench_results::for_each_line(&path, |mut scrape: ServerScrape| {
-                if servers_seen.contains(&scrape.url) {
-                    return Ok(());
+    // The shards' requests are read and parsed on a thread of their own, in
+    // order, while this one replays them: the merge's two halves in parallel.
+    let request_files: Vec<PathBuf> = shards.iter().map(|s| s.dir.join(files::REQUESTS)).collect();
+    std::thread::scope(|scope| -> Result<(), Failure> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Parsed>(PARSED_AHEAD);
+        scope.spawn(move || parse_requests(&request_files, &tx));
+        for (s, m) in shards.iter().zip(&info.merged_shards) {
+            let offset = m.offset_seconds;
+            // Trajectories first: a trajectory's record ends after its
+            // requests', and the order within a file is kept.
+            let path = s.dir.join(files::TRAJECTORIES);
+            if path.exists() {
+                batchbench_results::for_each_line(&path, |mut t: TrajectoryRecord| {
+                    t.scheduled_at_seconds += offset;
+                    t.admitted_at_seconds += offset;
+                    t.finished_at_seconds += offset;
+                    metrics.record_trajectory(&t);
+                    notify(&mut |r| r.on_trajectory(&t)).map_err(stop)
+                })
+                .map_err(read_error)?;
+            }
+            loop {
+                match rx.recv() {
+                    Ok(Parsed::Lines(lines)) => {
+                        for mut line in lines {
+                            line.shift(offset * 1000.0);
+                            let mut rec = line.record();
+                            metrics.record_outcome(&mut rec, &spec.load, &spec.slo);
+                            notify(&mut |r| r.on_request(&rec)).map_err(exit::plugin_failure)?;
+                        }
+                    }
+                    Ok(Parsed::EndOfShard) => break,
+                    Ok(Parsed::Failed(e)) => return Err(Failure::bad_input(e)),
+                    Err(_) => return Err(Failure::failed_msg("the request reader stopped")),
                 }
-                urls.insert(scrape.url.clone());
-                scrape.t += offset;
-                notify(&mut |r| r.on_server_metrics(&scrape)).map_err(stop)
-            })
-            .map_err(read_error)?;
-            servers_seen.extend(urls);
+            }
+            // A server scraped by several shards is the same server: its
+            // scrapes come from the first shard that has them.
+            let path = s.dir.join(files::SERVER_METRICS);
+            if path.exists() {
+                let mut urls = BTreeSet::new();
+                batchbench_results::for_each_line(&path, |mut scrape: ServerScrape| {
+                    if servers_seen.contains(&scrape.url) {
+                        return Ok(());
+                    }
+                    urls.insert(scrape.url.clone());
+                    scrape.t += offset;
+                    notify(&mut |r| r.on_server_metrics(&scrape)).map_err(stop)
+                })
+                .map_err(read_error)?;
+                servers_seen.extend(urls);
+            }
+            let h: Histograms = batchbench_results::read_json(&s.dir.join(files::HISTOGRAMS))
+                .map_err(Failure::bad_input)?;
+            shard_histograms.add(&h);
         }
-        let h: Histograms = batchbench_results::read_json(&s.dir.join(files::HISTOGRAMS))
-            .map_err(Failure::bad_input)?;
-        shard_histograms.add(&h);
-    }
+        Ok(())
+    })?;
 
     // What no record carries: from the shards' histograms and summaries.
     metrics.itl = shard_histograms.family("itl");
@@ -289,6 +355,46 @@ pub fn merge(
     notify(&mut |r| r.on_histograms(&histograms)).map_err(exit::plugin_failure)?;
     notify(&mut |r| r.on_finish(&info, &summary)).map_err(exit::plugin_failure)?;
     Ok(Merged { info, summary })
+}
+
+/// Parsed requests in flight between the reader and the replay, in batches.
+const PARSED_AHEAD: usize = 16;
+const BATCH: usize = 2048;
+
+/// What the request reader hands over.
+enum Parsed {
+    /// The next requests of the current shard.
+    Lines(Vec<RecordLine>),
+    /// The current shard's requests are all read.
+    EndOfShard,
+    /// A file could not be read (the replay stops).
+    Failed(batchbench_results::ResultsError),
+}
+
+/// Reads every shard's `requests.jsonl` in order, in batches; stops when the
+/// replay does (the channel closes).
+fn parse_requests(files: &[PathBuf], tx: &std::sync::mpsc::SyncSender<Parsed>) {
+    for path in files {
+        let mut batch = Vec::with_capacity(BATCH);
+        let read = batchbench_results::for_each_line(path, |line: RecordLine| {
+            batch.push(line);
+            if batch.len() == BATCH {
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                tx.send(Parsed::Lines(full))
+                    .map_err(|_| "the merge stopped".to_owned())?;
+            }
+            Ok(())
+        });
+        let sent = match read {
+            Ok(()) => tx
+                .send(Parsed::Lines(batch))
+                .and_then(|()| tx.send(Parsed::EndOfShard)),
+            Err(e) => tx.send(Parsed::Failed(e)),
+        };
+        if sent.is_err() {
+            return;
+        }
+    }
 }
 
 /// Reads and checks the shard directories: every one a shard of the same run

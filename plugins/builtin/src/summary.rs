@@ -53,6 +53,22 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
     let _ = writeln!(o, "  {:<22} {}", "model", info.model);
     let _ = writeln!(o, "  {:<22} {}", "endpoint", info.url);
     let _ = writeln!(o, "  {:<22} {}", "workload", info.workload.mode);
+    if let Some(shard) = info.spec.as_ref().and_then(|sp| sp.shard) {
+        let start = info.start_skew_ms.map_or(String::new(), |k| {
+            format!(", clock started {k:.2} ms after --start-at")
+        });
+        let _ = writeln!(o, "  {:<22} {shard} of seed {}{start}", "shard", info.seed);
+    }
+    if !info.merged_shards.is_empty() {
+        let offsets = info.merged_shards.iter().map(|m| m.offset_seconds);
+        let spread = offsets.fold(0.0, f64::max) * 1000.0;
+        let _ = writeln!(
+            o,
+            "  {:<22} {} merged, clocks started within {spread:.2} ms",
+            "shards",
+            info.merged_shards.len()
+        );
+    }
     let _ = writeln!(
         o,
         "  {:<22} {} total, {} ok, {} failed, {} retries",

@@ -156,13 +156,29 @@ fn rendered_shapes() -> BTreeSet<String> {
             ..full
         },
     ]);
-    variants
+    // A shard's run and a merge of shards add a line each.
+    let mut sharded = info.clone();
+    let mut spec = batchbench_run::commands::batchbench::default_spec();
+    spec.shard = Some(batchbench_core::shard::Shard { index: 1, count: 4 });
+    sharded.spec = Some(spec);
+    sharded.start_skew_ms = Some(0.25);
+    let mut merged = info.clone();
+    merged.merged_shards = (0..4)
+        .map(|i| batchbench_core::record::MergedShard {
+            index: i,
+            offset_seconds: f64::from(i) * 1e-4,
+            ..Default::default()
+        })
+        .collect();
+    [info, sharded, merged]
         .iter()
-        .flat_map(|s| {
-            batchbench_plugins::summary::render(&info, s)
-                .lines()
-                .map(shape)
-                .collect::<Vec<_>>()
+        .flat_map(|info| {
+            variants.iter().flat_map(move |s| {
+                batchbench_plugins::summary::render(info, s)
+                    .lines()
+                    .map(shape)
+                    .collect::<Vec<_>>()
+            })
         })
         .collect()
 }

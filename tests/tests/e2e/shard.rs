@@ -412,6 +412,23 @@ fn a_merge_refuses_a_missing_doubled_or_foreign_shard_and_writes_nothing() {
     let e = merge(&mixed, &out).unwrap_err();
     assert!(e.contains("of another run") && e.contains("seed"), "{e}");
     assert!(!out.exists(), "a refused merge wrote {}", out.display());
+    // A shard whose requests.jsonl was cut short names the file and the
+    // line, and leaves nothing behind.
+    let cut = dirs[2].join("requests.jsonl");
+    let text = std::fs::read_to_string(&cut).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&cut, &text[..text.len() - 5]).unwrap_or_else(|e| panic!("{e}"));
+    let e = merge(&dirs, &out).unwrap_err();
+    assert!(
+        e.contains("requests.jsonl:") && e.contains("truncated"),
+        "{e}"
+    );
+    assert!(!out.exists(), "a failed merge left {}", out.display());
+    let staged = std::fs::read_dir(tmp.path())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains("merging"))
+        .count();
+    assert_eq!(staged, 0, "a failed merge left its staging directory");
     // A missing directory names itself.
     let e = merge(&[tmp.path().join("nowhere")], &out).unwrap_err();
     assert!(e.contains("nowhere"), "{e}");
