@@ -8,7 +8,7 @@ import pytest
 import batchbench
 
 
-# Nine agents of three requests each.
+# Nine agents of two requests each.
 AGENTS = dict(agents=9, tool_invocations=2, input_tokens=48, environment_tokens=16, output_tokens=4, seed=11)
 
 
@@ -29,14 +29,14 @@ def test_three_shards_send_the_unsharded_bodies_and_merge_into_its_counts(qwen, 
     with batchbench.Simulator(qwen, record_requests=True) as sim:
         dirs = _shards(qwen, tmp_path, sim)
         got = sorted(r["body_sha256"] for r in sim.requests())
-    assert got == want and len(got) == 27
+    assert got == want and len(got) == 18
     m = batchbench.merge(dirs, tmp_path / "merged", command="batchbench-agent", results_csv=tmp_path / "m.csv")
-    assert m["summary"]["total_requests"] == one["summary"]["total_requests"] == 27
+    assert m["summary"]["total_requests"] == one["summary"]["total_requests"] == 18
     assert m["summary"]["total_prompt_tokens"] == one["summary"]["total_prompt_tokens"]
     assert [s["index"] for s in m["run"]["merged_shards"]] == [0, 1, 2]
     assert (tmp_path / "m.csv").read_text().count("\n") == 2
     loaded = batchbench.load_results(m["path"])
-    assert len(loaded["requests"]) == 27
+    assert len(loaded["requests"]) == 18
 
 
 def test_a_missing_shard_raises_a_configuration_error(qwen, tmp_path):

@@ -48,7 +48,11 @@ highest load that meets --slo. See `batchbench-agent sweep --help`.
 
 Analysis: `batchbench-agent analyze [MANIFEST]` reads the workload these flags select
 and sends nothing: its shape, arrivals, prefix sharing across sessions, and prefix-cache
-hit rates per data-parallel rank. See `batchbench-agent analyze --help`.";
+hit rates per data-parallel rank. See `batchbench-agent analyze --help`.
+
+Shards: --shard I/N (or --shards N in a Kubernetes Indexed Job) runs one part of the
+run; `batchbench-agent merge DIR... -o DIR` joins the shards' --output-dir exactly. See
+`batchbench-agent merge --help`.";
 
 /// Command line of `batchbench-agent`.
 #[derive(Debug, Parser)]
