@@ -26,6 +26,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// `merge --help`.
+pub const LONG_ABOUT: &str = "\
+Join the results directories of a run's shards (--shard I/N) into the one run's, exactly.
+
+Counts add, histograms add (no percentile is averaged), time series align on wall-clock
+time and per-request records concatenate; the merged directory works with report and
+compare like a single run's, and the merged summary is printed.
+
+Exit codes: 0 merged, 1 the merged run failed (as the run would have) or it could not be
+written, 2 bad input (a directory unreadable, not a shard's, missing, given twice, or of
+another run; the message names it; nothing is written).";
+
 /// The flags of `merge`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct MergeArgs {
@@ -70,11 +82,10 @@ pub struct Merged {
 pub fn main_args(front: &crate::series::Front, args: &[std::ffi::OsString]) -> i32 {
     use clap::{Args, FromArgMatches};
     let name = format!("{} merge", front.program);
-    let cmd = MergeArgs::augment_args(
-        clap::Command::new("merge")
-            .bin_name(name.clone())
-            .about("Join the results directories of a run's shards into the one run's, exactly"),
-    );
+    let cmd = MergeArgs::augment_args(clap::Command::new("merge"))
+        .bin_name(name.clone())
+        .about("Join the results directories of a run's shards into the one run's, exactly")
+        .long_about(LONG_ABOUT);
     let argv = std::iter::once(std::ffi::OsString::from(name.clone())).chain(args.iter().cloned());
     let parsed = cmd
         .try_get_matches_from(argv)

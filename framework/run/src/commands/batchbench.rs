@@ -87,14 +87,7 @@ pub enum Command {
     Export(crate::report::ExportArgs),
     /// Join the results directories of a run's shards (--shard I/N) into the
     /// one run's, exactly
-    ///
-    /// Counts add, histograms add (no percentile is averaged), time series
-    /// align on wall-clock time and per-request records concatenate; the
-    /// merged directory works with report and compare like a single run's,
-    /// and prints the merged summary. Exit codes: 0 merged, 1 the merged run
-    /// failed (as the run would have) or it could not be written, 2 bad input
-    /// (a directory unreadable, not a shard's, missing, given twice, or of
-    /// another run; the message names it).
+    #[command(long_about = crate::merge::LONG_ABOUT)]
     Merge(crate::merge::MergeArgs),
     /// Compare two runs' results directories; with --fail-if, a gate for CI
     ///
