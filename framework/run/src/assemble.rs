@@ -206,7 +206,7 @@ fn check_shard(spec: &RunSpec) -> Result<(), Failure> {
     }
     let caps = [
         (
-            "admission.max_active (--max-active / --users)",
+            "admission.max_active (--max-active-agents, or --users with a plugin workload)",
             spec.admission.max_active,
         ),
         (
