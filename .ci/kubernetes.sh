@@ -36,7 +36,10 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 for k in examples/kubernetes/base examples/kubernetes/overlays/*; do
   name="$(basename "$k")"
-  kubectl kustomize "$k" >"$work/$name.yaml"
+  if ! kubectl kustomize "$k" >"$work/$name.yaml"; then
+    echo "kubectl kustomize $k failed: the example needs kustomize v5 (kubectl 1.27 or newer; $(kubectl version --client 2>/dev/null | head -1))" >&2
+    exit 1
+  fi
   "$cache/venv/bin/kubernetes-validate" --strict --quiet "$work/$name.yaml"
   echo "$k: rendered $(grep -c '^kind:' "$work/$name.yaml") resources, all valid"
 done
