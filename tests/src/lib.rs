@@ -270,6 +270,16 @@ fn run_tool(run: fn(Vec<String>) -> i32, name: &str, args: &[&str]) -> RunResult
     }
 }
 
+/// Reads a JSON-lines file (a `requests.jsonl`, a `trajectories.jsonl`),
+/// panicking with the file or the line that cannot be read.
+pub fn read_jsonl(p: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
 /// Reads a JSON file, if present.
 pub fn read_json(p: &Path) -> Option<serde_json::Value> {
     let text = std::fs::read_to_string(p).ok()?;

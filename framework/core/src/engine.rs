@@ -118,6 +118,7 @@ pub struct EngineOptions {
 }
 
 pub use crate::spec::AdmissionMode as Admission;
+pub use load::CLIENT_CPU_VERDICT;
 
 impl Default for EngineOptions {
     fn default() -> Self {

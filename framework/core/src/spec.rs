@@ -584,11 +584,10 @@ impl RunSpec {
         let Some(s) = &self.start_at else {
             return Ok(None);
         };
-        let zoned = s.ends_with(['Z', 'z'])
-            || s.len() > 6 && s.as_bytes()[s.len() - 6] == b'+'
-            || s.len() > 6
-                && s.as_bytes()[s.len() - 6] == b'-'
-                && s.as_bytes()[s.len() - 3] == b':';
+        // `Z`, or an offset such as `+02:00` (a zone-less stamp is ambiguous).
+        let b = s.as_bytes();
+        let offset = b.len() > 6 && matches!(b[b.len() - 6], b'+' | b'-') && b[b.len() - 3] == b':';
+        let zoned = s.ends_with(['Z', 'z']) || offset;
         if !zoned {
             return Err(format!(
                 "start_at (--start-at) {s:?}: give the zone too, such as 2026-12-04T10:00:00Z"

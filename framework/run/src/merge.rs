@@ -290,7 +290,8 @@ fn merge_into(
                     Ok(Parsed::Lines(lines)) => {
                         for mut line in lines {
                             line.shift(offset * 1000.0);
-                            let mut rec = line.record();
+                            let wire = line.into_wire();
+                            let mut rec = wire.record();
                             metrics.record_outcome(&mut rec, &spec.load, &spec.slo);
                             notify(&mut |r| r.on_request(&rec)).map_err(exit::plugin_failure)?;
                         }
@@ -445,8 +446,10 @@ fn read_shards(dirs: &[PathBuf]) -> Result<Vec<ShardDir>, Failure> {
                     first.dir.display()
                 )));
             }
-            if let Some((path, a, b)) = first_difference(&comparable(&first.doc), &comparable(&doc))
-            {
+            if let Some((path, a, b)) = first_difference(
+                &comparable(&first.spec, &first.doc),
+                &comparable(&spec, &doc),
+            ) {
                 return Err(Failure::bad(format!(
                     "{}: shard {shard} is of another run than {} (shard {}): {path} is {b} there and {a} here; the shards of one run differ only in --shard",
                     run_json.display(),
@@ -487,13 +490,8 @@ fn read_shards(dirs: &[PathBuf]) -> Result<Vec<ShardDir>, Failure> {
 
 /// What must be equal across the shards of one run: the spec but its shard
 /// and its output files, and the workload's identity.
-fn comparable(doc: &RunDoc) -> serde_json::Value {
-    let mut spec = doc.run.spec.clone().unwrap_or_else(|| {
-        RunSpec::new(batchbench_core::spec::PluginSpec::new(
-            "",
-            serde_json::Value::Null,
-        ))
-    });
+fn comparable(spec: &RunSpec, doc: &RunDoc) -> serde_json::Value {
+    let mut spec = spec.clone();
     spec.shard = None;
     spec.output = OutputSpec::default();
     let w = &doc.run.workload;
@@ -586,7 +584,9 @@ fn cpu_verdicts(summary: &mut Summary, shards: &[ShardDir]) {
         .iter()
         .filter_map(|s| {
             let v = s.doc.summary.load.as_ref()?.verdict.as_ref()?;
-            let cpu = v.split("; ").find(|p| p.starts_with("the client kept"))?;
+            let cpu = v
+                .split("; ")
+                .find(|p| p.starts_with(batchbench_core::engine::CLIENT_CPU_VERDICT))?;
             Some(format!("shard {}: {cpu}", s.spec.shard()))
         })
         .collect();

@@ -201,10 +201,6 @@ pub struct RecordLine {
     pub arrival: bool,
 }
 
-fn from_ms(v: f64) -> std::time::Duration {
-    std::time::Duration::try_from_secs_f64(v / 1000.0).unwrap_or_default()
-}
-
 impl RecordLine {
     /// Moves every time by `ms` (onto another clock).
     pub fn shift(&mut self, ms: f64) {
@@ -216,47 +212,42 @@ impl RecordLine {
         }
     }
 
-    /// The request's record, borrowing strings from `self`.
-    pub fn record(&self) -> RequestRecord<'_> {
-        use batchbench_core::plugin::{FailureKind, SendTiming, Usage};
+    /// The request as the engine's wire record (whose
+    /// [`record`](batchbench_core::wire::WireRequestRecord::record) gives it
+    /// back as the run reported it).
+    pub fn into_wire(self) -> batchbench_core::wire::WireRequestRecord {
+        use batchbench_core::plugin::Usage;
         let usage = self.prompt_tokens.map(|p| Usage {
             prompt_tokens: p,
             completion_tokens: self.completion_tokens.unwrap_or(0),
             cached_tokens: self.server_cached_tokens,
         });
-        RequestRecord {
+        let last_attempt = self.end_ms - self.latency_ms;
+        batchbench_core::wire::WireRequestRecord {
             agent_id: self.agent_id,
-            trajectory_id: &self.trajectory_id,
+            trajectory_id: self.trajectory_id,
             request_index: self.request_index,
             planned_prompt_tokens: self.planned_prompt_tokens,
             retries: self.retries,
-            latency: from_ms(self.latency_ms),
+            latency_ms: self.latency_ms,
             usage,
             estimated_cached_tokens: self.estimated_cached_tokens,
-            cache_estimate: batchbench_core::prefix::Estimate {
-                global: self.global_estimated_cached_tokens,
-                rank: self.rank_estimated_cached_tokens,
-            },
+            global_estimated_cached_tokens: self.global_estimated_cached_tokens,
+            rank_estimated_cached_tokens: self.rank_estimated_cached_tokens,
             live_block_fallbacks: self.live_block_fallbacks,
-            ttft: self.ttft_ms.map(from_ms),
-            tpot: self.tpot_ms.map(from_ms),
-            itl_max: self.itl_max_ms.map(from_ms),
+            ttft_ms: self.ttft_ms,
+            tpot_ms: self.tpot_ms,
+            itl_max_ms: self.itl_max_ms,
             slo_met: self.slo_met,
-            failure: self.failure_kind.as_deref().map(|k| {
-                (
-                    FailureKind::parse(k).unwrap_or(FailureKind::Decode),
-                    self.failure.as_deref().unwrap_or(""),
-                )
-            }),
-            timing: SendTiming {
-                intended: from_ms(self.intended_ms),
-                sent: from_ms(self.sent_ms),
-                last_attempt: from_ms(self.end_ms - self.latency_ms),
-                first_byte: self.first_byte_ms.map(from_ms),
-                queue_wait: from_ms(self.queue_wait_ms),
-                warmup: self.warmup,
-                arrival: self.arrival,
-            },
+            failure_kind: self.failure_kind,
+            failure_message: self.failure,
+            intended_ms: self.intended_ms,
+            sent_ms: self.sent_ms,
+            last_attempt_ms: (last_attempt != self.sent_ms).then_some(last_attempt),
+            first_byte_ms: self.first_byte_ms,
+            queue_wait_ms: self.queue_wait_ms,
+            warmup: self.warmup,
+            arrival: self.arrival,
         }
     }
 }
@@ -300,4 +291,60 @@ batchbench_core::register_reporter! {
     example: r#"{"path": "requests.jsonl"}"#,
     config: RequestsJsonlConfig,
     build: RequestsJsonl::new,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use batchbench_core::plugin::{FailureKind, SendTiming, Usage};
+    use std::time::Duration;
+
+    /// A line read back gives the line it was written from: a merge replays
+    /// what the run reported, field for field.
+    #[test]
+    fn a_line_read_back_writes_the_same_line() {
+        let rec = RequestRecord {
+            agent_id: 7,
+            trajectory_id: "user-7",
+            request_index: 3,
+            planned_prompt_tokens: Some(128),
+            retries: 1,
+            latency: Duration::from_micros(20_250),
+            usage: Some(Usage {
+                prompt_tokens: 136,
+                completion_tokens: 16,
+                cached_tokens: Some(64),
+            }),
+            estimated_cached_tokens: 64,
+            cache_estimate: batchbench_core::prefix::Estimate {
+                global: 96,
+                rank: Some(48),
+            },
+            live_block_fallbacks: 2,
+            ttft: Some(Duration::from_millis(4)),
+            tpot: Some(Duration::from_micros(1_100)),
+            itl_max: Some(Duration::from_millis(2)),
+            slo_met: Some(true),
+            failure: None,
+            timing: SendTiming {
+                intended: Duration::from_millis(50),
+                sent: Duration::from_micros(50_125),
+                last_attempt: Duration::from_micros(300_500),
+                first_byte: Some(Duration::from_micros(302_000)),
+                queue_wait: Duration::from_micros(100),
+                warmup: false,
+                arrival: true,
+            },
+        };
+        let written = record_json(&rec);
+        let back: RecordLine = serde_json::from_value(written.clone()).unwrap_or_default();
+        let wire = back.into_wire();
+        assert_eq!(record_json(&wire.record()), written);
+        let mut failed = rec.clone();
+        failed.usage = None;
+        failed.failure = Some((FailureKind::Timeout, "timed out"));
+        let written = record_json(&failed);
+        let back: RecordLine = serde_json::from_value(written.clone()).unwrap_or_default();
+        assert_eq!(record_json(&back.into_wire().record()), written);
+    }
 }

@@ -5,21 +5,13 @@
 
 use batchbench_core::metrics::Latency;
 use batchbench_tests::{
-    SimServer, read_json, run_agent, run_batchbench, run_series, tokenizer_path,
+    SimServer, read_json, read_jsonl, run_agent, run_batchbench, run_series, tokenizer_path,
 };
 use serde_json::Value;
 use std::path::Path;
 
 fn tok() -> String {
     tokenizer_path("qwen").display().to_string()
-}
-
-fn lines(p: &Path) -> Vec<Value> {
-    std::fs::read_to_string(p)
-        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
-        .collect()
 }
 
 fn sum_over_time(ts: &Value, key: &str) -> f64 {
@@ -107,10 +99,10 @@ fn a_run_writes_a_complete_results_directory_consistent_with_its_summary() {
     assert_eq!(total, 60);
     assert!(ok < total && ok > 0, "faults must fail some: {ok}/{total}");
 
-    let reqs = lines(&dir.join("requests.jsonl"));
+    let reqs = read_jsonl(&dir.join("requests.jsonl"));
     assert_eq!(reqs.len() as u64, total);
     assert_eq!(reqs.iter().filter(|l| l["ok"] == true).count() as u64, ok);
-    assert_eq!(lines(&dir.join("trajectories.jsonl")).len(), 6);
+    assert_eq!(read_jsonl(&dir.join("trajectories.jsonl")).len(), 6);
 
     let h = read_json(&dir.join("histograms.json")).unwrap_or_default();
     assert_eq!(h["unit"], "us");
@@ -168,9 +160,9 @@ fn an_agent_run_writes_its_trajectories_and_a_full_directory_is_never_overwritte
     let first = run_agent(&args);
     assert_eq!(first.code, 0);
     let dir = Path::new(&d);
-    assert_eq!(lines(&dir.join("trajectories.jsonl")).len(), 3);
+    assert_eq!(read_jsonl(&dir.join("trajectories.jsonl")).len(), 3);
     // One request per tool invocation.
-    assert_eq!(lines(&dir.join("requests.jsonl")).len(), 6);
+    assert_eq!(read_jsonl(&dir.join("requests.jsonl")).len(), 6);
     let sent = sim.requests().len();
     let again = run_agent(&args);
     assert_eq!(
@@ -455,7 +447,7 @@ fn server_metrics_of_the_simulator_are_scraped_summarised_and_kept() {
     let running = &m["metrics"]["requests_running"];
     let max = running["max"].as_f64().unwrap_or(f64::NAN);
     assert!(max > 0.0 && max <= 4.0, "{running}");
-    let lines = lines(&dir.join("server_metrics.jsonl"));
+    let lines = read_jsonl(&dir.join("server_metrics.jsonl"));
     assert_eq!(lines.len() as u64, scrapes);
     let sim: Vec<&Value> = lines.iter().filter(|l| l["error"].is_null()).collect();
     let generated = |l: &Value| {

@@ -6,7 +6,9 @@
 
 use batchbench_core::metrics::Latency;
 use batchbench_run::exit::EXIT_BAD_INPUT;
-use batchbench_tests::{SimServer, read_json, run_agent, run_batchbench, tokenizer_path};
+use batchbench_tests::{
+    SimServer, read_json, read_jsonl, run_agent, run_batchbench, tokenizer_path,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -233,14 +235,6 @@ fn merge(dirs: &[PathBuf], out: &Path) -> Result<batchbench_run::merge::Merged, 
     })
 }
 
-fn lines(p: &Path) -> Vec<Value> {
-    std::fs::read_to_string(p)
-        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
-        .collect()
-}
-
 fn family(dir: &Path, name: &str) -> Latency {
     let h = read_json(&dir.join("histograms.json")).unwrap_or_default();
     let buckets: Vec<[u64; 2]> =
@@ -299,7 +293,7 @@ fn a_merge_adds_counts_and_histograms_and_works_with_report_and_compare() {
     let mut all = Latency::default();
     let mut ttft = Latency::default();
     for d in &dirs {
-        for l in lines(&d.join("requests.jsonl")) {
+        for l in read_jsonl(&d.join("requests.jsonl")) {
             all.record_us((l["latency_ms"].as_f64().unwrap_or(0.0) * 1000.0).round() as u64);
             ttft.record_us((l["ttft_ms"].as_f64().unwrap_or(0.0) * 1000.0).round() as u64);
         }
@@ -344,8 +338,8 @@ fn a_merge_adds_counts_and_histograms_and_works_with_report_and_compare() {
         .collect();
     assert_eq!(held, [0, 1, 2, 3]);
     assert!(doc["run"]["spec"].get("shard").is_none(), "{doc}");
-    assert_eq!(lines(&out.join("requests.jsonl")).len(), 192);
-    assert_eq!(lines(&out.join("trajectories.jsonl")).len(), 64);
+    assert_eq!(read_jsonl(&out.join("requests.jsonl")).len(), 192);
+    assert_eq!(read_jsonl(&out.join("trajectories.jsonl")).len(), 64);
     let ts = read_json(&out.join("timeseries.json")).unwrap_or_default();
     let w = ts["interval_secs"].as_f64().unwrap_or_default();
     let sent: f64 = ts["send_rate"]
@@ -449,7 +443,7 @@ fn ks_exponential(xs: &[f64], rate: f64) -> f64 {
 }
 
 fn intended(dir: &Path) -> Vec<f64> {
-    let mut t: Vec<f64> = lines(&dir.join("requests.jsonl"))
+    let mut t: Vec<f64> = read_jsonl(&dir.join("requests.jsonl"))
         .iter()
         .map(|l| l["intended_ms"].as_f64().unwrap_or(f64::NAN))
         .collect();

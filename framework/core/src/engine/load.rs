@@ -405,6 +405,10 @@ pub(super) fn report(
     summary.load = Some(r);
 }
 
+/// How the load verdict's sentence on the client's own CPU begins (a merge
+/// carries each shard's into the merged verdict).
+pub const CLIENT_CPU_VERDICT: &str = "the client kept";
+
 /// Above this share of its cores busy, the client itself may be the limit.
 const CLIENT_CPU_BUSY: f64 = 0.9;
 
@@ -441,7 +445,7 @@ fn verdict(
         && share > CLIENT_CPU_BUSY
     {
         says.push(format!(
-            "the client kept {:.0}% of its cores busy: its CPU, not the server, may limit this run (with sim:// the simulator shares the process)",
+            "{CLIENT_CPU_VERDICT} {:.0}% of its cores busy: its CPU, not the server, may limit this run (with sim:// the simulator shares the process)",
             share * 100.0
         ));
     }
