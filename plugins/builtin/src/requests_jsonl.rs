@@ -142,7 +142,7 @@ fn line<'a>(rec: &'a RequestRecord<'a>) -> Line<'a> {
 }
 
 /// A line of `--requests-jsonl` (and of a results directory's
-/// `requests.jsonl`) read back: [`RecordLine::record`] gives the request's
+/// `requests.jsonl`) read back: [`RecordLine::into_wire`] gives the request's
 /// record as the run reported it, so that a merge replays it exactly.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
