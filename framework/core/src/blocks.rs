@@ -170,6 +170,7 @@ pub(crate) fn apply(
     let mut pending_call: Option<Arc<str>> = None;
     for b in blocks {
         let known = state.texts.get(&b.seed).cloned();
+        let mut response_id: Option<Arc<str>> = None;
         let (text, reasoning) = match (known, b.live) {
             (Some(t), _) => (t, state.reasoning.get(&b.seed).cloned()),
             (None, true) if reply.is_some() => {
@@ -179,6 +180,7 @@ pub(crate) fn apply(
                 if let Some(rs) = &reasoning {
                     state.reasoning.insert(b.seed.clone(), rs.clone());
                 }
+                response_id = r.response_id.as_deref().map(Arc::from);
                 (t, reasoning)
             }
             // Texts not yet sent come from `made`. A live block lands here only when it
@@ -221,6 +223,7 @@ pub(crate) fn apply(
                 } else {
                     let mut m = Message::new(role, text);
                     m.reasoning = reasoning;
+                    m.response_id = response_id;
                     m
                 };
                 messages.push(m);

@@ -51,6 +51,10 @@ pub struct Message {
     pub tool_calls: Vec<ToolCall>,
     /// The call a tool message answers.
     pub tool_call_id: Option<Arc<str>>,
+    /// An assistant message that is a server's reply: the id under which the
+    /// server keeps the conversation up to and including it, when it keeps
+    /// one (a stateful codec then sends only what follows).
+    pub response_id: Option<Arc<str>>,
 }
 
 impl Message {
@@ -62,6 +66,7 @@ impl Message {
             reasoning: None,
             tool_calls: Vec::new(),
             tool_call_id: None,
+            response_id: None,
         }
     }
 }
@@ -128,6 +133,14 @@ pub mod turn {
     pub fn assistant(content: impl Into<Arc<str>>, reasoning: Option<Arc<str>>) -> Message {
         let mut m = Message::new(Role::Assistant, content);
         m.reasoning = reasoning;
+        m
+    }
+
+    /// The model's turn from its reply: content, reasoning, and the id under
+    /// which the server keeps the conversation so far.
+    pub fn reply(reply: crate::plugin::Reply) -> Message {
+        let mut m = assistant(reply.content, reply.reasoning.map(Into::into));
+        m.response_id = reply.response_id.map(Into::into);
         m
     }
 

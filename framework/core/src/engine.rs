@@ -1259,11 +1259,8 @@ fn apply(
         Prepared::Raw(_) => conv.clear(),
         Prepared::Append(env) => {
             // The reply, one synthetic call of ours, and its result (see `turn`).
-            let reply = last_reply.unwrap_or_default();
-            conv.messages.push(turn::assistant(
-                reply.content,
-                reply.reasoning.map(Into::into),
-            ));
+            conv.messages
+                .push(turn::reply(last_reply.unwrap_or_default()));
             let id = turn::agent_call_id(agent_id, index);
             turn::call(
                 &mut conv.messages,
@@ -1549,6 +1546,10 @@ async fn drive(
                 }
                 Err((kind, msg)) => (None, None, Some((*kind, msg.as_str())), 0),
             };
+            let ttfrt = result.as_ref().ok().and_then(|r| {
+                r.first_reasoning_at
+                    .map(|t| t.saturating_duration_since(sent_at))
+            });
             let mut rec = RequestRecord {
                 agent_id,
                 trajectory_id: id,
@@ -1565,6 +1566,7 @@ async fn drive(
                 },
                 live_block_fallbacks: fallbacks,
                 ttft,
+                ttfrt,
                 tpot: stream_figures.0,
                 itl_max: stream_figures.1,
                 slo_met: None,
@@ -1743,6 +1745,7 @@ mod tests {
                     prompt_tokens: 1,
                     completion_tokens: 1,
                     cached_tokens: None,
+                    reasoning_tokens: None,
                 }),
                 ..Reply::default()
             })
@@ -1795,6 +1798,7 @@ mod tests {
         let transport = Transport::new(TargetConfig {
             url,
             api_key: None,
+            api_key_header: None,
             timeout: Duration::from_secs(10),
             max_retries: 0,
             retry_delay: Duration::ZERO,

@@ -146,6 +146,12 @@ pub struct Metrics {
     pub latency: Latency,
     /// Time to first token (streamed successes).
     pub ttft: Latency,
+    /// Time to the first reasoning token (streamed successes with reasoning).
+    pub ttfrt: Latency,
+    /// Reasoning tokens, where the server reported them apart.
+    pub reasoning_tokens: u64,
+    /// Successes whose usage reported reasoning tokens.
+    pub reasoning_reports: u64,
     /// Inter-token latency, one sample per token after the first.
     pub itl: Latency,
     /// Time per output token, one sample per streamed request.
@@ -303,6 +309,9 @@ impl Metrics {
                     self.ttft.record(t);
                     self.ttft_from_intended.record(t + behind);
                 }
+                if let Some(t) = rec.ttfrt {
+                    self.ttfrt.record(t);
+                }
                 self.estimated_cached_tokens += rec.estimated_cached_tokens;
                 self.global_estimated_cached_tokens += rec.cache_estimate.global;
                 if let Some(r) = rec.cache_estimate.rank {
@@ -311,6 +320,10 @@ impl Metrics {
                 if let Some(u) = rec.usage {
                     self.prompt_tokens += u.prompt_tokens;
                     self.completion_tokens += u.completion_tokens;
+                    if let Some(r) = u.reasoning_tokens {
+                        self.reasoning_tokens += r;
+                        self.reasoning_reports += 1;
+                    }
                     if let Some(c) = u.cached_tokens {
                         self.server_cached_tokens += c;
                         self.server_cache_reports += 1;
@@ -482,6 +495,7 @@ impl Metrics {
         let families = [
             ("latency", &self.latency),
             ("ttft", &self.ttft),
+            ("ttfrt", &self.ttfrt),
             ("itl", &self.itl),
             ("tpot", &self.tpot),
             ("trajectory_e2e", &self.trajectory_e2e),
@@ -537,6 +551,8 @@ impl Summary {
             completion_tokens_per_second: per_s(m.completion_tokens),
             latency: m.latency.stats(),
             ttft: m.ttft.stats(),
+            ttfrt: m.ttfrt.stats(),
+            total_reasoning_tokens: (m.reasoning_reports > 0).then_some(m.reasoning_tokens),
             itl: m.itl.stats(),
             tpot: m.tpot.stats(),
             trajectory_e2e: m.trajectory_e2e.stats(),
@@ -599,6 +615,7 @@ mod tests {
             cache_estimate: crate::prefix::Estimate::default(),
             live_block_fallbacks: 0,
             ttft: None,
+            ttfrt: None,
             tpot: None,
             itl_max: None,
             slo_met: None,
@@ -629,6 +646,7 @@ mod tests {
                 cache_estimate: crate::prefix::Estimate::default(),
                 live_block_fallbacks: 0,
                 ttft: None,
+                ttfrt: None,
                 tpot: None,
                 itl_max: None,
                 slo_met: None,
@@ -670,6 +688,7 @@ mod tests {
             cache_estimate: crate::prefix::Estimate::default(),
             live_block_fallbacks: 0,
             ttft: None,
+            ttfrt: None,
             tpot: None,
             itl_max: None,
             slo_met: None,
@@ -708,6 +727,7 @@ mod tests {
                 prompt_tokens: p,
                 completion_tokens: 1,
                 cached_tokens: None,
+                reasoning_tokens: None,
             })
         };
         assert_eq!(estimated_cached_tokens(None, u(100)), 0);

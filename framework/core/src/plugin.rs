@@ -120,6 +120,10 @@ pub struct Usage {
     pub completion_tokens: u64,
     /// `usage.prompt_tokens_details.cached_tokens`, when reported.
     pub cached_tokens: Option<u64>,
+    /// Reasoning tokens, part of `completion_tokens`, when the API reports
+    /// them apart (`completion_tokens_details.reasoning_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
 }
 
 /// A decoded model response.
@@ -135,8 +139,14 @@ pub struct Reply {
     pub finish_reason: Option<String>,
     /// Streaming: arrival of the first content or reasoning token.
     pub first_token_at: Option<Instant>,
+    /// Streaming: arrival of the first reasoning token, where the API tells
+    /// reasoning from content.
+    pub first_reasoning_at: Option<Instant>,
     /// Streaming: arrival and byte length of each content-bearing chunk.
     pub chunks: Vec<(Instant, u32)>,
+    /// The server's id of this response, where it keeps conversation state
+    /// under it (the Responses API's `previous_response_id`).
+    pub response_id: Option<String>,
 }
 
 /// A codec failure: the response could not be understood.
@@ -215,6 +225,20 @@ impl std::io::Write for BodyWriter {
 
 /// Turns conversations into request bodies and responses into replies.
 pub trait RequestCodec: Send + Sync {
+    /// The request path of this API, used when the run names no endpoint.
+    fn endpoint(&self) -> &str {
+        "/v1/chat/completions"
+    }
+    /// The header that carries the API key, verbatim (`x-api-key`); `None`,
+    /// the default: `Authorization: Bearer KEY`.
+    fn api_key_header(&self) -> Option<&str> {
+        None
+    }
+    /// Headers this API needs on every request (a version header); the run's
+    /// own `--header`s win over them.
+    fn headers(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
     /// Writes the JSON body of a request to `out`.
     fn encode(&self, req: &EncodeRequest<'_>, out: &mut BodyWriter) -> Result<(), CodecError>;
     /// Decodes a complete (non-streamed) response body.
@@ -330,6 +354,9 @@ pub struct RequestRecord<'a> {
     pub live_block_fallbacks: u32,
     /// Time to first token (streaming).
     pub ttft: Option<std::time::Duration>,
+    /// Time to the first reasoning token (streaming, where the API tells
+    /// reasoning from content).
+    pub ttfrt: Option<std::time::Duration>,
     /// Time per output token after the first (streamed, two tokens or more).
     pub tpot: Option<std::time::Duration>,
     /// The longest per-token gap between two streamed chunks.

@@ -335,6 +335,13 @@ pub struct Summary {
     pub latency: Option<LatencyStats>,
     /// Time to first token.
     pub ttft: Option<LatencyStats>,
+    /// Time to the first reasoning token, where the API tells reasoning apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttfrt: Option<LatencyStats>,
+    /// Reasoning tokens (part of the completion tokens), where the server
+    /// reported them apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_reasoning_tokens: Option<u64>,
     /// Inter-token latency (per token).
     pub itl: Option<LatencyStats>,
     /// Time per output token (per request).

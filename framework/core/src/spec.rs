@@ -14,8 +14,9 @@ use std::path::PathBuf;
 pub mod defaults {
     /// `--host`.
     pub const HOST: &str = "https://api.openai.com";
-    /// `--endpoint`.
-    pub const ENDPOINT: &str = "/v1/chat/completions";
+    /// `--endpoint`: empty, the codec's own path (`/v1/chat/completions` for
+    /// `openai_chat`); a run records the path it used.
+    pub const ENDPOINT: &str = "";
     /// `--model`.
     pub const MODEL: &str = "Qwen/Qwen3-VL-235B-A22B-Instruct-FP8";
     /// `--api-key-env`.
@@ -81,7 +82,7 @@ pub struct TargetSpec {
     /// Base URL of the server, or `sim://` (with options as a query) for the
     /// built-in simulator.
     pub host: String,
-    /// Request path, or a full URL.
+    /// Request path, or a full URL; empty: the codec's own path.
     pub endpoint: String,
     /// The request's `model` field.
     pub model: String,

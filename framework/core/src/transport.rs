@@ -21,8 +21,11 @@ pub fn install_crypto_provider() {
 pub struct TargetConfig {
     /// Full request URL.
     pub url: String,
-    /// Bearer token (never printed).
+    /// The API key (never printed).
     pub api_key: Option<String>,
+    /// The header that carries the key verbatim; `None`: `Authorization:
+    /// Bearer KEY` (see [`crate::plugin::RequestCodec::api_key_header`]).
+    pub api_key_header: Option<String>,
     /// Per-attempt timeout.
     pub timeout: Duration,
     /// Retries after the first attempt.
@@ -156,11 +159,20 @@ impl Transport {
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(key) = &cfg.api_key {
-            let mut v = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+            let (name, value) = match &cfg.api_key_header {
+                None => (AUTHORIZATION, format!("Bearer {key}")),
+                Some(h) => (
+                    HeaderName::from_bytes(h.as_bytes()).map_err(|_| {
+                        TransportError(format!("invalid API key header name '{h}'"))
+                    })?,
+                    key.clone(),
+                ),
+            };
+            let mut v = HeaderValue::from_str(&value).map_err(|_| {
                 TransportError("the API key contains characters not allowed in a header".to_owned())
             })?;
             v.set_sensitive(true);
-            headers.insert(AUTHORIZATION, v);
+            headers.insert(name, v);
         }
         for (k, v) in &cfg.headers {
             let name = HeaderName::from_bytes(k.as_bytes())

@@ -195,6 +195,9 @@ pub struct WireRequestRecord {
     pub live_block_fallbacks: u32,
     /// Time to first token (streaming).
     pub ttft_ms: Option<f64>,
+    /// Time to the first reasoning token, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfrt_ms: Option<f64>,
     /// Time per output token after the first (streamed, two tokens or more).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tpot_ms: Option<f64>,
@@ -256,6 +259,7 @@ impl WireRequestRecord {
             rank_estimated_cached_tokens: r.cache_estimate.rank,
             live_block_fallbacks: r.live_block_fallbacks,
             ttft_ms: r.ttft.map(ms),
+            ttfrt_ms: r.ttfrt.map(ms),
             tpot_ms: r.tpot.map(ms),
             itl_max_ms: r.itl_max.map(ms),
             slo_met: r.slo_met,
@@ -289,6 +293,7 @@ impl WireRequestRecord {
             },
             live_block_fallbacks: self.live_block_fallbacks,
             ttft: self.ttft_ms.map(from_ms),
+            ttfrt: self.ttfrt_ms.map(from_ms),
             tpot: self.tpot_ms.map(from_ms),
             itl_max: self.itl_max_ms.map(from_ms),
             slo_met: self.slo_met,
@@ -329,6 +334,7 @@ mod tests {
                 prompt_tokens: 100,
                 completion_tokens: 8,
                 cached_tokens: Some(64),
+                reasoning_tokens: None,
             }),
             estimated_cached_tokens: 64,
             cache_estimate: crate::prefix::Estimate {
@@ -337,6 +343,7 @@ mod tests {
             },
             live_block_fallbacks: 0,
             ttft: Some(Duration::from_millis(5)),
+            ttfrt: None,
             tpot: Some(Duration::from_micros(1_250)),
             itl_max: Some(Duration::from_millis(3)),
             slo_met: Some(false),
@@ -544,6 +551,12 @@ pub struct WireReply {
     /// Streaming: `(feed, content bytes)` of each content-bearing chunk.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub chunks: Vec<(usize, u32)>,
+    /// Streaming: the feed that carried the first reasoning token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_reasoning_feed: Option<usize>,
+    /// The server's id of the response, where it keeps conversation state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
 }
 
 impl WireReply {
@@ -557,7 +570,9 @@ impl WireReply {
         };
         Self {
             first_token_feed: r.first_token_at.map(index),
+            first_reasoning_feed: r.first_reasoning_at.map(index),
             chunks: r.chunks.iter().map(|(t, n)| (index(*t), *n)).collect(),
+            response_id: r.response_id,
             content: r.content,
             reasoning: r.reasoning,
             usage: r.usage,
@@ -570,6 +585,8 @@ impl WireReply {
         let at = |i: usize| feeds.get(i).copied();
         Reply {
             first_token_at: self.first_token_feed.and_then(at),
+            first_reasoning_at: self.first_reasoning_feed.and_then(at),
+            response_id: self.response_id,
             chunks: self
                 .chunks
                 .iter()

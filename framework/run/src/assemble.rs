@@ -574,6 +574,10 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
     check_endless(&spec, &info)?;
     let codec =
         registry::codec(&spec.codec.name, &spec.codec.config, &ctx).map_err(plugin_failure)?;
+    // No endpoint named: the codec's API path, recorded as the one used.
+    if spec.target.endpoint.is_empty() {
+        spec.target.endpoint = codec.endpoint().to_owned();
+    }
     let routers = build_routers(&spec.routers, &ctx)?;
     let mut reps = reporters(&spec, profile, &ctx, !host.quiet_summary)?;
     reps.append(&mut host.reporters);
@@ -654,10 +658,16 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
         let transport = Transport::new(TargetConfig {
             url: join_url(&base, &t.endpoint),
             api_key,
+            api_key_header: codec.api_key_header().map(str::to_owned),
             timeout: Duration::from_secs_f64(t.request_timeout_secs),
             max_retries: t.max_retries,
             retry_delay: Duration::from_millis(spec.target.retry_delay_ms),
-            headers: t.headers.clone().into_iter().collect(),
+            // The API's own headers, then the run's, which win.
+            headers: codec
+                .headers()
+                .into_iter()
+                .chain(t.headers.clone())
+                .collect(),
             pool_size: usize::try_from(pool).unwrap_or(usize::MAX),
             verbose: spec.output.verbose,
             tls: TlsConfig {

@@ -567,8 +567,10 @@ pub struct TargetArgs {
     /// Base URL of the server, or sim:// for the built-in simulator.
     #[arg(long, default_value = defaults::HOST, help_heading = "Target")]
     pub host: String,
-    /// Request path, or a full URL.
-    #[arg(long, default_value = defaults::ENDPOINT, help_heading = "Target")]
+    /// Request path, or a full URL [default: the codec's path: /v1/chat/completions
+    /// for openai_chat, /v1/completions, /v1/responses, /v1/messages, /generate,
+    /// /v1/embeddings for the others].
+    #[arg(long, default_value = defaults::ENDPOINT, hide_default_value = true, help_heading = "Target")]
     pub endpoint: String,
     /// The request's model field; also the tokenizer unless --tokenizer-model is given.
     #[arg(long, default_value = defaults::MODEL, help_heading = "Target")]
@@ -617,13 +619,15 @@ pub struct TargetArgs {
     /// `batchbench plugins`).
     #[arg(long, value_name = "NAME", default_value = defaults::CODEC, help_heading = "Protocol")]
     pub codec: String,
-    /// The codec's config, a JSON object (openai_chat: {"sglang": bool, "ignore_eos": bool}).
+    /// The codec's config, a JSON object (openai_chat: {"sglang": bool, "ignore_eos": bool};
+    /// `batchbench plugins` lists each codec's).
     #[arg(long, value_name = "JSON", help_heading = "Protocol")]
     pub codec_config: Option<String>,
-    /// Send min_new_tokens/max_new_tokens (SGLang) instead of min_tokens/max_tokens.
+    /// Send min_new_tokens/max_new_tokens (SGLang) instead of min_tokens/max_tokens
+    /// (openai_chat, openai_completions).
     #[arg(long, help_heading = "Protocol")]
     pub sglang: bool,
-    /// Send "ignore_eos": true so outputs run to their length.
+    /// Send "ignore_eos": true so outputs run to their length (every built-in codec).
     #[arg(long, help_heading = "Protocol")]
     pub ignore_eos: bool,
     /// Stream responses (SSE); adds TTFT, inter-token latency and TPOT to the report.
@@ -683,23 +687,28 @@ impl TargetArgs {
         if self.codec_config.is_some() {
             spec.codec.config = json_config("--codec-config", self.codec_config.as_deref())?;
         }
-        if self.sglang || self.ignore_eos {
-            let flag = if self.sglang {
-                "--sglang"
-            } else {
-                "--ignore-eos"
-            };
-            if spec.codec.name != defaults::CODEC {
-                return Err(Failure::bad(format!(
-                    "{flag} is an option of the {} codec, and the run's codec is {}: give it in --codec-config",
-                    defaults::CODEC,
-                    spec.codec.name
-                )));
+        // The flags set the codec's own fields of those names (every built-in
+        // codec has `ignore_eos`; the OpenAI ones `sglang`); a codec without
+        // them refuses the field, naming it.
+        for (on, field) in [(self.sglang, "sglang"), (self.ignore_eos, "ignore_eos")] {
+            if !on {
+                continue;
             }
-            let mut c: OpenAiChatConfig = spec.codec.config_as().map_err(Failure::bad)?;
-            c.sglang |= self.sglang;
-            c.ignore_eos |= self.ignore_eos;
-            spec.codec = PluginSpec::typed(defaults::CODEC, &c).map_err(Failure::bad)?;
+            match &mut spec.codec.config {
+                serde_json::Value::Object(o) => {
+                    o.insert(field.to_owned(), serde_json::Value::Bool(true));
+                }
+                serde_json::Value::Null => {
+                    spec.codec.config = serde_json::json!({ field: true });
+                }
+                _ => {
+                    return Err(Failure::bad(format!(
+                        "--{}: the {} codec's config is not a JSON object; give it in --codec-config",
+                        field.replace('_', "-"),
+                        spec.codec.name
+                    )));
+                }
+            }
         }
         Ok(())
     }
@@ -890,12 +899,18 @@ impl<'a> PluginsView<'a> {
     }
 }
 
-/// The `openai_chat` options of a spec's codec, for the flat view (`false` for
-/// another codec).
+/// The `sglang` and `ignore_eos` options of a spec's codec, for the flat view
+/// (`false` for a codec without them).
 pub fn chat_options(spec: &RunSpec) -> OpenAiChatConfig {
-    if spec.codec.name == defaults::CODEC {
-        spec.codec.config_as().unwrap_or_default()
-    } else {
-        OpenAiChatConfig::default()
+    let on = |k: &str| {
+        spec.codec
+            .config
+            .get(k)
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false)
+    };
+    OpenAiChatConfig {
+        sglang: on("sglang"),
+        ignore_eos: on("ignore_eos"),
     }
 }

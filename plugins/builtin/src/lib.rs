@@ -8,6 +8,10 @@
 //! | workload | `replay_jsonl` | trajectory replay from a v1/v2 JSONL manifest |
 //! | workload | `request_bodies` | caller-written request bodies, verbatim |
 //! | codec | `openai_chat` | OpenAI chat completions, JSON and SSE, `--sglang` fields |
+//! | codec | `openai_completions` | OpenAI completions: the conversation as one prompt |
+//! | codec | `openai_responses` | OpenAI Responses, stateless or with `previous_response_id` |
+//! | codec | `anthropic_messages` | Anthropic Messages: content blocks, `tool_use`, `tool_result` |
+//! | codec | `sglang_generate` | SGLang's native `/generate` |
 //! | router | `user_tag` | `user` field + `X-SMG-Routing-Key`, stable per agent |
 //! | router | `dp_rank` | `X-SMG-Target-Worker: slot % ranks` |
 //! | reporter | `agent_events` | one JSON line per trajectory |
@@ -21,17 +25,22 @@
 //! or the linker drops the registrations.
 
 pub mod agents;
+pub mod anthropic;
 pub mod batch;
 pub mod bodies;
+pub mod completions;
 pub mod csv_report;
 pub mod events;
 pub mod json_summary;
 pub mod openai;
 pub mod replay;
 pub mod requests_jsonl;
+pub mod responses;
 pub mod results_dir;
 pub mod routers;
+pub mod sglang;
 pub mod summary;
+mod wire_util;
 pub use batchbench_core::timefmt;
 
 /// Names of every built-in plugin, by kind: the contract the registry test checks.
@@ -40,7 +49,11 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("workload", "replay_jsonl"),
     ("workload", "request_bodies"),
     ("workload", "synthetic_agents"),
+    ("codec", "anthropic_messages"),
     ("codec", "openai_chat"),
+    ("codec", "openai_completions"),
+    ("codec", "openai_responses"),
+    ("codec", "sglang_generate"),
     ("router", "dp_rank"),
     ("router", "user_tag"),
     ("reporter", "agent_events"),

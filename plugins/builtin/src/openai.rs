@@ -8,6 +8,7 @@
 //! `reasoning`) is kept; the first token is the first content or reasoning text,
 //! never the role-only chunk.
 
+use crate::wire_util::{SseEvents, SseStream, error_in_200, json_str, w};
 use batchbench_core::conversation::{Conversation, Message};
 use batchbench_core::plugin::{
     BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, StreamDecoder, Usage,
@@ -40,15 +41,6 @@ impl OpenAiChat {
     pub fn new(cfg: OpenAiChatConfig, _ctx: &BuildContext) -> Result<Self, PluginError> {
         Ok(Self { cfg })
     }
-}
-
-fn w<W: Write>(out: &mut W, s: &str) {
-    // Writing to memory cannot fail.
-    let _ = out.write_all(s.as_bytes());
-}
-
-fn json_str<W: Write>(out: &mut W, s: &str) -> Result<(), CodecError> {
-    serde_json::to_writer(&mut *out, s).map_err(|e| CodecError(e.to_string()))
 }
 
 fn write_message(out: &mut Vec<u8>, m: &Message) -> Result<(), CodecError> {
@@ -113,72 +105,12 @@ pub fn write_messages(out: &mut BodyWriter, conv: &Conversation) -> Result<(), C
     Ok(())
 }
 
-impl OpenAiChat {
-    /// A verbatim body, with what the run controls set on top: streaming (with
-    /// usage in the stream), output constraints, `ignore_eos`, router fields, and the
-    /// run's model when the body names none.
-    fn encode_raw(
-        &self,
-        req: &EncodeRequest<'_>,
-        raw: &serde_json::Map<String, serde_json::Value>,
-        out: &mut BodyWriter,
-    ) -> Result<(), CodecError> {
-        use serde_json::Value;
-        // The fields the run sets; the body's own are written as given, without
-        // copying the body (it is the same for every request that reuses it).
-        let mut set: Vec<(&str, Value)> = Vec::new();
-        if !req.model.is_empty() && !raw.contains_key("model") {
-            set.push(("model", Value::from(req.model)));
-        }
-        if let Some((min, max)) = req.output {
-            let (min_f, max_f) = if self.cfg.sglang {
-                ("min_new_tokens", "max_new_tokens")
-            } else {
-                ("min_tokens", "max_tokens")
-            };
-            set.push((max_f, Value::from(max)));
-            if min > 0 {
-                set.push((min_f, Value::from(min)));
-            }
-        }
-        if self.cfg.ignore_eos {
-            set.push(("ignore_eos", Value::Bool(true)));
-        }
-        if req.stream {
-            set.push(("stream", Value::Bool(true)));
-            set.push((
-                "stream_options",
-                serde_json::json!({ "include_usage": true }),
-            ));
-        }
-        for (k, v) in req.extra_fields {
-            set.push((k, v.clone()));
-        }
-        let err = |e: serde_json::Error| CodecError(e.to_string());
-        w(out, "{");
-        let mut first = true;
-        let own = raw
-            .iter()
-            .filter(|(k, _)| !set.iter().any(|(s, _)| s == k))
-            .map(|(k, v)| (k.as_str(), v));
-        for (k, v) in own.chain(set.iter().map(|(k, v)| (*k, v))) {
-            if !first {
-                w(out, ",");
-            }
-            first = false;
-            json_str(out, k)?;
-            w(out, ":");
-            serde_json::to_writer(&mut *out, v).map_err(err)?;
-        }
-        w(out, "}");
-        Ok(())
-    }
-}
-
 impl RequestCodec for OpenAiChat {
     fn encode(&self, req: &EncodeRequest<'_>, out: &mut BodyWriter) -> Result<(), CodecError> {
         if let Some(raw) = req.raw_body {
-            return self.encode_raw(req, raw, out);
+            // A verbatim body, with what the run controls set on top.
+            let set = crate::completions::run_fields(&self.cfg, req);
+            return crate::wire_util::raw_with_fields(raw, req.model, set, out);
         }
         w(out, "{\"model\":");
         json_str(out, req.model)?;
@@ -249,7 +181,7 @@ impl RequestCodec for OpenAiChat {
     }
 
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
-        Box::new(SseDecoder::default())
+        Box::new(SseStream::<ChatEvents>::default())
     }
 }
 
@@ -262,19 +194,6 @@ struct Response<'a> {
     /// An error object in a successful response (some gateways answer 200).
     #[serde(default)]
     error: Option<serde_json::Value>,
-}
-
-/// The failure of an error object that came with HTTP 200.
-fn error_in_200(e: &serde_json::Value) -> CodecError {
-    let message = e
-        .get("message")
-        .and_then(serde_json::Value::as_str)
-        .map_or_else(|| e.to_string(), str::to_owned);
-    // At most 300 characters of the server's message.
-    let short: String = message.chars().take(300).collect();
-    CodecError(format!(
-        "the server answered HTTP 200 with an error: {short}"
-    ))
 }
 
 #[derive(Deserialize)]
@@ -297,48 +216,50 @@ struct WireMessage<'a> {
     reasoning: Option<std::borrow::Cow<'a, str>>,
 }
 
+/// OpenAI's `usage` object (chat and completions).
 #[derive(Deserialize)]
-struct WireUsage {
+pub(crate) struct WireUsage {
     #[serde(default)]
     prompt_tokens: u64,
     #[serde(default)]
     completion_tokens: u64,
     #[serde(default)]
     prompt_tokens_details: Option<Details>,
+    #[serde(default)]
+    completion_tokens_details: Option<Details>,
 }
 
 #[derive(Deserialize)]
 struct Details {
     #[serde(default)]
     cached_tokens: Option<u64>,
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
 }
 
 impl WireUsage {
-    fn into_usage(self) -> Usage {
+    pub(crate) fn into_usage(self) -> Usage {
         Usage {
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.completion_tokens,
             cached_tokens: self.prompt_tokens_details.and_then(|d| d.cached_tokens),
+            reasoning_tokens: self
+                .completion_tokens_details
+                .and_then(|d| d.reasoning_tokens),
         }
     }
 }
 
-/// Decodes an SSE stream of chat-completion chunks.
+/// Reads the events of a stream of chat-completion chunks.
 #[derive(Debug, Default)]
-pub struct SseDecoder {
-    buf: Vec<u8>,
+struct ChatEvents {
     reply: Reply,
     reasoning: String,
     done: bool,
 }
 
-impl SseDecoder {
-    fn line(&mut self, line: &[u8], now: Instant) -> Result<(), CodecError> {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let Some(data) = line.strip_prefix(b"data:") else {
-            return Ok(());
-        };
-        let data = data.strip_prefix(b" ").unwrap_or(data);
+impl SseEvents for ChatEvents {
+    fn data(&mut self, _event: &str, data: &[u8], now: Instant) -> Result<(), CodecError> {
         if data == b"[DONE]" {
             self.done = true;
             return Ok(());
@@ -368,6 +289,7 @@ impl SseDecoder {
                 {
                     bytes += r.len();
                     self.reasoning.push_str(&r);
+                    self.reply.first_reasoning_at.get_or_insert(now);
                 }
                 if bytes > 0 {
                     self.reply.first_token_at.get_or_insert(now);
@@ -382,27 +304,8 @@ impl SseDecoder {
         }
         Ok(())
     }
-}
 
-impl StreamDecoder for SseDecoder {
-    fn feed(&mut self, bytes: &[u8], now: Instant) -> Result<(), CodecError> {
-        self.buf.extend_from_slice(bytes);
-        let mut start = 0;
-        while let Some(pos) = self.buf[start..].iter().position(|&b| b == b'\n') {
-            let end = start + pos;
-            let line = self.buf[start..end].to_vec();
-            self.line(&line, now)?;
-            start = end + 1;
-        }
-        self.buf.drain(..start);
-        Ok(())
-    }
-
-    fn finish(&mut self) -> Result<Reply, CodecError> {
-        if !self.buf.is_empty() {
-            let rest = std::mem::take(&mut self.buf);
-            self.line(&rest, Instant::now())?;
-        }
+    fn close(&mut self) -> Result<Reply, CodecError> {
         if !self.done && self.reply.finish_reason.is_none() {
             return Err(CodecError(
                 "stream ended before its finish chunk and [DONE] (truncated)".into(),
@@ -579,7 +482,8 @@ mod tests {
             Some(Usage {
                 prompt_tokens: 10,
                 completion_tokens: 2,
-                cached_tokens: Some(8)
+                cached_tokens: Some(8),
+                reasoning_tokens: None,
             })
         );
         assert!(codec(false).decode(b"{not json").is_err());
@@ -595,7 +499,7 @@ mod tests {
             "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n",
             "data: [DONE]\n\n"
         );
-        let mut d = SseDecoder::default();
+        let mut d = codec(false).stream_decoder();
         let t0 = Instant::now();
         // Feed in awkward pieces: line boundaries must not matter.
         for (i, piece) in stream.as_bytes().chunks(7).enumerate() {
@@ -610,19 +514,23 @@ mod tests {
             r.first_token_at.is_some_and(|t| t > t0),
             "role chunk must not count as first token"
         );
+        assert_eq!(
+            r.first_reasoning_at, r.first_token_at,
+            "reasoning came first"
+        );
         assert_eq!(r.usage.map(|u| u.completion_tokens), Some(2));
     }
 
     #[test]
     fn truncated_stream_is_an_error() {
-        let mut d = SseDecoder::default();
+        let mut d = codec(false).stream_decoder();
         d.feed(
             b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n",
             Instant::now(),
         )
         .unwrap_or_else(|e| panic!("{e}"));
         assert!(d.finish().is_err());
-        let mut d = SseDecoder::default();
+        let mut d = codec(false).stream_decoder();
         assert!(d.feed(b"data: {oops\n", Instant::now()).is_err());
     }
 }

@@ -30,6 +30,10 @@ struct Line<'a> {
     retries: u32,
     latency_ms: f64,
     ttft_ms: Option<f64>,
+    /// Time to the first reasoning token (streamed, where the API tells
+    /// reasoning apart).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttfrt_ms: Option<f64>,
     /// Time per output token after the first (streamed, two tokens or more).
     tpot_ms: Option<f64>,
     /// The longest per-token gap between streamed chunks.
@@ -41,6 +45,9 @@ struct Line<'a> {
     planned_prompt_tokens: Option<u32>,
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
+    /// Reasoning tokens (part of the completion tokens), where reported apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_tokens: Option<u64>,
     /// `prompt_tokens - planned_prompt_tokens`: the chat template's overhead plus
     /// any drift.
     prompt_drift_tokens: Option<i64>,
@@ -112,12 +119,14 @@ fn line<'a>(rec: &'a RequestRecord<'a>) -> Line<'a> {
         retries: rec.retries,
         latency_ms: ms(rec.latency),
         ttft_ms: rec.ttft.map(ms),
+        ttfrt_ms: rec.ttfrt.map(ms),
         tpot_ms: rec.tpot.map(ms),
         itl_max_ms: rec.itl_max.map(ms),
         slo_met: rec.slo_met,
         planned_prompt_tokens: rec.planned_prompt_tokens,
         prompt_tokens: usage.map(|u| u.prompt_tokens),
         completion_tokens: usage.map(|u| u.completion_tokens),
+        reasoning_tokens: usage.and_then(|u| u.reasoning_tokens),
         prompt_drift_tokens: match (usage, rec.planned_prompt_tokens) {
             (Some(u), Some(p)) => {
                 Some(i64::try_from(u.prompt_tokens).unwrap_or(i64::MAX) - i64::from(p))
@@ -163,6 +172,8 @@ pub struct RecordLine {
     pub latency_ms: f64,
     /// Time to first token.
     pub ttft_ms: Option<f64>,
+    /// Time to the first reasoning token.
+    pub ttfrt_ms: Option<f64>,
     /// Time per output token.
     pub tpot_ms: Option<f64>,
     /// Longest per-token gap.
@@ -175,6 +186,8 @@ pub struct RecordLine {
     pub prompt_tokens: Option<u64>,
     /// Server-counted output tokens.
     pub completion_tokens: Option<u64>,
+    /// Reasoning tokens of them, where reported apart.
+    pub reasoning_tokens: Option<u64>,
     /// Server-reported cached tokens.
     pub server_cached_tokens: Option<u64>,
     /// The per-trajectory cache estimate.
@@ -221,6 +234,7 @@ impl RecordLine {
             prompt_tokens: p,
             completion_tokens: self.completion_tokens.unwrap_or(0),
             cached_tokens: self.server_cached_tokens,
+            reasoning_tokens: self.reasoning_tokens,
         });
         let last_attempt = self.end_ms - self.latency_ms;
         batchbench_core::wire::WireRequestRecord {
@@ -236,6 +250,7 @@ impl RecordLine {
             rank_estimated_cached_tokens: self.rank_estimated_cached_tokens,
             live_block_fallbacks: self.live_block_fallbacks,
             ttft_ms: self.ttft_ms,
+            ttfrt_ms: self.ttfrt_ms,
             tpot_ms: self.tpot_ms,
             itl_max_ms: self.itl_max_ms,
             slo_met: self.slo_met,
@@ -314,6 +329,7 @@ mod tests {
                 prompt_tokens: 136,
                 completion_tokens: 16,
                 cached_tokens: Some(64),
+                reasoning_tokens: None,
             }),
             estimated_cached_tokens: 64,
             cache_estimate: batchbench_core::prefix::Estimate {
@@ -322,6 +338,7 @@ mod tests {
             },
             live_block_fallbacks: 2,
             ttft: Some(Duration::from_millis(4)),
+            ttfrt: None,
             tpot: Some(Duration::from_micros(1_100)),
             itl_max: Some(Duration::from_millis(2)),
             slo_met: Some(true),

@@ -103,6 +103,13 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
         "  {:<22} {} prompt, {} completion (usage of successful requests)",
         "tokens", s.total_prompt_tokens, s.total_completion_tokens
     );
+    if let Some(r) = s.total_reasoning_tokens {
+        let _ = writeln!(
+            o,
+            "  {:<22} {r} of the completion tokens",
+            "reasoning tokens"
+        );
+    }
     if s.planned_prompt_tokens > 0 {
         let _ = writeln!(
             o,
@@ -159,6 +166,9 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
     let _ = writeln!(o, "  latency (ms)");
     lat(&mut o, "request", s.latency);
     lat(&mut o, "time to first token", s.ttft);
+    if s.ttfrt.is_some() {
+        lat(&mut o, "first reasoning token", s.ttfrt);
+    }
     lat(&mut o, "inter-token", s.itl);
     lat(&mut o, "time per output token", s.tpot);
     lat(&mut o, "trajectory end-to-end", s.trajectory_e2e);
