@@ -4,9 +4,14 @@
 //!   `min_tokens`, SGLang's `min_new_tokens` / `max_new_tokens`, and `ignore_eos`
 //!   (without it, a request stops at a seeded length between its minimum and
 //!   maximum); JSON or SSE (`stream`, with `stream_options.include_usage`).
+//! - The same model behind `POST /v1/completions`, `/v1/responses` (stateless,
+//!   or continuing a stored response with `previous_response_id`),
+//!   `/v1/messages` (Anthropic: `tool_use` answered by `tool_result`, checked)
+//!   and SGLang's `/generate`, each in its own request, response and stream
+//!   format (see [`apis`]).
 //! - Prompt tokens are counted with the real tokenizer: every message's content and
 //!   tool calls, the `tools` array, plus a per-message and a per-request template
-//!   overhead.
+//!   overhead; a plain prompt (completions, `/generate`) is its tokens alone.
 //! - Latency, in one of two models. Per request (the default): TTFT = base +
 //!   per-uncached-prompt-token prefill, then one decode interval per output
 //!   token, whatever the load. Continuous batching (`--max-running N`): per
@@ -22,6 +27,7 @@
 //! - `GET /v1/models`, `GET /health`, `GET /metrics` (Prometheus text), and
 //!   `GET /sim/requests` (the request log, when `--record-requests` is on).
 
+pub mod apis;
 mod batch;
 mod cache;
 pub mod cli;

@@ -1,5 +1,6 @@
 //! The HTTP server of the simulator.
 
+use crate::apis::{self, Api, Msg, Prompt};
 use crate::batch::{self, Admission, Gauges};
 use crate::cache::PrefixCache;
 use crate::{FaultKind, SimConfig};
@@ -37,8 +38,13 @@ pub struct RequestLog {
     pub cached_tokens: u64,
     /// Output tokens generated.
     pub completion_tokens: u64,
-    /// Messages in the request.
+    /// The API the request came through.
+    pub api: Api,
+    /// Messages (input items) in the request.
     pub messages: u64,
+    /// Responses API: prompt tokens carried over from the stored response the
+    /// request continues (`previous_response_id`).
+    pub stored_prompt_tokens: u64,
     /// Streamed.
     pub stream: bool,
     /// `X-SMG-Routing-Key`.
@@ -71,12 +77,14 @@ pub struct WorkerStats {
 /// A snapshot of the simulator's counters.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct SimStats {
-    /// Requests received on /v1/chat/completions.
+    /// Generation requests received (every API).
     pub requests: u64,
     /// Faults injected, by kind.
     pub faults: BTreeMap<String, u64>,
     /// Requests rejected as invalid (HTTP 400).
     pub rejected: u64,
+    /// Responses API: responses stored for a later `previous_response_id`.
+    pub stored_responses: u64,
     /// Per worker.
     pub workers: Vec<WorkerStats>,
 }
@@ -97,7 +105,22 @@ struct AppState {
     /// Token ids by text hash: a growing conversation resends the same messages,
     /// so each turn tokenizes only what it adds.
     ids_cache: Mutex<HashMap<u64, Arc<[u32]>>>,
+    /// Responses API: stored conversations by response id.
+    stored: Mutex<HashMap<String, Stored>>,
 }
+
+/// A stored response: the conversation's messages up to and including the
+/// reply, as token ids (with role markers) and counted tokens, the template
+/// and tool definitions left out (the request that continues it brings them).
+#[derive(Debug, Clone)]
+struct Stored {
+    ids: Arc<[u32]>,
+    count: u64,
+}
+
+/// At most this many stored responses; beyond it the store starts over (a
+/// continuation of a dropped one is answered 400, as a server that expired it).
+const STORED_RESPONSES: usize = 100_000;
 
 const IDS_CACHE_ENTRIES: usize = 200_000;
 
@@ -191,10 +214,17 @@ impl Sim {
             log: Mutex::new(Vec::new()),
             round_robin: AtomicU64::new(0),
             ids_cache: Mutex::new(HashMap::new()),
+            stored: Mutex::new(HashMap::new()),
         });
         let app = axum::Router::new()
-            .route("/v1/chat/completions", post(chat))
-            .route("/chat/completions", post(chat))
+            .route("/v1/chat/completions", handler(Api::Chat))
+            .route("/chat/completions", handler(Api::Chat))
+            .route("/v1/completions", handler(Api::Completions))
+            .route("/completions", handler(Api::Completions))
+            .route("/v1/responses", handler(Api::Responses))
+            .route("/responses", handler(Api::Responses))
+            .route("/v1/messages", handler(Api::Messages))
+            .route("/generate", handler(Api::Generate))
             .route("/v1/models", get(models))
             .route("/health", get(|| async { "ok" }))
             .route("/metrics", get(metrics))
@@ -255,6 +285,7 @@ fn snapshot(st: &AppState) -> SimStats {
         requests: st.seq.load(Ordering::Relaxed),
         faults: lock(&st.faults).clone(),
         rejected: st.rejected.load(Ordering::Relaxed),
+        stored_responses: lock(&st.stored).len() as u64,
         workers: st.workers.iter().map(|w| lock(w).1.clone()).collect(),
     }
 }
@@ -451,73 +482,102 @@ fn fnv(bytes: &[u8]) -> u64 {
     })
 }
 
-fn as_u32(v: &Value) -> Option<u32> {
-    v.as_u64().map(|x| x.min(u64::from(u32::MAX)) as u32)
+/// Role marker ids, standing in for the template's role headers.
+fn marker(role: &str) -> u32 {
+    u32::MAX - role.len() as u32
 }
 
-/// Tokens of the prompt as the cache sees them, and the counted total.
-fn prompt_tokens(st: &AppState, req: &Value) -> Result<(Vec<u32>, u64, u64), String> {
-    let messages = req
-        .get("messages")
-        .and_then(Value::as_array)
-        .ok_or("field 'messages' must be an array")?;
-    if messages.is_empty() {
-        return Err("field 'messages' must not be empty".into());
-    }
-    let enc = |s: &str| st.ids(s);
-    let mut ids = Vec::new();
-    let mut count = u64::from(st.cfg.template_overhead_tokens);
-    if let Some(tools) = req.get("tools").and_then(Value::as_array) {
-        for t in tools {
-            let t = enc(&t.to_string())?;
-            count += t.len() as u64;
-            ids.extend_from_slice(&t);
+/// Counts a templated conversation's messages into `ids`; returns the count.
+fn count_messages(st: &AppState, messages: &[Msg], ids: &mut Vec<u32>) -> Result<u64, String> {
+    let mut count = 0u64;
+    for m in messages {
+        if let Some(role) = &m.role {
+            ids.push(marker(role));
+            count += u64::from(st.cfg.message_overhead_tokens);
         }
-    }
-    for (i, m) in messages.iter().enumerate() {
-        let role = m
-            .get("role")
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("messages[{i}].role is missing"))?;
-        // A marker id per role, standing in for the template's role header.
-        ids.push(u32::MAX - role.len() as u32);
-        count += u64::from(st.cfg.message_overhead_tokens);
-        let content = match m.get("content") {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Array(parts)) => parts
-                .iter()
-                .filter_map(|p| p.get("text").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join(""),
-            Some(Value::Null) | None => String::new(),
-            Some(_) => {
-                return Err(format!(
-                    "messages[{i}].content must be a string or an array of parts"
-                ));
-            }
-        };
-        let c = enc(&content)?;
+        let c = st.ids(&m.content)?;
         count += c.len() as u64;
         ids.extend_from_slice(&c);
-        if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
-            for c in calls {
-                let f = c
-                    .get("function")
-                    .ok_or_else(|| format!("messages[{i}].tool_calls entry has no function"))?;
-                for k in ["name", "arguments"] {
-                    let t = enc(f.get(k).and_then(Value::as_str).unwrap_or(""))?;
-                    count += t.len() as u64;
-                    ids.extend_from_slice(&t);
-                }
+        for (name, args) in &m.calls {
+            for t in [name, args] {
+                let t = st.ids(t)?;
+                count += t.len() as u64;
+                ids.extend_from_slice(&t);
             }
         }
     }
-    let n = ids.len() as u64;
-    Ok((ids, count, n))
+    Ok(count)
+}
+
+/// A request's prompt as the cache sees it (token ids), its counted tokens,
+/// the part that continues a stored response, and what to store of it: the
+/// messages' ids and count.
+struct Counted {
+    ids: Vec<u32>,
+    count: u64,
+    stored: u64,
+    messages: Option<(usize, u64)>,
+}
+
+fn prompt_tokens(st: &AppState, req: &apis::Request) -> Result<Counted, String> {
+    match &req.prompt {
+        Prompt::Text(t) => {
+            let ids = st.ids(t)?.to_vec();
+            let count = ids.len() as u64;
+            Ok(Counted {
+                ids,
+                count,
+                stored: 0,
+                messages: None,
+            })
+        }
+        Prompt::Ids(ids) => Ok(Counted {
+            count: ids.len() as u64,
+            ids: ids.clone(),
+            stored: 0,
+            messages: None,
+        }),
+        Prompt::Templated { tools, messages } => {
+            let prior = match &req.previous_response_id {
+                None => None,
+                Some(id) => Some(
+                    lock(&st.stored)
+                        .get(id)
+                        .cloned()
+                        .ok_or_else(|| format!("Previous response with id '{id}' not found."))?,
+                ),
+            };
+            let mut ids = Vec::new();
+            let mut count = u64::from(st.cfg.template_overhead_tokens);
+            for t in tools {
+                let t = st.ids(t)?;
+                count += t.len() as u64;
+                ids.extend_from_slice(&t);
+            }
+            let start = ids.len();
+            let mut stored = 0;
+            if let Some(p) = &prior {
+                ids.extend_from_slice(&p.ids);
+                stored = p.count;
+            }
+            if messages.first().is_some_and(|m| m.role.is_none()) && prior.is_none() {
+                return Err("a function_call item continues no stored response".into());
+            }
+            let own = count_messages(st, messages, &mut ids)?;
+            count += stored + own;
+            Ok(Counted {
+                ids,
+                count,
+                stored,
+                messages: Some((start, stored + own)),
+            })
+        }
+    }
 }
 
 struct Plan {
-    seq: u64,
+    api: Api,
+    id: String,
     worker: u32,
     prompt: u64,
     cached: u64,
@@ -528,9 +588,26 @@ struct Plan {
     model: String,
     fault: Option<FaultKind>,
     fault_status: u16,
+    /// Responses API: store the reply under `id`, after the messages of the
+    /// prompt (`ids[from..]`, counted `count`).
+    store: Option<(Vec<u32>, u64)>,
 }
 
-async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+/// The handler of one API's generation endpoint.
+fn handler(api: Api) -> axum::routing::MethodRouter<Arc<AppState>> {
+    post(
+        move |st: State<Arc<AppState>>, headers: HeaderMap, body: Bytes| {
+            serve(api, st, headers, body)
+        },
+    )
+}
+
+async fn serve(
+    api: Api,
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let seq = st.seq.fetch_add(1, Ordering::Relaxed);
     let req: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
@@ -539,7 +616,19 @@ async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) 
             return error(StatusCode::BAD_REQUEST, &format!("invalid JSON body: {e}"));
         }
     };
-    let (ids, prompt, _) = match prompt_tokens(&st, &req) {
+    let parsed = match apis::parse(api, &req, &headers) {
+        Ok(r) => r,
+        Err(e) => {
+            st.rejected.fetch_add(1, Ordering::Relaxed);
+            return error(StatusCode::BAD_REQUEST, &e);
+        }
+    };
+    let Counted {
+        ids,
+        count: prompt,
+        stored: stored_prompt_tokens,
+        messages: own_messages,
+    } = match prompt_tokens(&st, &parsed) {
         Ok(x) => x,
         Err(e) => {
             st.rejected.fetch_add(1, Ordering::Relaxed);
@@ -574,19 +663,9 @@ async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) 
     };
 
     // Output length.
-    let get = |k: &str| req.get(k).and_then(as_u32);
-    let max = get("max_new_tokens")
-        .or_else(|| get("max_completion_tokens"))
-        .or_else(|| get("max_tokens"))
-        .unwrap_or(st.cfg.default_max_tokens);
-    let min = get("min_new_tokens")
-        .or_else(|| get("min_tokens"))
-        .unwrap_or(0)
-        .min(max);
-    let ignore_eos = req
-        .get("ignore_eos")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    let max = parsed.max.unwrap_or(st.cfg.default_max_tokens);
+    let min = parsed.min.min(max);
+    let ignore_eos = parsed.ignore_eos;
     // Output length and text are a function of the request (like greedy decoding:
     // the same prompt gets the same reply), never of arrival order.
     let mut rng = Stream::at(st.cfg.seed, &[fnv(&body)]);
@@ -595,11 +674,8 @@ async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) 
     } else {
         rng.range_inclusive(i64::from(min.max(1)), i64::from(max)) as u32
     };
-    let stream = req.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    let usage_in_stream = req
-        .pointer("/stream_options/include_usage")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    let stream = parsed.stream;
+    let usage_in_stream = parsed.usage_in_stream;
 
     // Fault decision (seeded by arrival order).
     let mut frng = Stream::at(st.cfg.seed ^ 0xFA17, &[seq]);
@@ -640,27 +716,33 @@ async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) 
                 } else {
                     u64::from(completion)
                 },
-                messages: req
-                    .get("messages")
-                    .and_then(Value::as_array)
-                    .map_or(0, |m| m.len() as u64),
+                api,
+                messages: parsed.items,
+                stored_prompt_tokens,
                 stream,
                 routing_key,
                 target_worker: target,
-                user: req.get("user").and_then(Value::as_str).map(str::to_owned),
+                user: parsed.user.clone(),
                 body_hash: fnv(&body),
                 body_sha256: sha256_hex(&body),
                 fault,
             });
         }
     }
-    let model = req
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or("batchbench-sim")
-        .to_owned();
+    let model = parsed
+        .model
+        .clone()
+        .unwrap_or_else(|| "batchbench-sim".to_owned());
+    let store = match own_messages {
+        Some((from, count)) if api == Api::Responses && parsed.store && fault.is_none() => {
+            Some((ids[from..].to_vec(), count))
+        }
+        _ => None,
+    };
     let plan = Plan {
-        seq,
+        api,
+        id: apis::response_id(api, seq),
+        store,
         worker,
         prompt,
         cached,
@@ -673,15 +755,6 @@ async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) 
         fault_status,
     };
     respond(st, plan, rng).await
-}
-
-fn usage_json(p: &Plan) -> Value {
-    serde_json::json!({
-        "prompt_tokens": p.prompt,
-        "completion_tokens": p.completion,
-        "total_tokens": p.prompt + u64::from(p.completion),
-        "prompt_tokens_details": {"cached_tokens": p.cached},
-    })
 }
 
 fn ttft(st: &AppState, p: &Plan) -> Duration {
@@ -833,10 +906,6 @@ async fn shape(
     }
 }
 
-fn sse(v: &Value) -> Bytes {
-    Bytes::from(format!("data: {v}\n\n"))
-}
-
 async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
     match p.fault {
         Some(FaultKind::Status) => {
@@ -882,7 +951,6 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
         }
         _ => {}
     }
-    let id = format!("chatcmpl-sim-{}", p.seq);
     let (mut pace, in_flight) = pace(&st, &p);
     if !p.stream {
         pace.all(p.completion).await;
@@ -890,17 +958,10 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
         let mut text = String::new();
         st.tok
             .push_words(&mut rng, p.completion as usize, &mut text);
-        let finish = if p.completion >= p.max {
-            "length"
-        } else {
-            "stop"
-        };
-        let body = serde_json::json!({
-            "id": id, "object": "chat.completion", "model": p.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-            "usage": usage_json(&p),
-        })
-        .to_string();
+        if p.fault.is_none() {
+            store(&st, &p, &text);
+        }
+        let body = apis::body(p.api, &facts(&p), &text).to_string();
         let body = match p.fault {
             Some(FaultKind::Truncate) => body[..body.len() / 2].to_owned(),
             Some(FaultKind::Malformed) => format!("{{\"choices\": [ {}", &body[..body.len() / 3]),
@@ -942,16 +1003,21 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
     };
     tokio::spawn(async move {
         let _in_flight = in_flight;
-        let chunk = |delta: Value, finish: Option<&str>| {
-            serde_json::json!({"id": id, "object": "chat.completion.chunk", "model": p.model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        let f = facts(&p);
+        let send = |events: Vec<String>| {
+            let tx = tx.clone();
+            async move {
+                for e in events {
+                    if tx.send(Ok(Bytes::from(e))).await.is_err() {
+                        return false;
+                    }
+                }
+                true
+            }
         };
-        let _ = tx
-            .send(Ok(sse(&chunk(
-                serde_json::json!({"role": "assistant", "content": ""}),
-                None,
-            ))))
-            .await;
+        if !send(apis::stream_start(p.api, &f)).await {
+            return;
+        }
         if p.fault == Some(FaultKind::Error200) {
             let _ = tx
                 .send(Ok(Bytes::from_static(
@@ -973,36 +1039,26 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
         }
         let per = st.cfg.tokens_per_chunk.max(1);
         let mut sent = 0u32;
+        let mut so_far = String::new();
         while sent < p.completion {
             let n = per.min(p.completion - sent);
             pace.next(sent == 0, n).await;
             let mut text = String::new();
             st.tok.push_words(&mut rng, n as usize, &mut text);
-            if tx
-                .send(Ok(sse(&chunk(serde_json::json!({"content": text}), None))))
-                .await
-                .is_err()
-            {
+            so_far.push_str(&text);
+            sent += n;
+            let e = apis::stream_delta(p.api, &f, &text, &so_far, sent);
+            if tx.send(Ok(Bytes::from(e))).await.is_err() {
                 return;
             }
-            sent += n;
             if p.fault == Some(FaultKind::Truncate) && sent * 2 >= p.completion {
-                return; // ends without a finish chunk or [DONE]
+                return; // ends without its closing events
             }
         }
-        let finish = if p.completion >= p.max {
-            "length"
-        } else {
-            "stop"
-        };
-        let _ = tx
-            .send(Ok(sse(&chunk(serde_json::json!({}), Some(finish)))))
-            .await;
-        if p.usage_in_stream {
-            let u = serde_json::json!({"id": id, "object": "chat.completion.chunk", "model": p.model, "choices": [], "usage": usage_json(&p)});
-            let _ = tx.send(Ok(sse(&u))).await;
+        if p.fault.is_none() {
+            store(&st, &p, &so_far);
         }
-        let _ = tx.send(Ok(Bytes::from_static(b"data: [DONE]\n\n"))).await;
+        send(apis::stream_end(p.api, &f, &so_far, p.usage_in_stream)).await;
     });
     let body = receiver_stream(rx);
     Response::builder()
@@ -1010,4 +1066,40 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
         .header(header::CACHE_CONTROL, "no-cache")
         .body(Body::from_stream(body))
         .unwrap_or_default()
+}
+
+/// What the reply formatters need of a plan.
+fn facts(p: &Plan) -> apis::ReplyFacts<'_> {
+    apis::ReplyFacts {
+        id: &p.id,
+        model: &p.model,
+        prompt: p.prompt,
+        cached: p.cached,
+        completion: p.completion,
+        length: p.completion >= p.max,
+    }
+}
+
+/// Responses API: keeps the conversation through the reply `text` under the
+/// response's id, for a request that continues it.
+fn store(st: &AppState, p: &Plan, text: &str) {
+    let Some((ids, count)) = &p.store else {
+        return;
+    };
+    let Ok(out) = st.ids(text) else {
+        return;
+    };
+    let mut all = Vec::with_capacity(ids.len() + 1 + out.len());
+    all.extend_from_slice(ids);
+    all.push(marker("assistant"));
+    all.extend_from_slice(&out);
+    let stored = Stored {
+        ids: all.into(),
+        count: count + u64::from(st.cfg.message_overhead_tokens) + out.len() as u64,
+    };
+    let mut map = lock(&st.stored);
+    if map.len() >= STORED_RESPONSES {
+        map.clear();
+    }
+    map.insert(p.id.clone(), stored);
 }

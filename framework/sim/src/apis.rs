@@ -1,0 +1,780 @@
+//! The APIs the simulator serves, each read into one prompt model and answered
+//! in its own format: chat completions, completions, Responses (with stored
+//! conversation state), Anthropic Messages and SGLang's `/generate`.
+//!
+//! A templated API (chat, Responses, Messages) counts the template overhead,
+//! a per-message overhead and every message's text, tool calls and tool
+//! definitions, in the chat-completions shape, so that one conversation counts
+//! the same whichever of them carries it. A plain-prompt API (completions,
+//! `/generate`) counts its prompt's tokens alone.
+
+use serde_json::{Value, json};
+
+/// An API the simulator serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    /// `/v1/chat/completions`.
+    Chat,
+    /// `/v1/completions`.
+    Completions,
+    /// `/v1/responses`.
+    Responses,
+    /// `/v1/messages`.
+    Messages,
+    /// `/generate`.
+    Generate,
+}
+
+/// One message of a templated prompt.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Msg {
+    /// The role; `None` continues the previous (stored) assistant message:
+    /// tool calls on a reply the server keeps.
+    pub role: Option<String>,
+    /// The text.
+    pub content: String,
+    /// Tool calls: `(name, arguments)`.
+    pub calls: Vec<(String, String)>,
+}
+
+/// A request's prompt, as the simulator counts it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prompt {
+    /// A templated conversation: tool definitions (chat-completions shape,
+    /// serialised) and messages.
+    Templated {
+        /// Tool definitions.
+        tools: Vec<String>,
+        /// Messages.
+        messages: Vec<Msg>,
+    },
+    /// A plain prompt text.
+    Text(String),
+    /// Prompt token ids.
+    Ids(Vec<u32>),
+}
+
+/// What a request asks for, whatever its API.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The prompt.
+    pub prompt: Prompt,
+    /// Items in the request (messages, input items), for the log.
+    pub items: u64,
+    /// Output cap (absent: the server's default).
+    pub max: Option<u32>,
+    /// Output floor.
+    pub min: u32,
+    /// `ignore_eos`.
+    pub ignore_eos: bool,
+    /// Streamed.
+    pub stream: bool,
+    /// Usage in the stream (always, except chat and completions without
+    /// `stream_options.include_usage`).
+    pub usage_in_stream: bool,
+    /// The model field.
+    pub model: Option<String>,
+    /// Responses: the stored response this one continues.
+    pub previous_response_id: Option<String>,
+    /// Responses: store this response for a later `previous_response_id`.
+    pub store: bool,
+    /// The `user` field.
+    pub user: Option<String>,
+}
+
+fn as_u32(v: &Value) -> Option<u32> {
+    v.as_u64().map(|x| x.min(u64::from(u32::MAX)) as u32)
+}
+
+fn text_of(v: Option<&Value>, what: &str) -> Result<String, String> {
+    match v {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Array(parts)) => Ok(parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("")),
+        Some(Value::Null) | None => Ok(String::new()),
+        Some(_) => Err(format!("{what} must be a string or an array of parts")),
+    }
+}
+
+/// A tool definition in the chat-completions shape: `{"type": "function",
+/// "function": {...}}`, from a Responses (`{"type": "function", "name", ...}`)
+/// or Anthropic (`{"name", "input_schema", ...}`) definition.
+fn chat_tool(t: &Value, api: Api) -> String {
+    let Some(o) = t.as_object() else {
+        return t.to_string();
+    };
+    let mut f = o.clone();
+    match api {
+        Api::Responses if !f.contains_key("function") => {
+            f.remove("type");
+        }
+        Api::Messages => {
+            if let Some(s) = f.remove("input_schema") {
+                f.insert("parameters".into(), s);
+            }
+        }
+        _ => return t.to_string(),
+    }
+    json!({"type": "function", "function": Value::Object(f)}).to_string()
+}
+
+fn tools(req: &Value, api: Api) -> Vec<String> {
+    req.get("tools")
+        .and_then(Value::as_array)
+        .map(|ts| ts.iter().map(|t| chat_tool(t, api)).collect())
+        .unwrap_or_default()
+}
+
+fn common(req: &Value, prompt: Prompt, items: u64) -> Request {
+    let get = |k: &str| req.get(k).and_then(as_u32);
+    let max = get("max_new_tokens")
+        .or_else(|| get("max_completion_tokens"))
+        .or_else(|| get("max_output_tokens"))
+        .or_else(|| get("max_tokens"));
+    let min = get("min_new_tokens")
+        .or_else(|| get("min_tokens"))
+        .unwrap_or(0);
+    Request {
+        prompt,
+        items,
+        max,
+        min,
+        ignore_eos: req
+            .get("ignore_eos")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        stream: req.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        usage_in_stream: true,
+        model: req.get("model").and_then(Value::as_str).map(str::to_owned),
+        previous_response_id: None,
+        store: false,
+        user: req.get("user").and_then(Value::as_str).map(str::to_owned),
+    }
+}
+
+/// Reads a request of `api`; an error is the 400 message.
+pub fn parse(api: Api, req: &Value, headers: &axum::http::HeaderMap) -> Result<Request, String> {
+    match api {
+        Api::Chat => chat(req),
+        Api::Completions => completions(req),
+        Api::Responses => responses(req),
+        Api::Messages => messages(req, headers),
+        Api::Generate => generate(req),
+    }
+}
+
+fn chat(req: &Value) -> Result<Request, String> {
+    let messages = req
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or("field 'messages' must be an array")?;
+    if messages.is_empty() {
+        return Err("field 'messages' must not be empty".into());
+    }
+    let mut out = Vec::with_capacity(messages.len());
+    for (i, m) in messages.iter().enumerate() {
+        let role = m
+            .get("role")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("messages[{i}].role is missing"))?;
+        let mut msg = Msg {
+            role: Some(role.to_owned()),
+            content: text_of(m.get("content"), &format!("messages[{i}].content"))?,
+            calls: Vec::new(),
+        };
+        if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
+            for c in calls {
+                let f = c
+                    .get("function")
+                    .ok_or_else(|| format!("messages[{i}].tool_calls entry has no function"))?;
+                let s = |k: &str| f.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+                msg.calls.push((s("name"), s("arguments")));
+            }
+        }
+        out.push(msg);
+    }
+    let mut r = common(
+        req,
+        Prompt::Templated {
+            tools: tools(req, Api::Chat),
+            messages: out,
+        },
+        messages.len() as u64,
+    );
+    r.usage_in_stream = req
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    Ok(r)
+}
+
+fn completions(req: &Value) -> Result<Request, String> {
+    let prompt = match req.get("prompt") {
+        Some(Value::String(s)) => Prompt::Text(s.clone()),
+        Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
+            Prompt::Text(a[0].as_str().unwrap_or("").to_owned())
+        }
+        Some(Value::Array(a)) if a.iter().all(Value::is_u64) => {
+            Prompt::Ids(a.iter().filter_map(as_u32).collect())
+        }
+        _ => return Err("field 'prompt' must be a string or an array of token ids".into()),
+    };
+    let mut r = common(req, prompt, 1);
+    r.usage_in_stream = req
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    Ok(r)
+}
+
+fn generate(req: &Value) -> Result<Request, String> {
+    let prompt = match (req.get("text"), req.get("input_ids")) {
+        (Some(Value::String(s)), None) => Prompt::Text(s.clone()),
+        (None, Some(Value::Array(a))) if a.iter().all(Value::is_u64) => {
+            Prompt::Ids(a.iter().filter_map(as_u32).collect())
+        }
+        _ => {
+            return Err(
+                "give one of 'text' (a string) and 'input_ids' (an array of token ids)".into(),
+            );
+        }
+    };
+    let empty = json!({});
+    let sp = req.get("sampling_params").unwrap_or(&empty);
+    let mut r = common(sp, prompt, 1);
+    r.stream = req.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    r.model = None;
+    r.user = None;
+    Ok(r)
+}
+
+fn responses(req: &Value) -> Result<Request, String> {
+    let previous = req
+        .get("previous_response_id")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let mut messages: Vec<Msg> = Vec::new();
+    let items: Vec<Value> = match req.get("input") {
+        Some(Value::String(s)) => vec![json!({"role": "user", "content": s})],
+        Some(Value::Array(a)) => a.clone(),
+        _ => return Err("field 'input' must be a string or an array of items".into()),
+    };
+    if items.is_empty() {
+        return Err("field 'input' must not be empty".into());
+    }
+    if let Some(s) = req.get("instructions").and_then(Value::as_str) {
+        messages.push(Msg {
+            role: Some("system".into()),
+            content: s.to_owned(),
+            calls: Vec::new(),
+        });
+    }
+    for (i, item) in items.iter().enumerate() {
+        let kind = item
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("message");
+        let s = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+        match kind {
+            "message" => {
+                let role = item
+                    .get("role")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| format!("input[{i}].role is missing"))?;
+                messages.push(Msg {
+                    role: Some(role.to_owned()),
+                    content: text_of(item.get("content"), &format!("input[{i}].content"))?,
+                    calls: Vec::new(),
+                });
+            }
+            "function_call" => {
+                let call = (s("name"), s("arguments"));
+                match messages.last_mut() {
+                    Some(m) if m.role.as_deref() == Some("assistant") => m.calls.push(call),
+                    // A call on the stored reply continues it.
+                    None if previous.is_some() => messages.push(Msg {
+                        role: None,
+                        content: String::new(),
+                        calls: vec![call],
+                    }),
+                    _ => messages.push(Msg {
+                        role: Some("assistant".into()),
+                        content: String::new(),
+                        calls: vec![call],
+                    }),
+                }
+            }
+            "function_call_output" => messages.push(Msg {
+                role: Some("tool".into()),
+                content: s("output"),
+                calls: Vec::new(),
+            }),
+            other => return Err(format!("input[{i}]: unsupported item type '{other}'")),
+        }
+    }
+    let mut r = common(
+        req,
+        Prompt::Templated {
+            tools: tools(req, Api::Responses),
+            messages,
+        },
+        items.len() as u64,
+    );
+    r.previous_response_id = previous;
+    r.store = req.get("store").and_then(Value::as_bool).unwrap_or(true);
+    Ok(r)
+}
+
+fn messages(req: &Value, headers: &axum::http::HeaderMap) -> Result<Request, String> {
+    if headers.get("anthropic-version").is_none() {
+        return Err("anthropic-version: header is required".into());
+    }
+    if req.get("max_tokens").and_then(Value::as_u64).is_none() {
+        return Err("max_tokens: Field required".into());
+    }
+    let list = req
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or("messages: Field required")?;
+    if list.is_empty() {
+        return Err("messages: at least one message is required".into());
+    }
+    let mut out = Vec::new();
+    match req.get("system") {
+        None | Some(Value::Null) => {}
+        s => out.push(Msg {
+            role: Some("system".into()),
+            content: text_of(s, "system")?,
+            calls: Vec::new(),
+        }),
+    }
+    // The tool_use ids of the previous assistant message, to be answered.
+    let mut open: Vec<String> = Vec::new();
+    for (i, m) in list.iter().enumerate() {
+        let role = m
+            .get("role")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("messages.{i}.role: Field required"))?;
+        let blocks: Vec<Value> = match m.get("content") {
+            Some(Value::String(s)) => vec![json!({"type": "text", "text": s})],
+            Some(Value::Array(a)) => a.clone(),
+            _ => return Err(format!("messages.{i}.content: Field required")),
+        };
+        let mut text = String::new();
+        let mut calls = Vec::new();
+        let mut results = Vec::new();
+        let mut answered = Vec::new();
+        for (j, b) in blocks.iter().enumerate() {
+            let s = |k: &str| b.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+            match b.get("type").and_then(Value::as_str) {
+                Some("text") => text.push_str(&s("text")),
+                Some("tool_use") if role == "assistant" => {
+                    let input = b.get("input").cloned().unwrap_or_else(|| json!({}));
+                    calls.push((s("id"), s("name"), input.to_string()));
+                }
+                Some("tool_result") if role == "user" => {
+                    let id = s("tool_use_id");
+                    if !open.contains(&id) {
+                        return Err(format!(
+                            "messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: {id}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+                        ));
+                    }
+                    answered.push(id);
+                    results.push(text_of(b.get("content"), "tool_result.content")?);
+                }
+                Some("image") => {}
+                other => {
+                    return Err(format!(
+                        "messages.{i}.content.{j}: unsupported block type {other:?} in a {role} message"
+                    ));
+                }
+            }
+        }
+        let missing: Vec<&String> = open.iter().filter(|id| !answered.contains(id)).collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+                missing
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        open = calls.iter().map(|(id, _, _)| id.clone()).collect();
+        for r in results {
+            out.push(Msg {
+                role: Some("tool".into()),
+                content: r,
+                calls: Vec::new(),
+            });
+        }
+        if role == "assistant" || !text.is_empty() || out.is_empty() {
+            out.push(Msg {
+                role: Some(role.to_owned()),
+                content: text,
+                calls: calls.into_iter().map(|(_, n, a)| (n, a)).collect(),
+            });
+        }
+    }
+    if !open.is_empty() {
+        return Err(format!(
+            "the last message has `tool_use` ids without `tool_result` blocks: {}",
+            open.join(", ")
+        ));
+    }
+    Ok(common(
+        req,
+        Prompt::Templated {
+            tools: tools(req, Api::Messages),
+            messages: out,
+        },
+        list.len() as u64,
+    ))
+}
+
+/// What a reply says, for the formatters.
+#[derive(Debug, Clone)]
+pub struct ReplyFacts<'a> {
+    /// The response id.
+    pub id: &'a str,
+    /// The model.
+    pub model: &'a str,
+    /// Prompt tokens counted.
+    pub prompt: u64,
+    /// Of which cached.
+    pub cached: u64,
+    /// Output tokens.
+    pub completion: u32,
+    /// The output reached its cap.
+    pub length: bool,
+}
+
+fn openai_usage(f: &ReplyFacts<'_>) -> Value {
+    json!({
+        "prompt_tokens": f.prompt,
+        "completion_tokens": f.completion,
+        "total_tokens": f.prompt + u64::from(f.completion),
+        "prompt_tokens_details": {"cached_tokens": f.cached},
+    })
+}
+
+fn responses_usage(f: &ReplyFacts<'_>) -> Value {
+    json!({
+        "input_tokens": f.prompt,
+        "input_tokens_details": {"cached_tokens": f.cached},
+        "output_tokens": f.completion,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": f.prompt + u64::from(f.completion),
+    })
+}
+
+fn anthropic_usage(f: &ReplyFacts<'_>, output: u32) -> Value {
+    json!({
+        "input_tokens": f.prompt - f.cached,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": f.cached,
+        "output_tokens": output,
+    })
+}
+
+fn response_object(f: &ReplyFacts<'_>, text: Option<&str>) -> Value {
+    let (status, details) = match (text, f.length) {
+        (None, _) => ("in_progress", Value::Null),
+        (Some(_), true) => ("incomplete", json!({"reason": "max_output_tokens"})),
+        (Some(_), false) => ("completed", Value::Null),
+    };
+    let output = match text {
+        None => json!([]),
+        Some(t) => json!([{
+            "type": "message", "id": format!("msg_{}", f.id), "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": t, "annotations": []}],
+        }]),
+    };
+    let mut r = json!({
+        "id": f.id, "object": "response", "model": f.model, "status": status,
+        "incomplete_details": details, "output": output,
+    });
+    if text.is_some() {
+        r["usage"] = responses_usage(f);
+    }
+    r
+}
+
+fn finish(f: &ReplyFacts<'_>) -> &'static str {
+    if f.length { "length" } else { "stop" }
+}
+
+/// The JSON body of a whole reply of `text`.
+pub fn body(api: Api, f: &ReplyFacts<'_>, text: &str) -> Value {
+    match api {
+        Api::Chat => json!({
+            "id": f.id, "object": "chat.completion", "model": f.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish(f)}],
+            "usage": openai_usage(f),
+        }),
+        Api::Completions => json!({
+            "id": f.id, "object": "text_completion", "model": f.model,
+            "choices": [{"index": 0, "text": text, "finish_reason": finish(f)}],
+            "usage": openai_usage(f),
+        }),
+        Api::Responses => response_object(f, Some(text)),
+        Api::Messages => json!({
+            "id": f.id, "type": "message", "role": "assistant", "model": f.model,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": if f.length { "max_tokens" } else { "end_turn" }, "stop_sequence": null,
+            "usage": anthropic_usage(f, f.completion),
+        }),
+        Api::Generate => json!({"text": text, "meta_info": generate_meta(f, f.completion, true)}),
+    }
+}
+
+fn generate_meta(f: &ReplyFacts<'_>, sent: u32, last: bool) -> Value {
+    let reason = match (last, f.length) {
+        (false, _) => Value::Null,
+        (true, true) => json!({"type": "length", "length": f.completion}),
+        (true, false) => json!({"type": "stop", "matched": null}),
+    };
+    json!({
+        "id": f.id, "prompt_tokens": f.prompt, "completion_tokens": sent,
+        "cached_tokens": f.cached, "finish_reason": reason,
+    })
+}
+
+/// An SSE event: `data: ...` with an `event:` line where the API names them.
+fn event(api: Api, v: &Value) -> String {
+    match api {
+        Api::Responses | Api::Messages => {
+            let name = v.get("type").and_then(Value::as_str).unwrap_or("");
+            format!("event: {name}\ndata: {v}\n\n")
+        }
+        _ => format!("data: {v}\n\n"),
+    }
+}
+
+/// The events of a stream before its first token.
+pub fn stream_start(api: Api, f: &ReplyFacts<'_>) -> Vec<String> {
+    match api {
+        Api::Chat => vec![event(
+            api,
+            &json!({"id": f.id, "object": "chat.completion.chunk", "model": f.model,
+                "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]}),
+        )],
+        Api::Responses => vec![
+            event(
+                api,
+                &json!({"type": "response.created", "response": response_object(f, None)}),
+            ),
+            event(
+                api,
+                &json!({"type": "response.output_item.added", "output_index": 0,
+                    "item": {"type": "message", "id": format!("msg_{}", f.id), "role": "assistant", "status": "in_progress", "content": []}}),
+            ),
+        ],
+        Api::Messages => vec![
+            event(
+                api,
+                &json!({"type": "message_start", "message": {"id": f.id, "type": "message", "role": "assistant",
+                    "model": f.model, "content": [], "stop_reason": null, "stop_sequence": null,
+                    "usage": anthropic_usage(f, 1)}}),
+            ),
+            event(
+                api,
+                &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ),
+        ],
+        Api::Completions | Api::Generate => Vec::new(),
+    }
+}
+
+/// The event carrying `text`; `so_far` is the whole output up to and
+/// including it, `sent` its tokens.
+pub fn stream_delta(api: Api, f: &ReplyFacts<'_>, text: &str, so_far: &str, sent: u32) -> String {
+    let v = match api {
+        Api::Chat => json!({"id": f.id, "object": "chat.completion.chunk", "model": f.model,
+            "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]}),
+        Api::Completions => json!({"id": f.id, "object": "text_completion", "model": f.model,
+            "choices": [{"index": 0, "text": text, "finish_reason": null}]}),
+        Api::Responses => {
+            json!({"type": "response.output_text.delta", "item_id": format!("msg_{}", f.id),
+            "output_index": 0, "content_index": 0, "delta": text})
+        }
+        Api::Messages => json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": text}}),
+        // SGLang streams the whole output so far.
+        Api::Generate => {
+            json!({"text": so_far, "meta_info": generate_meta(f, sent, false), "index": 0})
+        }
+    };
+    event(api, &v)
+}
+
+/// The events that end a stream of output `text`.
+pub fn stream_end(api: Api, f: &ReplyFacts<'_>, text: &str, usage: bool) -> Vec<String> {
+    match api {
+        Api::Chat | Api::Completions => {
+            let object = if api == Api::Chat {
+                "chat.completion.chunk"
+            } else {
+                "text_completion"
+            };
+            let last = if api == Api::Chat {
+                json!({"index": 0, "delta": {}, "finish_reason": finish(f)})
+            } else {
+                json!({"index": 0, "text": "", "finish_reason": finish(f)})
+            };
+            let mut out = vec![event(
+                api,
+                &json!({"id": f.id, "object": object, "model": f.model, "choices": [last]}),
+            )];
+            if usage {
+                out.push(event(
+                    api,
+                    &json!({"id": f.id, "object": object, "model": f.model, "choices": [], "usage": openai_usage(f)}),
+                ));
+            }
+            out.push("data: [DONE]\n\n".into());
+            out
+        }
+        Api::Responses => {
+            let r = response_object(f, Some(text));
+            let kind = if f.length {
+                "response.incomplete"
+            } else {
+                "response.completed"
+            };
+            vec![
+                event(
+                    api,
+                    &json!({"type": "response.output_text.done", "item_id": format!("msg_{}", f.id),
+                        "output_index": 0, "content_index": 0, "text": text}),
+                ),
+                event(api, &json!({"type": kind, "response": r})),
+            ]
+        }
+        Api::Messages => vec![
+            event(api, &json!({"type": "content_block_stop", "index": 0})),
+            event(
+                api,
+                &json!({"type": "message_delta",
+                    "delta": {"stop_reason": if f.length { "max_tokens" } else { "end_turn" }, "stop_sequence": null},
+                    "usage": {"output_tokens": f.completion}}),
+            ),
+            event(api, &json!({"type": "message_stop"})),
+        ],
+        Api::Generate => vec![
+            event(
+                api,
+                &json!({"text": text, "meta_info": generate_meta(f, f.completion, true), "index": 0}),
+            ),
+            "data: [DONE]\n\n".into(),
+        ],
+    }
+}
+
+/// The response id of a request: each API's own prefix.
+pub fn response_id(api: Api, seq: u64) -> String {
+    match api {
+        Api::Chat => format!("chatcmpl-sim-{seq}"),
+        Api::Completions => format!("cmpl-sim-{seq}"),
+        Api::Responses => format!("resp_sim{seq}"),
+        Api::Messages => format!("msg_sim{seq}"),
+        Api::Generate => format!("gen-sim-{seq}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn anthropic(body: &Value) -> Result<Request, String> {
+        let mut h = axum::http::HeaderMap::new();
+        h.insert(
+            "anthropic-version",
+            "2023-06-01".parse().unwrap_or_else(|_| unreachable!()),
+        );
+        parse(Api::Messages, body, &h)
+    }
+
+    #[test]
+    fn anthropic_tool_use_must_be_answered_by_the_next_user_turn() {
+        let call = json!({"role": "assistant", "content": [
+            {"type": "text", "text": "let me look"},
+            {"type": "tool_use", "id": "t1", "name": "env", "input": {}}]});
+        let answer = json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "42"}]});
+        let ok = json!({"model": "m", "max_tokens": 4, "system": "sys", "messages": [
+            {"role": "user", "content": "go"}, call, answer]});
+        let r = anthropic(&ok).unwrap_or_else(|e| panic!("{e}"));
+        let Prompt::Templated { messages, .. } = r.prompt else {
+            panic!("templated")
+        };
+        let roles: Vec<_> = messages
+            .iter()
+            .map(|m| m.role.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(roles, ["system", "user", "assistant", "tool"]);
+        assert_eq!(messages[2].calls, [("env".to_owned(), "{}".to_owned())]);
+
+        let unanswered = json!({"model": "m", "max_tokens": 4, "messages": [
+            {"role": "user", "content": "go"}, call, {"role": "user", "content": "and?"}]});
+        let e = anthropic(&unanswered).err().unwrap_or_default();
+        assert!(
+            e.contains("without `tool_result`") && e.contains("t1"),
+            "{e}"
+        );
+        let stray = json!({"model": "m", "max_tokens": 4, "messages": [
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": ""}]}]});
+        assert!(anthropic(&stray).is_err());
+        let no_max = json!({"model": "m", "messages": [{"role": "user", "content": "go"}]});
+        assert!(
+            anthropic(&no_max)
+                .err()
+                .unwrap_or_default()
+                .contains("max_tokens")
+        );
+        assert!(
+            parse(Api::Messages, &ok, &axum::http::HeaderMap::new()).is_err(),
+            "version header"
+        );
+    }
+
+    #[test]
+    fn responses_items_read_as_chat_messages() {
+        let body = json!({"model": "m", "input": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "a"},
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c", "output": "r"}],
+            "tools": [{"type": "function", "name": "f", "parameters": {}}], "max_output_tokens": 3});
+        let r = parse(Api::Responses, &body, &axum::http::HeaderMap::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((r.max, r.items, r.store), (Some(3), 4, true));
+        let Prompt::Templated { messages, tools } = r.prompt else {
+            panic!("templated")
+        };
+        assert_eq!(messages.len(), 3, "the call rides on the assistant message");
+        assert_eq!(messages[1].calls.len(), 1);
+        assert_eq!(
+            tools,
+            [
+                json!({"type": "function", "function": {"name": "f", "parameters": {}}})
+                    .to_string()
+            ]
+        );
+        // Continuing a stored response: a leading call continues its reply.
+        let cont = json!({"model": "m", "previous_response_id": "resp_1", "input": [
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c", "output": "r"}]});
+        let r = parse(Api::Responses, &cont, &axum::http::HeaderMap::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let Prompt::Templated { messages, .. } = r.prompt else {
+            panic!("templated")
+        };
+        assert_eq!(messages[0].role, None);
+    }
+}
