@@ -18,6 +18,8 @@ const NEEDS: &str = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh sta
 struct Server {
     url: String,
     model: PathBuf,
+    /// `model`, as the --tokenizer-model argument.
+    model_str: String,
     tokenizer: Arc<TokenizerHandle>,
     /// Prompt tokens the chat template adds around one user message.
     overhead: u64,
@@ -50,6 +52,7 @@ fn server() -> &'static Server {
         eprintln!("chat template overhead around one user message: {overhead} tokens");
         Server {
             url,
+            model_str: model.display().to_string(),
             model,
             tokenizer,
             overhead,
@@ -219,6 +222,60 @@ fn prompts_are_exact_and_outputs_exact_with_ignore_eos() {
     // The report states planned against server-counted prompt tokens.
     assert_eq!(out.count("planned_prompt_tokens"), 400);
     assert_eq!(out.count("counted_prompt_tokens"), 400 + 4 * s.overhead);
+}
+
+/// The special tokens (BOS) the server adds around a plain prompt.
+fn plain_prompt_specials(url: &str) -> u64 {
+    let with = post(
+        url,
+        "/tokenize",
+        &json!({"content": "hello world", "add_special": true}),
+    );
+    let n = with["tokens"].as_array().map_or(0, Vec::len) as u64;
+    n - tokenize(url, "hello world").len() as u64
+}
+
+#[test]
+#[ignore = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh start)\""]
+fn completions_prompts_are_exact_with_no_template() {
+    let s = server();
+    let specials = plain_prompt_specials(&s.url);
+    eprintln!("special tokens around a plain prompt: {specials}");
+    for stream in [false, true] {
+        let mut args = vec![
+            "--host",
+            &s.url,
+            "--model",
+            "smollm2",
+            "--tokenizer-model",
+            &s.model_str,
+            "--codec",
+            "openai_completions",
+            "--input-tokens",
+            "100",
+            "--output-tokens",
+            "8",
+            "--ignore-eos",
+            "--users",
+            "2",
+            "--requests-per-user",
+            "2",
+            "--seed",
+            "7",
+        ];
+        if stream {
+            args.push("--stream");
+        }
+        let (out, lines, _dir) = run_with_requests(false, &args);
+        assert_eq!(out.code, 0, "stream: {stream}");
+        assert_eq!(lines.len(), 4);
+        for l in &lines {
+            assert_eq!(l["ok"], true, "{l}");
+            assert_eq!(l["prompt_tokens"], 100 + specials, "{l}");
+            assert_eq!(l["completion_tokens"], 8, "{l}");
+            assert_eq!(l["ttft_ms"].is_number(), stream, "{l}");
+        }
+    }
 }
 
 #[test]

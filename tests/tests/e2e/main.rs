@@ -5,6 +5,7 @@ mod analyze;
 mod batch;
 mod bodies;
 mod book;
+mod codecs;
 mod contract;
 mod faults;
 mod load;

@@ -1,0 +1,206 @@
+//! Every codec against the simulator: exact prompts, streaming timings, usage
+//! and cached tokens, stateful Responses loops and Anthropic tool turns.
+
+use batchbench_simulator::apis::Api;
+use batchbench_simulator::{RequestLog, SimConfig};
+use batchbench_tests::{SimServer, read_jsonl, run_agent, run_batchbench, tokenizer_path};
+use std::collections::BTreeMap;
+
+fn qwen() -> String {
+    tokenizer_path("qwen").display().to_string()
+}
+
+/// The codecs besides chat, the API the simulator saw them on, and whether
+/// the API applies a chat template.
+const CODECS: [(&str, Api, bool); 4] = [
+    ("openai_completions", Api::Completions, false),
+    ("openai_responses", Api::Responses, true),
+    ("anthropic_messages", Api::Messages, true),
+    ("sglang_generate", Api::Generate, false),
+];
+
+#[test]
+fn every_codec_sends_exact_prompts_and_reads_usage_and_streams() {
+    let cfg = SimConfig::default();
+    let template = u64::from(cfg.template_overhead_tokens + cfg.message_overhead_tokens);
+    for (codec, api, templated) in CODECS {
+        for stream in [false, true] {
+            let sim = SimServer::recording("qwen");
+            let (url, tok) = (sim.url(), qwen());
+            let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+            let lines = dir.path().join("requests.jsonl");
+            let mut args = vec![
+                "--host",
+                &url,
+                "--tokenizer-model",
+                &tok,
+                "--codec",
+                codec,
+                "--users",
+                "3",
+                "--requests-per-user",
+                "2",
+                "--input-tokens",
+                "100",
+                "--output-tokens",
+                "16",
+                "--seed",
+                "5",
+                "--requests-jsonl",
+            ];
+            let path = lines.display().to_string();
+            args.push(&path);
+            if stream {
+                args.push("--stream");
+            }
+            let r = run_batchbench(&args);
+            let what = format!("{codec} (stream: {stream})");
+            assert_eq!(r.code, 0, "{what}");
+            assert_eq!(r.count("successful_requests"), 6, "{what}");
+            let log = sim.requests();
+            assert_eq!(log.len(), 6, "{what}");
+            let expected = 100 + if templated { template } else { 0 };
+            for e in &log {
+                assert_eq!(e.api, api, "{what}");
+                assert_eq!(e.prompt_tokens, expected, "{what}: {e:?}");
+                assert_eq!(e.completion_tokens, 16, "{what}: {e:?}");
+                assert_eq!(e.stream, stream, "{what}");
+            }
+            // Usage read back: the server's counts, to the token.
+            assert_eq!(r.count("counted_prompt_tokens"), 6 * expected, "{what}");
+            assert_eq!(r.count("total_completion_tokens"), 6 * 16, "{what}");
+            let recs = read_jsonl(&lines);
+            assert_eq!(recs.len(), 6, "{what}");
+            for l in &recs {
+                assert_eq!(l["prompt_tokens"], expected, "{what}: {l}");
+                assert_eq!(
+                    l["server_cached_tokens"], 0,
+                    "{what}: cached tokens parsed: {l}"
+                );
+                assert_eq!(l["ttft_ms"].is_number(), stream, "{what}: {l}");
+                assert_eq!(l["tpot_ms"].is_number(), stream, "{what}: {l}");
+            }
+            if stream {
+                assert!(r.summary("itl").is_object(), "{what}: inter-token latency");
+            }
+            assert_eq!(sim.stats().rejected, 0, "{what}");
+        }
+    }
+}
+
+fn by_agent(log: &[RequestLog]) -> BTreeMap<String, Vec<RequestLog>> {
+    let mut m: BTreeMap<String, Vec<RequestLog>> = BTreeMap::new();
+    for e in log {
+        m.entry(e.routing_key.clone().unwrap_or_default())
+            .or_default()
+            .push(e.clone());
+    }
+    for v in m.values_mut() {
+        v.sort_by_key(|e| e.seq);
+    }
+    m
+}
+
+/// An agent run of `codec` against a fresh recording simulator: its log by agent.
+fn agent_run(
+    codec: &str,
+    config: &str,
+    stream: bool,
+) -> (
+    BTreeMap<String, Vec<RequestLog>>,
+    batchbench_simulator::SimStats,
+) {
+    let sim = SimServer::recording("qwen");
+    let (url, tok) = (sim.url(), qwen());
+    let mut args = vec![
+        "--host",
+        &url,
+        "--tokenizer-model",
+        &tok,
+        "--codec",
+        codec,
+        "--codec-config",
+        config,
+        "--agents",
+        "4",
+        "--tool-invocations",
+        "5",
+        "--input-tokens",
+        "200",
+        "--output-tokens",
+        "24",
+        "--environment-tokens",
+        "40",
+        "--seed",
+        "11",
+    ];
+    if stream {
+        args.push("--stream");
+    }
+    let r = run_agent(&args);
+    assert_eq!(r.code, 0, "{codec} {config}");
+    assert_eq!(r.count("successful_requests"), 20, "{codec} {config}");
+    (by_agent(&sim.requests()), sim.stats())
+}
+
+fn prompts(log: &BTreeMap<String, Vec<RequestLog>>) -> Vec<Vec<u64>> {
+    log.values()
+        .map(|turns| turns.iter().map(|t| t.prompt_tokens).collect())
+        .collect()
+}
+
+#[test]
+fn a_stateful_responses_loop_sends_only_new_items_and_the_servers_state_grows() {
+    let cfg = SimConfig::default();
+    for stream in [false, true] {
+        let (stateless, _) = agent_run("openai_responses", "{}", stream);
+        let (stateful, stats) = agent_run("openai_responses", r#"{"stateful": true}"#, stream);
+        // The server counts the same prompts either way.
+        assert_eq!(prompts(&stateful), prompts(&stateless), "stream: {stream}");
+        assert_eq!(stats.stored_responses, 20, "every response is stored");
+        for turns in stateless.values() {
+            assert!(turns.iter().all(|t| t.stored_prompt_tokens == 0));
+            // The whole conversation: the reply, our call and its result each turn.
+            for w in turns.windows(2) {
+                assert_eq!(w[1].messages, w[0].messages + 3);
+            }
+        }
+        for (key, turns) in &stateful {
+            assert_eq!(turns.len(), 5, "{key}");
+            assert_eq!((turns[0].messages, turns[0].stored_prompt_tokens), (1, 0));
+            for w in turns.windows(2) {
+                // Only the call on the reply and its result.
+                assert_eq!(w[1].messages, 2, "{key}");
+                // The stored conversation is the previous prompt and its reply.
+                assert_eq!(
+                    w[1].stored_prompt_tokens,
+                    w[0].prompt_tokens - u64::from(cfg.template_overhead_tokens)
+                        + u64::from(cfg.message_overhead_tokens)
+                        + w[0].completion_tokens,
+                    "{key}"
+                );
+                assert!(w[1].stored_prompt_tokens > w[0].stored_prompt_tokens);
+                assert!(
+                    w[1].cached_tokens > 0,
+                    "{key}: the prefix cache still works"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn an_anthropic_agent_loop_answers_every_tool_use_and_counts_as_chat_does() {
+    for stream in [false, true] {
+        let (chat, _) = agent_run("openai_chat", "{}", stream);
+        // The simulator refuses (400) a tool_use without its tool_result: every
+        // request succeeded, so every call was answered.
+        let (messages, stats) = agent_run("anthropic_messages", "{}", stream);
+        assert_eq!(stats.rejected, 0);
+        assert_eq!(prompts(&messages), prompts(&chat), "stream: {stream}");
+        for turns in messages.values() {
+            assert!(turns.iter().all(|t| t.api == Api::Messages));
+            assert!(turns.iter().skip(1).all(|t| t.cached_tokens > 0));
+        }
+    }
+}
