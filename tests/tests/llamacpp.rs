@@ -280,6 +280,50 @@ fn completions_prompts_are_exact_with_no_template() {
 
 #[test]
 #[ignore = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh start)\""]
+fn embeddings_count_every_input_exactly() {
+    let s = server();
+    let url = std::env::var("BATCHBENCH_LLAMACPP_EMBEDDINGS_URL").unwrap_or_else(|_| {
+        panic!("BATCHBENCH_LLAMACPP_EMBEDDINGS_URL is not set: this test {NEEDS}")
+    });
+    // The server's own count of one input: no special tokens added, or some.
+    let one = post(&url, "/v1/embeddings", &json!({"input": ["hello world"]}));
+    let specials = one["usage"]["prompt_tokens"].as_u64().unwrap_or(0)
+        - tokenize(&s.url, "hello world").len() as u64;
+    let (out, lines, _dir) = run_with_requests(
+        false,
+        &[
+            "--host",
+            &url,
+            "--model",
+            "smollm2",
+            "--tokenizer-model",
+            &s.model_str,
+            "--codec",
+            "openai_embeddings",
+            "--batch-size",
+            "3",
+            "--input-tokens",
+            "40",
+            "--users",
+            "2",
+            "--requests-per-user",
+            "2",
+            "--seed",
+            "7",
+        ],
+    );
+    assert_eq!(out.code, 0);
+    assert_eq!(lines.len(), 4);
+    for l in &lines {
+        assert_eq!(l["ok"], true, "{l}");
+        assert_eq!(l["prompt_tokens"], 3 * (40 + specials), "{l}");
+        assert_eq!(l["items"], 3, "{l}");
+    }
+    assert_eq!(out.count("total_items"), 12);
+}
+
+#[test]
+#[ignore = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh start)\""]
 fn agent_turns_hit_the_servers_prefix_cache() {
     let s = server();
     let (out, lines, _dir) = run_with_requests(

@@ -1746,6 +1746,7 @@ mod tests {
                     completion_tokens: 1,
                     cached_tokens: None,
                     reasoning_tokens: None,
+                    items: None,
                 }),
                 ..Reply::default()
             })

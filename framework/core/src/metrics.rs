@@ -152,6 +152,8 @@ pub struct Metrics {
     pub reasoning_tokens: u64,
     /// Successes whose usage reported reasoning tokens.
     pub reasoning_reports: u64,
+    /// Inputs answered (embeddings), where the API counts them.
+    pub items: Option<u64>,
     /// Inter-token latency, one sample per token after the first.
     pub itl: Latency,
     /// Time per output token, one sample per streamed request.
@@ -320,6 +322,9 @@ impl Metrics {
                 if let Some(u) = rec.usage {
                     self.prompt_tokens += u.prompt_tokens;
                     self.completion_tokens += u.completion_tokens;
+                    if let Some(n) = u.items {
+                        *self.items.get_or_insert(0) += n;
+                    }
                     if let Some(r) = u.reasoning_tokens {
                         self.reasoning_tokens += r;
                         self.reasoning_reports += 1;
@@ -553,6 +558,8 @@ impl Summary {
             ttft: m.ttft.stats(),
             ttfrt: m.ttfrt.stats(),
             total_reasoning_tokens: (m.reasoning_reports > 0).then_some(m.reasoning_tokens),
+            total_items: m.items,
+            items_per_second: m.items.map(per_s),
             itl: m.itl.stats(),
             tpot: m.tpot.stats(),
             trajectory_e2e: m.trajectory_e2e.stats(),
@@ -728,6 +735,7 @@ mod tests {
                 completion_tokens: 1,
                 cached_tokens: None,
                 reasoning_tokens: None,
+                items: None,
             })
         };
         assert_eq!(estimated_cached_tokens(None, u(100)), 0);

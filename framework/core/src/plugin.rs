@@ -124,6 +124,9 @@ pub struct Usage {
     /// them apart (`completion_tokens_details.reasoning_tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u64>,
+    /// Inputs answered one output each (embeddings), when the API has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<u64>,
 }
 
 /// A decoded model response.

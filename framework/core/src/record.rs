@@ -342,6 +342,12 @@ pub struct Summary {
     /// reported them apart.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub total_reasoning_tokens: Option<u64>,
+    /// Inputs answered (embeddings: one vector each), where the API counts them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_items: Option<u64>,
+    /// Inputs answered per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub items_per_second: Option<f64>,
     /// Inter-token latency (per token).
     pub itl: Option<LatencyStats>,
     /// Time per output token (per request).

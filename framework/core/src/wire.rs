@@ -335,6 +335,7 @@ mod tests {
                 completion_tokens: 8,
                 cached_tokens: Some(64),
                 reasoning_tokens: None,
+                items: None,
             }),
             estimated_cached_tokens: 64,
             cache_estimate: crate::prefix::Estimate {

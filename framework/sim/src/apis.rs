@@ -24,6 +24,8 @@ pub enum Api {
     Messages,
     /// `/generate`.
     Generate,
+    /// `/v1/embeddings`.
+    Embeddings,
 }
 
 /// One message of a templated prompt.
@@ -53,6 +55,8 @@ pub enum Prompt {
     Text(String),
     /// Prompt token ids.
     Ids(Vec<u32>),
+    /// Embedding inputs, each counted alone.
+    Inputs(Vec<Prompt>),
 }
 
 /// What a request asks for, whatever its API.
@@ -164,6 +168,7 @@ pub fn parse(api: Api, req: &Value, headers: &axum::http::HeaderMap) -> Result<R
         Api::Responses => responses(req),
         Api::Messages => messages(req, headers),
         Api::Generate => generate(req),
+        Api::Embeddings => embeddings(req),
     }
 }
 
@@ -249,6 +254,31 @@ fn generate(req: &Value) -> Result<Request, String> {
     r.stream = req.get("stream").and_then(Value::as_bool).unwrap_or(false);
     r.model = None;
     r.user = None;
+    Ok(r)
+}
+
+fn embeddings(req: &Value) -> Result<Request, String> {
+    let one = |v: &Value| match v {
+        Value::String(s) => Some(Prompt::Text(s.clone())),
+        Value::Array(a) if a.iter().all(Value::is_u64) => {
+            Some(Prompt::Ids(a.iter().filter_map(as_u32).collect()))
+        }
+        _ => None,
+    };
+    let bad = || "field 'input' must be a string, an array of strings or of token-id arrays";
+    let inputs: Vec<Prompt> = match req.get("input") {
+        Some(Value::Array(a)) if !a.is_empty() && !a.iter().all(Value::is_u64) => {
+            a.iter().map(one).collect::<Option<_>>().ok_or_else(bad)?
+        }
+        Some(v) => vec![one(v).ok_or_else(bad)?],
+        None => return Err(bad().into()),
+    };
+    if inputs.is_empty() {
+        return Err("field 'input' must not be empty".into());
+    }
+    let n = inputs.len() as u64;
+    let mut r = common(req, Prompt::Inputs(inputs), n);
+    r.stream = false;
     Ok(r)
 }
 
@@ -452,6 +482,8 @@ pub struct ReplyFacts<'a> {
     pub completion: u32,
     /// The output reached its cap.
     pub length: bool,
+    /// Items of the request (embedding inputs).
+    pub items: u64,
 }
 
 fn openai_usage(f: &ReplyFacts<'_>) -> Value {
@@ -530,6 +562,19 @@ pub fn body(api: Api, f: &ReplyFacts<'_>, text: &str) -> Value {
             "usage": anthropic_usage(f, f.completion),
         }),
         Api::Generate => json!({"text": text, "meta_info": generate_meta(f, f.completion, true)}),
+        Api::Embeddings => {
+            // Unit vectors of a few dimensions, a function of the response id.
+            let data: Vec<Value> = (0..f.items)
+                .map(|i| {
+                    let x = (crate::server::fnv_str(f.id) ^ i) % 1000;
+                    let v = x as f64 / 1000.0;
+                    json!({"object": "embedding", "index": i,
+                        "embedding": [v, (1.0 - v * v).max(0.0).sqrt(), 0.0, 0.0]})
+                })
+                .collect();
+            json!({"object": "list", "model": f.model, "data": data,
+                "usage": {"prompt_tokens": f.prompt, "total_tokens": f.prompt}})
+        }
     }
 }
 
@@ -587,7 +632,7 @@ pub fn stream_start(api: Api, f: &ReplyFacts<'_>) -> Vec<String> {
                 &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
             ),
         ],
-        Api::Completions | Api::Generate => Vec::new(),
+        Api::Completions | Api::Generate | Api::Embeddings => Vec::new(),
     }
 }
 
@@ -606,7 +651,7 @@ pub fn stream_delta(api: Api, f: &ReplyFacts<'_>, text: &str, so_far: &str, sent
         Api::Messages => json!({"type": "content_block_delta", "index": 0,
             "delta": {"type": "text_delta", "text": text}}),
         // SGLang streams the whole output so far.
-        Api::Generate => {
+        Api::Generate | Api::Embeddings => {
             json!({"text": so_far, "meta_info": generate_meta(f, sent, false), "index": 0})
         }
     };
@@ -666,7 +711,7 @@ pub fn stream_end(api: Api, f: &ReplyFacts<'_>, text: &str, usage: bool) -> Vec<
             ),
             event(api, &json!({"type": "message_stop"})),
         ],
-        Api::Generate => vec![
+        Api::Generate | Api::Embeddings => vec![
             event(
                 api,
                 &json!({"text": text, "meta_info": generate_meta(f, f.completion, true), "index": 0}),
@@ -684,6 +729,7 @@ pub fn response_id(api: Api, seq: u64) -> String {
         Api::Responses => format!("resp_sim{seq}"),
         Api::Messages => format!("msg_sim{seq}"),
         Api::Generate => format!("gen-sim-{seq}"),
+        Api::Embeddings => format!("embd-sim-{seq}"),
     }
 }
 

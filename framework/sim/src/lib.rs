@@ -7,8 +7,8 @@
 //! - The same model behind `POST /v1/completions`, `/v1/responses` (stateless,
 //!   or continuing a stored response with `previous_response_id`),
 //!   `/v1/messages` (Anthropic: `tool_use` answered by `tool_result`, checked)
-//!   and SGLang's `/generate`, each in its own request, response and stream
-//!   format (see [`apis`]).
+//!   SGLang's `/generate` and `/v1/embeddings`, each in its own request,
+//!   response and stream format (see [`apis`]).
 //! - Prompt tokens are counted with the real tokenizer: every message's content and
 //!   tool calls, the `tools` array, plus a per-message and a per-request template
 //!   overhead; a plain prompt (completions, `/generate`) is its tokens alone.

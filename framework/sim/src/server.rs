@@ -225,6 +225,8 @@ impl Sim {
             .route("/responses", handler(Api::Responses))
             .route("/v1/messages", handler(Api::Messages))
             .route("/generate", handler(Api::Generate))
+            .route("/v1/embeddings", handler(Api::Embeddings))
+            .route("/embeddings", handler(Api::Embeddings))
             .route("/v1/models", get(models))
             .route("/health", get(|| async { "ok" }))
             .route("/metrics", get(metrics))
@@ -476,6 +478,11 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// FNV-1a of a string.
+pub(crate) fn fnv_str(s: &str) -> u64 {
+    fnv(s.as_bytes())
+}
+
 fn fnv(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
@@ -520,7 +527,29 @@ struct Counted {
 }
 
 fn prompt_tokens(st: &AppState, req: &apis::Request) -> Result<Counted, String> {
-    match &req.prompt {
+    plain_or_templated(st, req, &req.prompt)
+}
+
+fn plain_or_templated(
+    st: &AppState,
+    req: &apis::Request,
+    prompt: &Prompt,
+) -> Result<Counted, String> {
+    match prompt {
+        Prompt::Inputs(inputs) => {
+            let mut all = Counted {
+                ids: Vec::new(),
+                count: 0,
+                stored: 0,
+                messages: None,
+            };
+            for p in inputs {
+                let c = plain_or_templated(st, req, p)?;
+                all.ids.extend_from_slice(&c.ids);
+                all.count += c.count;
+            }
+            Ok(all)
+        }
         Prompt::Text(t) => {
             let ids = st.ids(t)?.to_vec();
             let count = ids.len() as u64;
@@ -588,6 +617,8 @@ struct Plan {
     model: String,
     fault: Option<FaultKind>,
     fault_status: u16,
+    /// Inputs of the request (embeddings).
+    items: u64,
     /// Responses API: store the reply under `id`, after the messages of the
     /// prompt (`ids[from..]`, counted `count`).
     store: Option<(Vec<u32>, u64)>,
@@ -669,7 +700,9 @@ async fn serve(
     // Output length and text are a function of the request (like greedy decoding:
     // the same prompt gets the same reply), never of arrival order.
     let mut rng = Stream::at(st.cfg.seed, &[fnv(&body)]);
-    let completion = if ignore_eos || min >= max {
+    let completion = if api == Api::Embeddings {
+        0
+    } else if ignore_eos || min >= max {
         max
     } else {
         rng.range_inclusive(i64::from(min.max(1)), i64::from(max)) as u32
@@ -693,7 +726,12 @@ async fn serve(
         0
     } else {
         let mut w = lock(&st.workers[worker as usize]);
-        let cached = w.0.lookup_and_insert(&ids).min(prompt);
+        // An embedding model keeps no prefix cache.
+        let cached = if api == Api::Embeddings {
+            0
+        } else {
+            w.0.lookup_and_insert(&ids).min(prompt)
+        };
         w.1.requests += 1;
         w.1.prompt_tokens += prompt;
         w.1.cached_tokens += cached;
@@ -743,6 +781,7 @@ async fn serve(
         api,
         id: apis::response_id(api, seq),
         store,
+        items: parsed.items,
         worker,
         prompt,
         cached,
@@ -1077,6 +1116,7 @@ fn facts(p: &Plan) -> apis::ReplyFacts<'_> {
         cached: p.cached,
         completion: p.completion,
         length: p.completion >= p.max,
+        items: p.items,
     }
 }
 

@@ -338,6 +338,7 @@ impl WireUsage {
             completion_tokens: self.output_tokens.unwrap_or(0),
             cached_tokens: self.cache_read_input_tokens,
             reasoning_tokens: None,
+            items: None,
         }
     }
 }

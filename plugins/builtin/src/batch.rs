@@ -2,7 +2,7 @@
 //! independent requests one after another (the `batchbench` workload).
 
 use batchbench_core::dist::{LengthDist, MAX_TOKENS};
-use batchbench_core::plan::{PlannedRequest, SharedPrefix, Trajectory};
+use batchbench_core::plan::{Block, BlockRole, Blocks, PlannedRequest, SharedPrefix, Trajectory};
 use batchbench_core::plugin::{PluginError, WorkloadInfo, WorkloadSource};
 use batchbench_core::registry::BuildContext;
 use batchbench_core::rng::{self, Stream};
@@ -25,10 +25,23 @@ pub struct FiniteBatchConfig {
     /// Fraction of each prompt that is a prefix shared by all prompts.
     #[serde(default)]
     pub prefix_overlap: f64,
+    /// Prompts per request, each of the input length (embeddings take a
+    /// batch of inputs); 1: one prompt.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub batch_size: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 const PURPOSE_SHAPE: u64 = 0x5348_4150; // "SHAP"
 const PURPOSE_SHARED: u64 = 0x5348_5244; // "SHRD"
+const PURPOSE_ITEM: u64 = 0x4954_454d; // "ITEM"
 
 /// The finite users x requests workload.
 #[derive(Debug)]
@@ -59,6 +72,14 @@ impl FiniteBatch {
         if cfg.prefix_overlap > 0.0 && cfg.input.is_none() {
             return Err(bad("prefix_overlap needs an input length".into()));
         }
+        if cfg.batch_size == 0 {
+            return Err(bad("batch_size must be at least 1".into()));
+        }
+        if cfg.batch_size > 1 && (cfg.input.is_none() || cfg.prefix_overlap > 0.0) {
+            return Err(bad(
+                "batch_size above 1 needs an input length and no prefix_overlap".into(),
+            ));
+        }
         for (name, d) in [("input", &cfg.input), ("output", &cfg.output)] {
             if let Some(m) = d.and_then(|d| d.beyond(MAX_TOKENS, name, &format!("{name}.max"))) {
                 return Err(bad(m));
@@ -88,11 +109,30 @@ impl FiniteBatch {
             }),
             _ => None,
         };
+        // A batch: that many prompts, each a user message of its own seed.
+        let blocks = match prompt {
+            Some(p) if cfg.batch_size > 1 => Some(Blocks::from(
+                (0..u64::from(cfg.batch_size))
+                    .map(|k| Block {
+                        seed: format!(
+                            "{:016x}",
+                            rng::derive(seed, &[PURPOSE_ITEM, user, index, k])
+                        )
+                        .into(),
+                        tokens: p,
+                        role: BlockRole::User,
+                        live: false,
+                    })
+                    .collect::<Vec<_>>(),
+            )),
+            _ => None,
+        };
         PlannedRequest {
-            prompt_tokens: prompt,
+            prompt_tokens: prompt.map(|p| p.saturating_mul(cfg.batch_size)),
             output_tokens: output,
             overhead_tokens: Some(0),
             shared_prefix,
+            blocks,
             reset_before: index > 0,
             ..PlannedRequest::default()
         }
@@ -159,7 +199,54 @@ mod tests {
             }),
             output: Some(LengthDist::fixed(8)),
             prefix_overlap: 0.5,
+            batch_size: 1,
         }
+    }
+
+    #[test]
+    fn a_batch_is_that_many_distinct_prompts_of_the_input_length() {
+        let c = FiniteBatchConfig {
+            prefix_overlap: 0.0,
+            batch_size: 3,
+            ..cfg()
+        };
+        let r = FiniteBatch::request(&c, 9, 1, 2);
+        let blocks = r.blocks.clone().unwrap_or_else(|| panic!("blocks"));
+        assert_eq!(blocks.len(), 3);
+        assert!(
+            blocks
+                .iter()
+                .all(|b| b.role == BlockRole::User && Some(b.tokens * 3) == r.prompt_tokens)
+        );
+        assert!(blocks[0].seed != blocks[1].seed && blocks[1].seed != blocks[2].seed);
+        assert_eq!(
+            r,
+            FiniteBatch::request(&c, 9, 1, 2),
+            "a pure function of its inputs"
+        );
+        let ctx = BuildContext::default();
+        assert!(
+            FiniteBatch::new(
+                FiniteBatchConfig {
+                    batch_size: 2,
+                    ..cfg()
+                },
+                &ctx
+            )
+            .is_err(),
+            "with a shared prefix"
+        );
+        assert!(
+            FiniteBatch::new(
+                FiniteBatchConfig {
+                    batch_size: 0,
+                    prefix_overlap: 0.0,
+                    ..cfg()
+                },
+                &ctx
+            )
+            .is_err()
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! | codec | `openai_responses` | OpenAI Responses, stateless or with `previous_response_id` |
 //! | codec | `anthropic_messages` | Anthropic Messages: content blocks, `tool_use`, `tool_result` |
 //! | codec | `sglang_generate` | SGLang's native `/generate` |
+//! | codec | `openai_embeddings` | OpenAI embeddings: each message one input |
 //! | router | `user_tag` | `user` field + `X-SMG-Routing-Key`, stable per agent |
 //! | router | `dp_rank` | `X-SMG-Target-Worker: slot % ranks` |
 //! | reporter | `agent_events` | one JSON line per trajectory |
@@ -30,6 +31,7 @@ pub mod batch;
 pub mod bodies;
 pub mod completions;
 pub mod csv_report;
+pub mod embeddings;
 pub mod events;
 pub mod json_summary;
 pub mod openai;
@@ -52,6 +54,7 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("codec", "anthropic_messages"),
     ("codec", "openai_chat"),
     ("codec", "openai_completions"),
+    ("codec", "openai_embeddings"),
     ("codec", "openai_responses"),
     ("codec", "sglang_generate"),
     ("router", "dp_rank"),

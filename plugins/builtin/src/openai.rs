@@ -246,6 +246,7 @@ impl WireUsage {
             reasoning_tokens: self
                 .completion_tokens_details
                 .and_then(|d| d.reasoning_tokens),
+            items: None,
         }
     }
 }
@@ -484,6 +485,7 @@ mod tests {
                 completion_tokens: 2,
                 cached_tokens: Some(8),
                 reasoning_tokens: None,
+                items: None,
             })
         );
         assert!(codec(false).decode(b"{not json").is_err());

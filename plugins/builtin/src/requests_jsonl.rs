@@ -48,6 +48,9 @@ struct Line<'a> {
     /// Reasoning tokens (part of the completion tokens), where reported apart.
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_tokens: Option<u64>,
+    /// Inputs answered (embeddings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    items: Option<u64>,
     /// `prompt_tokens - planned_prompt_tokens`: the chat template's overhead plus
     /// any drift.
     prompt_drift_tokens: Option<i64>,
@@ -127,6 +130,7 @@ fn line<'a>(rec: &'a RequestRecord<'a>) -> Line<'a> {
         prompt_tokens: usage.map(|u| u.prompt_tokens),
         completion_tokens: usage.map(|u| u.completion_tokens),
         reasoning_tokens: usage.and_then(|u| u.reasoning_tokens),
+        items: usage.and_then(|u| u.items),
         prompt_drift_tokens: match (usage, rec.planned_prompt_tokens) {
             (Some(u), Some(p)) => {
                 Some(i64::try_from(u.prompt_tokens).unwrap_or(i64::MAX) - i64::from(p))
@@ -188,6 +192,8 @@ pub struct RecordLine {
     pub completion_tokens: Option<u64>,
     /// Reasoning tokens of them, where reported apart.
     pub reasoning_tokens: Option<u64>,
+    /// Inputs answered (embeddings).
+    pub items: Option<u64>,
     /// Server-reported cached tokens.
     pub server_cached_tokens: Option<u64>,
     /// The per-trajectory cache estimate.
@@ -235,6 +241,7 @@ impl RecordLine {
             completion_tokens: self.completion_tokens.unwrap_or(0),
             cached_tokens: self.server_cached_tokens,
             reasoning_tokens: self.reasoning_tokens,
+            items: self.items,
         });
         let last_attempt = self.end_ms - self.latency_ms;
         batchbench_core::wire::WireRequestRecord {
@@ -330,6 +337,7 @@ mod tests {
                 completion_tokens: 16,
                 cached_tokens: Some(64),
                 reasoning_tokens: None,
+                items: None,
             }),
             estimated_cached_tokens: 64,
             cache_estimate: batchbench_core::prefix::Estimate {

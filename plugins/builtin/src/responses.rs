@@ -258,6 +258,7 @@ impl WireUsage {
             completion_tokens: self.output_tokens,
             cached_tokens: detail(&self.input_tokens_details, "cached_tokens"),
             reasoning_tokens: detail(&self.output_tokens_details, "reasoning_tokens"),
+            items: None,
         }
     }
 }

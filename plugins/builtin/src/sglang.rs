@@ -140,6 +140,7 @@ impl MetaInfo {
             completion_tokens: self.completion_tokens.unwrap_or(0),
             cached_tokens: self.cached_tokens,
             reasoning_tokens: self.reasoning_tokens,
+            items: None,
         })
     }
 

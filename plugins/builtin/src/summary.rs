@@ -103,6 +103,13 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
         "  {:<22} {} prompt, {} completion (usage of successful requests)",
         "tokens", s.total_prompt_tokens, s.total_completion_tokens
     );
+    if let (Some(n), Some(rate)) = (s.total_items, s.items_per_second) {
+        let _ = writeln!(
+            o,
+            "  {:<22} {n} inputs answered, {rate:.1} inputs/s",
+            "items"
+        );
+    }
     if let Some(r) = s.total_reasoning_tokens {
         let _ = writeln!(
             o,

@@ -204,3 +204,60 @@ fn an_anthropic_agent_loop_answers_every_tool_use_and_counts_as_chat_does() {
         }
     }
 }
+
+#[test]
+fn embeddings_send_a_batch_of_exact_inputs_and_report_items() {
+    let sim = SimServer::recording("qwen");
+    let (url, tok) = (sim.url(), qwen());
+    let r = run_batchbench(&[
+        "--host",
+        &url,
+        "--tokenizer-model",
+        &tok,
+        "--codec",
+        "openai_embeddings",
+        "--batch-size",
+        "4",
+        "--users",
+        "2",
+        "--requests-per-user",
+        "3",
+        "--input-tokens",
+        "50",
+        "--seed",
+        "2",
+    ]);
+    assert_eq!(r.code, 0);
+    let log = sim.requests();
+    assert_eq!(log.len(), 6);
+    for e in &log {
+        assert_eq!(e.api, Api::Embeddings);
+        assert_eq!(
+            (e.messages, e.prompt_tokens, e.completion_tokens),
+            (4, 200, 0)
+        );
+    }
+    // Four distinct inputs each request, and no two requests alike.
+    let mut bodies: Vec<_> = log.iter().map(|e| e.body_hash).collect();
+    bodies.dedup();
+    assert_eq!(bodies.len(), 6);
+    assert_eq!(r.count("total_items"), 24);
+    assert!(
+        r.summary("items_per_second")
+            .as_f64()
+            .is_some_and(|x| x > 0.0)
+    );
+    assert_eq!(r.count("counted_prompt_tokens"), 6 * 200);
+    assert_eq!(r.count("planned_prompt_tokens"), 6 * 200);
+    // A batch needs a prompt length.
+    let bad = run_batchbench(&[
+        "--host",
+        &url,
+        "--codec",
+        "openai_embeddings",
+        "--batch-size",
+        "4",
+    ]);
+    assert_eq!(bad.code, 2);
+    assert_eq!(sim.requests().len(), 6, "nothing sent");
+}

@@ -158,6 +158,10 @@ pub struct BenchArgs {
     /// Uniform +/- variation of the prompt length.
     #[arg(long, default_value = "0", value_parser = flags::non_negative, help_heading = "Workload")]
     pub input_vary: u64,
+    /// Prompts per request, each of --input-tokens (openai_embeddings sends them as
+    /// one request's inputs).
+    #[arg(long, default_value = "1", value_parser = clap::value_parser!(u32).range(1..=65_536), help_heading = "Workload")]
+    pub batch_size: u32,
     /// Fraction of each prompt shared as a common prefix across prompts (0.0-1.0).
     #[arg(long, default_value = "0.0", value_parser = flags::finite, help_heading = "Workload")]
     pub input_prefix_overlap: f64,
@@ -627,6 +631,7 @@ pub fn default_spec() -> RunSpec {
         input: None,
         output: None,
         prefix_overlap: 0.0,
+        batch_size: 1,
     };
     RunSpec::new(
         PluginSpec::typed(FINITE_BATCH, &cfg)
@@ -678,6 +683,11 @@ fn validate(a: &BenchArgs) -> Result<Lengths, Failure> {
             "--input-prefix-overlap needs --input-tokens or the --input-lognorm-* family",
         ));
     }
+    if a.batch_size > 1 && (input.is_none() || a.input_prefix_overlap > 0.0) {
+        return Err(Failure::bad(
+            "--batch-size above 1 needs --input-tokens (or the --input-lognorm-* family) and no --input-prefix-overlap",
+        ));
+    }
     Ok(Lengths { input, output })
 }
 
@@ -717,6 +727,7 @@ pub fn resolve(a: &BenchArgs, g: &Given) -> Result<RunSpec, Failure> {
             ("--input-tokens", lengths.input.is_some()),
             ("--output-tokens", lengths.output.is_some()),
             ("--input-prefix-overlap", a.input_prefix_overlap != 0.0),
+            ("--batch-size", a.batch_size != 1),
         ];
         if let Some((flag, _)) = synthetic.iter().find(|(_, given)| *given) {
             return Err(Failure::bad(format!(
@@ -749,6 +760,9 @@ pub fn resolve(a: &BenchArgs, g: &Given) -> Result<RunSpec, Failure> {
         if g.has("input_prefix_overlap") {
             c.prefix_overlap = a.input_prefix_overlap;
         }
+        if g.has("batch_size") {
+            c.batch_size = a.batch_size;
+        }
         spec.workload = PluginSpec::typed(FINITE_BATCH, &c).map_err(Failure::failed_msg)?;
     } else {
         // A plugin workload from the file: --users is its concurrency, as with
@@ -756,7 +770,7 @@ pub fn resolve(a: &BenchArgs, g: &Given) -> Result<RunSpec, Failure> {
         if g.explicit("users") {
             spec.admission.max_active = Some(a.users);
         }
-        let shape = ["requests_per_user", "input_prefix_overlap"]
+        let shape = ["requests_per_user", "input_prefix_overlap", "batch_size"]
             .iter()
             .chain(INPUT_FLAGS)
             .chain(OUTPUT_FLAGS)
