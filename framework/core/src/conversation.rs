@@ -38,6 +38,28 @@ pub struct ToolCall {
     pub arguments: Arc<str>,
 }
 
+/// An image attached to a message, encoded and ready to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    /// `image/png` or `image/jpeg`.
+    pub media_type: &'static str,
+    /// The encoded bytes, in base64.
+    pub base64: Arc<str>,
+    /// The encoded size in bytes.
+    pub bytes: usize,
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+}
+
+impl Image {
+    /// `data:MEDIA;base64,...`, as chat and Responses take an image URL.
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.media_type, self.base64)
+    }
+}
+
 /// One chat message. Text is shared (`Arc<str>`), so equal blocks are stored once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Message {
@@ -55,6 +77,8 @@ pub struct Message {
     /// server keeps the conversation up to and including it, when it keeps
     /// one (a stateful codec then sends only what follows).
     pub response_id: Option<Arc<str>>,
+    /// Images of a user message, sent after its text.
+    pub images: Vec<Arc<Image>>,
 }
 
 impl Message {
@@ -67,6 +91,7 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: None,
             response_id: None,
+            images: Vec::new(),
         }
     }
 }

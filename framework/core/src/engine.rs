@@ -36,6 +36,7 @@ pub const DEFAULT_PROMPT: &str = "Write a short paragraph about the history of c
 /// Stream purposes, so prompts and environment texts never share a stream.
 const PURPOSE_PROMPT: u64 = 1;
 const PURPOSE_ENV: u64 = 2;
+const PURPOSE_IMAGE: u64 = 3;
 
 /// Errors that stop a run.
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +116,8 @@ pub struct EngineOptions {
     pub shard: crate::shard::Shard,
     /// When the benchmark clock starts, Unix milliseconds (absent: when ready).
     pub start_at_ms: Option<i64>,
+    /// Synthetic images on every conversation's first user message.
+    pub images: Option<crate::spec::ImageSpec>,
 }
 
 pub use crate::spec::AdmissionMode as Admission;
@@ -141,6 +144,7 @@ impl Default for EngineOptions {
             cache_block_tokens: crate::prefix::DEFAULT_BLOCK_TOKENS,
             shard: crate::shard::Shard::WHOLE,
             start_at_ms: None,
+            images: None,
         }
     }
 }
@@ -182,6 +186,7 @@ struct Synth {
     tokenizer: Option<Arc<TokenizerHandle>>,
     pool: Semaphore,
     texts: blocks::TextCache,
+    images: Option<crate::spec::ImageSpec>,
 }
 
 struct Shared {
@@ -220,8 +225,8 @@ impl Shared {
 /// Content made ready for a turn before it is sent.
 #[derive(Debug)]
 enum Prepared {
-    /// A fresh conversation opening with this user message.
-    Fresh(Arc<str>),
+    /// A fresh conversation opening with this user message, and its images.
+    Fresh(Arc<str>, Images),
     /// An appended environment (tool result) of this text.
     Append(Arc<str>),
     /// A structured prompt, with the block texts synthesised for it.
@@ -229,9 +234,29 @@ enum Prepared {
         fresh: bool,
         blocks: crate::plan::Blocks,
         made: blocks::Made,
+        /// The images of a fresh conversation's first user message.
+        images: Images,
     },
     /// A verbatim body.
     Raw(crate::plan::RawBody),
+}
+
+/// The images of a conversation's first user message.
+type Images = Vec<Arc<crate::conversation::Image>>;
+
+impl Prepared {
+    /// Where the images of a turn that opens a conversation go.
+    fn images_mut(&mut self) -> Option<&mut Images> {
+        match self {
+            Self::Fresh(_, images)
+            | Self::Blocks {
+                fresh: true,
+                images,
+                ..
+            } => Some(images),
+            _ => None,
+        }
+    }
 }
 
 /// What a preparation job needs, copied out of the plan so it can run anywhere.
@@ -356,6 +381,7 @@ impl Engine {
             tokenizer: self.tokenizer,
             pool: Semaphore::new(self.opts.synth_workers.max(1)),
             texts: blocks::TextCache::default(),
+            images: self.opts.images,
         });
         let mut reporters = self.reporters;
 
@@ -1143,9 +1169,37 @@ impl PrepJob {
 }
 
 async fn prepare(sh: &Arc<Synth>, job: PrepJob) -> Result<Prepared, EngineError> {
+    let (agent, index) = (job.agent_id, job.request_index);
+    let id = job.trajectory_id.clone();
+    let mut prepared = prepare_text(sh, job).await?;
+    if let (Some(spec), Some(slot)) = (sh.images, prepared.images_mut()) {
+        let _permit = sh
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| EngineError::Internal(e.to_string()))?;
+        let seed = sh.seed;
+        *slot = tokio::task::spawn_blocking(move || {
+            crate::pacer::background_priority();
+            (0..u64::from(spec.per_request))
+                .map(|k| {
+                    let key = rng::derive(seed, &[PURPOSE_IMAGE, agent, index, k]);
+                    crate::images::make(key, &spec).map(Arc::new)
+                })
+                .collect::<Result<Images, String>>()
+        })
+        .await
+        .map_err(|e| EngineError::Internal(e.to_string()))?
+        .map_err(|e| EngineError::Plan(format!("trajectory {id}, request {index}: {e}")))?;
+    }
+    Ok(prepared)
+}
+
+/// The text of a turn.
+async fn prepare_text(sh: &Arc<Synth>, job: PrepJob) -> Result<Prepared, EngineError> {
     let seed = sh.seed;
     match &job.kind {
-        PrepKind::Fixed => return Ok(Prepared::Fresh(Arc::from(DEFAULT_PROMPT))),
+        PrepKind::Fixed => return Ok(Prepared::Fresh(Arc::from(DEFAULT_PROMPT), Vec::new())),
         PrepKind::Raw(body) => return Ok(Prepared::Raw(body.clone())),
         _ => {}
     }
@@ -1189,7 +1243,7 @@ fn synthesise(
         )
     };
     match job.kind {
-        PrepKind::Fixed => Ok(Prepared::Fresh(Arc::from(DEFAULT_PROMPT))),
+        PrepKind::Fixed => Ok(Prepared::Fresh(Arc::from(DEFAULT_PROMPT), Vec::new())),
         PrepKind::Raw(ref body) => Ok(Prepared::Raw(body.clone())),
         PrepKind::Fresh { tokens, prefix } => {
             let key = rng::derive(seed, &[PURPOSE_PROMPT, job.agent_id, job.request_index]);
@@ -1199,7 +1253,7 @@ fn synthesise(
                 tokens as usize,
                 &ctx,
             )?;
-            Ok(Prepared::Fresh(text.into()))
+            Ok(Prepared::Fresh(text.into(), Vec::new()))
         }
         PrepKind::Append { tokens } => {
             let key = rng::derive(seed, &[PURPOSE_ENV, job.agent_id, job.request_index]);
@@ -1229,6 +1283,7 @@ fn synthesise(
                 fresh,
                 blocks: blocks.clone(),
                 made,
+                images: Vec::new(),
             })
         }
     }
@@ -1249,12 +1304,21 @@ fn apply(
             fresh,
             blocks,
             made,
+            images,
         } => {
-            return blocks::apply(conv, &blocks, fresh, made, last_reply.as_ref(), state);
+            let fallbacks = blocks::apply(conv, &blocks, fresh, made, last_reply.as_ref(), state);
+            if let Some(m) = conv.messages.iter_mut().find(|m| m.role == Role::User) {
+                if !images.is_empty() {
+                    m.images = images;
+                }
+            }
+            return fallbacks;
         }
-        Prepared::Fresh(text) => {
+        Prepared::Fresh(text, images) => {
             conv.clear();
-            conv.messages.push(Message::new(Role::User, text));
+            let mut m = Message::new(Role::User, text);
+            m.images = images;
+            conv.messages.push(m);
         }
         Prepared::Raw(_) => conv.clear(),
         Prepared::Append(env) => {
@@ -1399,7 +1463,7 @@ async fn drive(
         let eligible = scheduled.unwrap_or_else(|| sh.start.elapsed());
         let fresh = matches!(
             prepared,
-            Prepared::Fresh(_) | Prepared::Raw(_) | Prepared::Blocks { fresh: true, .. }
+            Prepared::Fresh(..) | Prepared::Raw(_) | Prepared::Blocks { fresh: true, .. }
         );
         let raw = match &prepared {
             Prepared::Raw(b) => Some(b.clone()),
@@ -1428,6 +1492,15 @@ async fn drive(
             &mut state,
         );
 
+        // The images this request carries (the conversation's, resent each turn).
+        let (images, image_bytes) = if sh.opts.images.is_some() {
+            conv.messages
+                .iter()
+                .flat_map(|m| &m.images)
+                .fold((0, 0), |(n, b), i| (n + 1, b + i.bytes as u64))
+        } else {
+            (0, 0)
+        };
         let ctx = RouteContext {
             seed: sh.opts.seed,
             agent_id,
@@ -1567,6 +1640,8 @@ async fn drive(
                 live_block_fallbacks: fallbacks,
                 ttft,
                 ttfrt,
+                images,
+                image_bytes,
                 tpot: stream_figures.0,
                 itl_max: stream_figures.1,
                 slo_met: None,

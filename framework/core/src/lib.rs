@@ -15,6 +15,8 @@ pub mod dist;
 pub mod engine;
 #[cfg(feature = "engine")]
 pub mod gguf;
+#[cfg(feature = "engine")]
+pub mod images;
 pub mod manifest;
 #[cfg(feature = "engine")]
 pub mod metrics;

@@ -154,6 +154,10 @@ pub struct Metrics {
     pub reasoning_reports: u64,
     /// Inputs answered (embeddings), where the API counts them.
     pub items: Option<u64>,
+    /// Images sent (every request, failures included).
+    pub images: u64,
+    /// Their encoded bytes.
+    pub image_bytes: u64,
     /// Inter-token latency, one sample per token after the first.
     pub itl: Latency,
     /// Time per output token, one sample per streamed request.
@@ -286,6 +290,8 @@ impl Metrics {
         self.record_timing(&rec.timing);
         self.requests += 1;
         self.retries += u64::from(rec.retries);
+        self.images += rec.images;
+        self.image_bytes += rec.image_bytes;
         self.live_block_fallbacks += u64::from(rec.live_block_fallbacks);
         match rec.failure {
             Some((kind, message)) => {
@@ -559,6 +565,8 @@ impl Summary {
             ttfrt: m.ttfrt.stats(),
             total_reasoning_tokens: (m.reasoning_reports > 0).then_some(m.reasoning_tokens),
             total_items: m.items,
+            images_sent: (m.images > 0).then_some(m.images),
+            total_image_bytes: (m.images > 0).then_some(m.image_bytes),
             items_per_second: m.items.map(per_s),
             itl: m.itl.stats(),
             tpot: m.tpot.stats(),
@@ -623,6 +631,8 @@ mod tests {
             live_block_fallbacks: 0,
             ttft: None,
             ttfrt: None,
+            images: 0,
+            image_bytes: 0,
             tpot: None,
             itl_max: None,
             slo_met: None,
@@ -654,6 +664,8 @@ mod tests {
                 live_block_fallbacks: 0,
                 ttft: None,
                 ttfrt: None,
+                images: 0,
+                image_bytes: 0,
                 tpot: None,
                 itl_max: None,
                 slo_met: None,
@@ -696,6 +708,8 @@ mod tests {
             live_block_fallbacks: 0,
             ttft: None,
             ttfrt: None,
+            images: 0,
+            image_bytes: 0,
             tpot: None,
             itl_max: None,
             slo_met: None,

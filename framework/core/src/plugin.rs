@@ -242,6 +242,11 @@ pub trait RequestCodec: Send + Sync {
     fn headers(&self) -> Vec<(String, String)> {
         Vec::new()
     }
+    /// Whether the codec sends a message's images (`--images-per-request`); a
+    /// run with images and a codec that cannot carry them is refused.
+    fn supports_images(&self) -> bool {
+        false
+    }
     /// Writes the JSON body of a request to `out`.
     fn encode(&self, req: &EncodeRequest<'_>, out: &mut BodyWriter) -> Result<(), CodecError>;
     /// Decodes a complete (non-streamed) response body.
@@ -360,6 +365,10 @@ pub struct RequestRecord<'a> {
     /// Time to the first reasoning token (streaming, where the API tells
     /// reasoning from content).
     pub ttfrt: Option<std::time::Duration>,
+    /// Images the request carried (`--images-per-request`).
+    pub images: u64,
+    /// Their encoded bytes.
+    pub image_bytes: u64,
     /// Time per output token after the first (streamed, two tokens or more).
     pub tpot: Option<std::time::Duration>,
     /// The longest per-token gap between two streamed chunks.

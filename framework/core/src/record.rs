@@ -348,6 +348,12 @@ pub struct Summary {
     /// Inputs answered per second.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub items_per_second: Option<f64>,
+    /// Images sent (`--images-per-request`), resent ones included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub images_sent: Option<u64>,
+    /// Their encoded bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_image_bytes: Option<u64>,
     /// Inter-token latency (per token).
     pub itl: Option<LatencyStats>,
     /// Time per output token (per request).

@@ -528,6 +528,9 @@ pub struct RunSpec {
     /// Template overheads subtracted from exact prompts.
     #[serde(default)]
     pub template: TemplateSpec,
+    /// Synthetic images attached to every conversation's first user message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<ImageSpec>,
     /// The server's metrics scraped during the run.
     #[serde(default, skip_serializing_if = "is_default")]
     pub server_metrics: ServerMetricsSpec,
@@ -543,6 +546,87 @@ pub struct RunSpec {
     /// Result files and console behaviour.
     #[serde(default)]
     pub output: OutputSpec,
+}
+
+/// The encoding of synthetic images.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ImageFormat {
+    /// PNG (lossless, larger).
+    #[default]
+    Png,
+    /// JPEG (quality 85).
+    Jpeg,
+}
+
+impl ImageFormat {
+    /// The media type.
+    pub fn media_type(self) -> &'static str {
+        match self {
+            Self::Png => "image/png",
+            Self::Jpeg => "image/jpeg",
+        }
+    }
+}
+
+/// Deterministic synthetic images for vision models (`--images-per-request N
+/// --image-size WxH --image-format png|jpeg`): each conversation's first user
+/// message carries `per_request` images, seeded by the run seed, the
+/// trajectory and the request, so equal seeds give identical bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageSpec {
+    /// Images per request.
+    pub per_request: u32,
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// The encoding.
+    #[serde(default)]
+    pub format: ImageFormat,
+}
+
+impl ImageSpec {
+    /// The most pixels one image may have (a 4096 x 4096 image).
+    pub const MAX_PIXELS: u64 = 4096 * 4096;
+
+    /// Checks the figures; an error names the field.
+    pub fn check(&self) -> Result<(), String> {
+        if self.per_request == 0 || self.per_request > 64 {
+            return Err(format!(
+                "images.per_request (--images-per-request) must be 1 to 64, got {}",
+                self.per_request
+            ));
+        }
+        if self.width == 0
+            || self.height == 0
+            || u64::from(self.width) * u64::from(self.height) > Self::MAX_PIXELS
+            || self.width > 65_535
+            || self.height > 65_535
+        {
+            return Err(format!(
+                "images (--image-size): {}x{} must be at least 1x1 and at most {} pixels",
+                self.width,
+                self.height,
+                Self::MAX_PIXELS
+            ));
+        }
+        Ok(())
+    }
+
+    /// Parses `WxH`.
+    pub fn parse_size(s: &str) -> Result<(u32, u32), String> {
+        let (w, h) = s
+            .split_once(['x', 'X'])
+            .ok_or_else(|| format!("--image-size {s:?}: give WIDTHxHEIGHT, such as 512x512"))?;
+        let n = |v: &str| {
+            v.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("--image-size {s:?}: give WIDTHxHEIGHT, such as 512x512"))
+        };
+        Ok((n(w)?, n(h)?))
+    }
 }
 
 /// The default codec: OpenAI chat completions.
@@ -565,6 +649,7 @@ impl RunSpec {
             slo: Vec::new(),
             max_failure_rate: None,
             template: TemplateSpec::default(),
+            images: None,
             server_metrics: ServerMetricsSpec::default(),
             routers: Vec::new(),
             reporters: Vec::new(),

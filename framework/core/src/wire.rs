@@ -198,6 +198,12 @@ pub struct WireRequestRecord {
     /// Time to the first reasoning token, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttfrt_ms: Option<f64>,
+    /// Images the request carried.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub images: u64,
+    /// Their encoded bytes.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub image_bytes: u64,
     /// Time per output token after the first (streamed, two tokens or more).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tpot_ms: Option<f64>,
@@ -260,6 +266,8 @@ impl WireRequestRecord {
             live_block_fallbacks: r.live_block_fallbacks,
             ttft_ms: r.ttft.map(ms),
             ttfrt_ms: r.ttfrt.map(ms),
+            images: r.images,
+            image_bytes: r.image_bytes,
             tpot_ms: r.tpot.map(ms),
             itl_max_ms: r.itl_max.map(ms),
             slo_met: r.slo_met,
@@ -294,6 +302,8 @@ impl WireRequestRecord {
             live_block_fallbacks: self.live_block_fallbacks,
             ttft: self.ttft_ms.map(from_ms),
             ttfrt: self.ttfrt_ms.map(from_ms),
+            images: self.images,
+            image_bytes: self.image_bytes,
             tpot: self.tpot_ms.map(from_ms),
             itl_max: self.itl_max_ms.map(from_ms),
             slo_met: self.slo_met,
@@ -345,6 +355,8 @@ mod tests {
             live_block_fallbacks: 0,
             ttft: Some(Duration::from_millis(5)),
             ttfrt: None,
+            images: 0,
+            image_bytes: 0,
             tpot: Some(Duration::from_micros(1_250)),
             itl_max: Some(Duration::from_millis(3)),
             slo_met: Some(false),
@@ -599,4 +611,8 @@ impl WireReply {
             finish_reason: self.finish_reason,
         }
     }
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }

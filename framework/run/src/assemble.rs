@@ -574,6 +574,15 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
     check_endless(&spec, &info)?;
     let codec =
         registry::codec(&spec.codec.name, &spec.codec.config, &ctx).map_err(plugin_failure)?;
+    if let Some(i) = &spec.images {
+        i.check().map_err(Failure::bad)?;
+    }
+    if spec.images.is_some() && !codec.supports_images() {
+        return Err(Failure::bad(format!(
+            "--images-per-request: the {} codec cannot send images (openai_chat, openai_responses and anthropic_messages can)",
+            spec.codec.name
+        )));
+    }
     // No endpoint named: the codec's API path, recorded as the one used.
     if spec.target.endpoint.is_empty() {
         spec.target.endpoint = codec.endpoint().to_owned();
@@ -704,6 +713,7 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
             load,
             shard,
             start_at_ms,
+            images: spec.images,
             slo: spec.slo.clone(),
             max_failure_rate: spec.max_failure_rate,
             server_metrics: spec

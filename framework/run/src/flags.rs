@@ -8,7 +8,9 @@
 use crate::exit::Failure;
 use batchbench_core::dist::{LengthDist, LogNormalFlags, lognormal_from_flags};
 use batchbench_core::slo::{SloBound, SloMetric};
-use batchbench_core::spec::{Arrival, AtDeadline, PluginSpec, Release, RunSpec, Stage, defaults};
+use batchbench_core::spec::{
+    Arrival, AtDeadline, ImageFormat, ImageSpec, PluginSpec, Release, RunSpec, Stage, defaults,
+};
 use batchbench_plugins::openai::OpenAiChatConfig;
 use clap::parser::ValueSource;
 use std::ffi::OsString;
@@ -633,6 +635,21 @@ pub struct TargetArgs {
     /// Stream responses (SSE); adds TTFT, inter-token latency and TPOT to the report.
     #[arg(long, help_heading = "Protocol")]
     pub stream: bool,
+    /// Synthetic images on each conversation's first user message (vision models;
+    /// openai_chat, openai_responses, anthropic_messages).
+    #[arg(long, value_name = "N", help_heading = "Images")]
+    pub images_per_request: Option<u32>,
+    /// Size of each image, WIDTHxHEIGHT.
+    #[arg(
+        long,
+        value_name = "WxH",
+        default_value = "512x512",
+        help_heading = "Images"
+    )]
+    pub image_size: String,
+    /// Encoding of each image.
+    #[arg(long, value_name = "FORMAT", default_value = "png", value_parser = ["png", "jpeg"], help_heading = "Images")]
+    pub image_format: String,
 }
 
 impl TargetArgs {
@@ -686,6 +703,25 @@ impl TargetArgs {
         }
         if self.codec_config.is_some() {
             spec.codec.config = json_config("--codec-config", self.codec_config.as_deref())?;
+        }
+        if let Some(n) = self.images_per_request {
+            let (width, height) = ImageSpec::parse_size(&self.image_size).map_err(Failure::bad)?;
+            let images = ImageSpec {
+                per_request: n,
+                width,
+                height,
+                format: if self.image_format == "jpeg" {
+                    ImageFormat::Jpeg
+                } else {
+                    ImageFormat::Png
+                },
+            };
+            images.check().map_err(Failure::bad)?;
+            spec.images = Some(images);
+        } else if g.explicit("image_size") || g.explicit("image_format") {
+            return Err(Failure::bad(
+                "--image-size and --image-format shape the images of --images-per-request: give it too",
+            ));
         }
         // The flags set the codec's own fields of those names (every built-in
         // codec has `ignore_eos`; the OpenAI ones `sglang`); a codec without

@@ -38,6 +38,57 @@ pub struct Msg {
     pub content: String,
     /// Tool calls: `(name, arguments)`.
     pub calls: Vec<(String, String)>,
+    /// Images: `(tokens, hash of the bytes)`.
+    pub images: Vec<(u64, u64)>,
+}
+
+/// The tokens a vision model spends on a `width` x `height` image: one per
+/// 28 x 28 pixels, rounded up (Qwen2-VL merges 2 x 2 patches of 14 pixels).
+pub fn image_tokens(width: u32, height: u32) -> u64 {
+    u64::from(width.div_ceil(28).max(1)) * u64::from(height.div_ceil(28).max(1))
+}
+
+/// An image part's tokens and hash, from a data URL or base64 data.
+fn image(data: &str, what: &str) -> Result<(u64, u64), String> {
+    use base64::Engine as _;
+    let b64 = match data.strip_prefix("data:") {
+        Some(rest) => rest
+            .split_once(";base64,")
+            .map(|(_, d)| d)
+            .ok_or_else(|| format!("{what}: a data URL with base64 data is expected"))?,
+        None => data,
+    };
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .map_err(|e| format!("{what}: the image is not valid base64: {e}"))?;
+    let (w, h) = batchbench_core::images::dimensions(&bytes)
+        .ok_or_else(|| format!("{what}: the image is neither a PNG nor a JPEG"))?;
+    Ok((image_tokens(w, h), crate::server::fnv_bytes(&bytes)))
+}
+
+/// A content's text and images: a string, or an array of parts (`text` /
+/// `input_text`, and `image_url`, `input_image` or Anthropic `image` parts).
+fn content_of(v: Option<&Value>, what: &str) -> Result<(String, Vec<(u64, u64)>), String> {
+    let Some(Value::Array(parts)) = v else {
+        return Ok((text_of(v, what)?, Vec::new()));
+    };
+    let mut text = String::new();
+    let mut images = Vec::new();
+    for p in parts {
+        if let Some(t) = p.get("text").and_then(Value::as_str) {
+            text.push_str(t);
+        }
+        let url = match p.get("type").and_then(Value::as_str) {
+            Some("image_url") => p.pointer("/image_url/url").and_then(Value::as_str),
+            Some("input_image") => p.get("image_url").and_then(Value::as_str),
+            Some("image") => p.pointer("/source/data").and_then(Value::as_str),
+            _ => None,
+        };
+        if let Some(u) = url {
+            images.push(image(u, what)?);
+        }
+    }
+    Ok((text, images))
 }
 
 /// A request's prompt, as the simulator counts it.
@@ -188,9 +239,12 @@ fn chat(req: &Value) -> Result<Request, String> {
             .ok_or_else(|| format!("messages[{i}].role is missing"))?;
         let mut msg = Msg {
             role: Some(role.to_owned()),
-            content: text_of(m.get("content"), &format!("messages[{i}].content"))?,
+            content: String::new(),
             calls: Vec::new(),
+            images: Vec::new(),
         };
+        (msg.content, msg.images) =
+            content_of(m.get("content"), &format!("messages[{i}].content"))?;
         if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
             for c in calls {
                 let f = c
@@ -301,6 +355,7 @@ fn responses(req: &Value) -> Result<Request, String> {
             role: Some("system".into()),
             content: s.to_owned(),
             calls: Vec::new(),
+            images: Vec::new(),
         });
     }
     for (i, item) in items.iter().enumerate() {
@@ -315,10 +370,13 @@ fn responses(req: &Value) -> Result<Request, String> {
                     .get("role")
                     .and_then(Value::as_str)
                     .ok_or_else(|| format!("input[{i}].role is missing"))?;
+                let (content, images) =
+                    content_of(item.get("content"), &format!("input[{i}].content"))?;
                 messages.push(Msg {
                     role: Some(role.to_owned()),
-                    content: text_of(item.get("content"), &format!("input[{i}].content"))?,
+                    content,
                     calls: Vec::new(),
+                    images,
                 });
             }
             "function_call" => {
@@ -330,11 +388,13 @@ fn responses(req: &Value) -> Result<Request, String> {
                         role: None,
                         content: String::new(),
                         calls: vec![call],
+                        images: Vec::new(),
                     }),
                     _ => messages.push(Msg {
                         role: Some("assistant".into()),
                         content: String::new(),
                         calls: vec![call],
+                        images: Vec::new(),
                     }),
                 }
             }
@@ -342,6 +402,7 @@ fn responses(req: &Value) -> Result<Request, String> {
                 role: Some("tool".into()),
                 content: s("output"),
                 calls: Vec::new(),
+                images: Vec::new(),
             }),
             other => return Err(format!("input[{i}]: unsupported item type '{other}'")),
         }
@@ -380,6 +441,7 @@ fn messages(req: &Value, headers: &axum::http::HeaderMap) -> Result<Request, Str
             role: Some("system".into()),
             content: text_of(s, "system")?,
             calls: Vec::new(),
+            images: Vec::new(),
         }),
     }
     // The tool_use ids of the previous assistant message, to be answered.
@@ -398,6 +460,7 @@ fn messages(req: &Value, headers: &axum::http::HeaderMap) -> Result<Request, Str
         let mut calls = Vec::new();
         let mut results = Vec::new();
         let mut answered = Vec::new();
+        let mut images = Vec::new();
         for (j, b) in blocks.iter().enumerate() {
             let s = |k: &str| b.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
             match b.get("type").and_then(Value::as_str) {
@@ -416,7 +479,12 @@ fn messages(req: &Value, headers: &axum::http::HeaderMap) -> Result<Request, Str
                     answered.push(id);
                     results.push(text_of(b.get("content"), "tool_result.content")?);
                 }
-                Some("image") => {}
+                Some("image") => images.push(image(
+                    b.pointer("/source/data")
+                        .and_then(Value::as_str)
+                        .unwrap_or(""),
+                    &format!("messages.{i}.content.{j}"),
+                )?),
                 other => {
                     return Err(format!(
                         "messages.{i}.content.{j}: unsupported block type {other:?} in a {role} message"
@@ -441,13 +509,15 @@ fn messages(req: &Value, headers: &axum::http::HeaderMap) -> Result<Request, Str
                 role: Some("tool".into()),
                 content: r,
                 calls: Vec::new(),
+                images: Vec::new(),
             });
         }
-        if role == "assistant" || !text.is_empty() || out.is_empty() {
+        if role == "assistant" || !text.is_empty() || !images.is_empty() || out.is_empty() {
             out.push(Msg {
                 role: Some(role.to_owned()),
                 content: text,
                 calls: calls.into_iter().map(|(_, n, a)| (n, a)).collect(),
+                images,
             });
         }
     }

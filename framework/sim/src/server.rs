@@ -483,6 +483,11 @@ pub(crate) fn fnv_str(s: &str) -> u64 {
     fnv(s.as_bytes())
 }
 
+/// FNV-1a of bytes.
+pub(crate) fn fnv_bytes(b: &[u8]) -> u64 {
+    fnv(b)
+}
+
 fn fnv(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
@@ -505,6 +510,11 @@ fn count_messages(st: &AppState, messages: &[Msg], ids: &mut Vec<u32>) -> Result
         let c = st.ids(&m.content)?;
         count += c.len() as u64;
         ids.extend_from_slice(&c);
+        for &(tokens, hash) in &m.images {
+            // The image's tokens, as ids of its bytes (the cache tells images apart).
+            count += tokens;
+            ids.extend((0..tokens).map(|i| (hash.wrapping_add(i) as u32) | 0x8000_0000));
+        }
         for (name, args) in &m.calls {
             for t in [name, args] {
                 let t = st.ids(t)?;

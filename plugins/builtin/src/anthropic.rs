@@ -171,7 +171,21 @@ fn write_conversation(out: &mut Vec<u8>, conv: &Conversation) -> Result<(), Code
                     None => user.text(&m.content)?,
                 }
             }
-            Role::User | Role::System => user.text(&m.content)?,
+            Role::User | Role::System => {
+                // Images first, as Anthropic advises, then the text.
+                for i in &m.images {
+                    let b = user.block();
+                    w(
+                        b,
+                        "{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":\"",
+                    );
+                    w(b, i.media_type);
+                    w(b, "\",\"data\":\"");
+                    w(b, &i.base64);
+                    w(b, "\"}}");
+                }
+                user.text(&m.content)?;
+            }
         }
     }
     user.flush(out, &mut first);
@@ -224,6 +238,10 @@ impl RequestCodec for AnthropicMessages {
 
     fn api_key_header(&self) -> Option<&str> {
         Some("x-api-key")
+    }
+
+    fn supports_images(&self) -> bool {
+        true
     }
 
     fn headers(&self) -> Vec<(String, String)> {

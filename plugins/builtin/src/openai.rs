@@ -47,7 +47,25 @@ fn write_message(out: &mut Vec<u8>, m: &Message) -> Result<(), CodecError> {
     w(out, "{\"role\":\"");
     w(out, m.role.as_str());
     w(out, "\",\"content\":");
-    json_str(out, &m.content)?;
+    if m.images.is_empty() {
+        json_str(out, &m.content)?;
+    } else {
+        // Text, then the images, as content parts.
+        w(out, "[{\"type\":\"text\",\"text\":");
+        json_str(out, &m.content)?;
+        w(out, "}");
+        for i in &m.images {
+            w(
+                out,
+                ",{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:",
+            );
+            w(out, i.media_type);
+            w(out, ";base64,");
+            w(out, &i.base64);
+            w(out, "\"}}");
+        }
+        w(out, "]");
+    }
     if let Some(r) = &m.reasoning {
         w(out, ",\"reasoning_content\":");
         json_str(out, r)?;
@@ -106,6 +124,10 @@ pub fn write_messages(out: &mut BodyWriter, conv: &Conversation) -> Result<(), C
 }
 
 impl RequestCodec for OpenAiChat {
+    fn supports_images(&self) -> bool {
+        true
+    }
+
     fn encode(&self, req: &EncodeRequest<'_>, out: &mut BodyWriter) -> Result<(), CodecError> {
         if let Some(raw) = req.raw_body {
             // A verbatim body, with what the run controls set on top.

@@ -51,6 +51,11 @@ struct Line<'a> {
     /// Inputs answered (embeddings).
     #[serde(skip_serializing_if = "Option::is_none")]
     items: Option<u64>,
+    /// Images the request carried, and their bytes.
+    #[serde(skip_serializing_if = "is_zero")]
+    images: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    image_bytes: u64,
     /// `prompt_tokens - planned_prompt_tokens`: the chat template's overhead plus
     /// any drift.
     prompt_drift_tokens: Option<i64>,
@@ -106,6 +111,10 @@ impl RequestsJsonl {
     }
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 fn ms(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -131,6 +140,8 @@ fn line<'a>(rec: &'a RequestRecord<'a>) -> Line<'a> {
         completion_tokens: usage.map(|u| u.completion_tokens),
         reasoning_tokens: usage.and_then(|u| u.reasoning_tokens),
         items: usage.and_then(|u| u.items),
+        images: rec.images,
+        image_bytes: rec.image_bytes,
         prompt_drift_tokens: match (usage, rec.planned_prompt_tokens) {
             (Some(u), Some(p)) => {
                 Some(i64::try_from(u.prompt_tokens).unwrap_or(i64::MAX) - i64::from(p))
@@ -194,6 +205,10 @@ pub struct RecordLine {
     pub reasoning_tokens: Option<u64>,
     /// Inputs answered (embeddings).
     pub items: Option<u64>,
+    /// Images the request carried.
+    pub images: u64,
+    /// Their bytes.
+    pub image_bytes: u64,
     /// Server-reported cached tokens.
     pub server_cached_tokens: Option<u64>,
     /// The per-trajectory cache estimate.
@@ -258,6 +273,8 @@ impl RecordLine {
             live_block_fallbacks: self.live_block_fallbacks,
             ttft_ms: self.ttft_ms,
             ttfrt_ms: self.ttfrt_ms,
+            images: self.images,
+            image_bytes: self.image_bytes,
             tpot_ms: self.tpot_ms,
             itl_max_ms: self.itl_max_ms,
             slo_met: self.slo_met,
@@ -347,6 +364,8 @@ mod tests {
             live_block_fallbacks: 2,
             ttft: Some(Duration::from_millis(4)),
             ttfrt: None,
+            images: 0,
+            image_bytes: 0,
             tpot: Some(Duration::from_micros(1_100)),
             itl_max: Some(Duration::from_millis(2)),
             slo_met: Some(true),

@@ -117,7 +117,21 @@ fn write_items(
                 w(out, "{\"role\":\"");
                 w(out, role.as_str());
                 w(out, "\",\"content\":");
-                json_str(out, &m.content)?;
+                if m.images.is_empty() {
+                    json_str(out, &m.content)?;
+                } else {
+                    w(out, "[{\"type\":\"input_text\",\"text\":");
+                    json_str(out, &m.content)?;
+                    w(out, "}");
+                    for i in &m.images {
+                        w(out, ",{\"type\":\"input_image\",\"image_url\":\"data:");
+                        w(out, i.media_type);
+                        w(out, ";base64,");
+                        w(out, &i.base64);
+                        w(out, "\"}");
+                    }
+                    w(out, "]");
+                }
                 w(out, "}");
             }
             for c in &m.tool_calls {
@@ -170,6 +184,10 @@ fn write_all_items(out: &mut BodyWriter, conv: &Conversation) -> Result<(), Code
 }
 
 impl RequestCodec for OpenAiResponses {
+    fn supports_images(&self) -> bool {
+        true
+    }
+
     fn endpoint(&self) -> &str {
         "/v1/responses"
     }

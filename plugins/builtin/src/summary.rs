@@ -110,6 +110,14 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
             "items"
         );
     }
+    if let (Some(n), Some(b)) = (s.images_sent, s.total_image_bytes) {
+        let _ = writeln!(
+            o,
+            "  {:<22} {n} sent, {b} bytes ({:.1} KiB per image)",
+            "images",
+            b as f64 / 1024.0 / n.max(1) as f64
+        );
+    }
     if let Some(r) = s.total_reasoning_tokens {
         let _ = writeln!(
             o,

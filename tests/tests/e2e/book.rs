@@ -93,6 +93,8 @@ fn rendered_shapes() -> BTreeSet<String> {
         total_reasoning_tokens: Some(12),
         total_items: Some(24),
         items_per_second: Some(8.0),
+        images_sent: Some(32),
+        total_image_bytes: Some(4_179_085),
         itl: stats(),
         tpot: stats(),
         trajectory_e2e: stats(),

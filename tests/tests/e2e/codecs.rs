@@ -261,3 +261,98 @@ fn embeddings_send_a_batch_of_exact_inputs_and_report_items() {
     assert_eq!(bad.code, 2);
     assert_eq!(sim.requests().len(), 6, "nothing sent");
 }
+
+#[test]
+fn images_ride_on_the_first_user_message_in_every_api_that_takes_them() {
+    let cfg = SimConfig::default();
+    let template = u64::from(cfg.template_overhead_tokens + cfg.message_overhead_tokens);
+    // 56 x 84 pixels: 2 x 3 = 6 tokens each.
+    let per_image = batchbench_simulator::apis::image_tokens(56, 84);
+    assert_eq!(per_image, 6);
+    for (codec, format) in [
+        ("openai_chat", "png"),
+        ("openai_responses", "jpeg"),
+        ("anthropic_messages", "png"),
+    ] {
+        let mut hashes = Vec::new();
+        for _ in 0..2 {
+            let sim = SimServer::recording("qwen");
+            let (url, tok) = (sim.url(), qwen());
+            let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+            let lines = dir.path().join("requests.jsonl");
+            let path = lines.display().to_string();
+            let r = run_batchbench(&[
+                "--host",
+                &url,
+                "--tokenizer-model",
+                &tok,
+                "--codec",
+                codec,
+                "--images-per-request",
+                "2",
+                "--image-size",
+                "56x84",
+                "--image-format",
+                format,
+                "--users",
+                "2",
+                "--requests-per-user",
+                "2",
+                "--input-tokens",
+                "64",
+                "--output-tokens",
+                "4",
+                "--seed",
+                "9",
+                "--requests-jsonl",
+                &path,
+            ]);
+            assert_eq!(r.code, 0, "{codec}");
+            for e in sim.requests() {
+                assert_eq!(
+                    e.prompt_tokens,
+                    64 + template + 2 * per_image,
+                    "{codec}: {e:?}"
+                );
+            }
+            assert_eq!(r.count("images_sent"), 8, "{codec}");
+            let bytes = r.count("total_image_bytes");
+            let recs = read_jsonl(&lines);
+            assert!(recs.iter().all(|l| l["images"] == 2), "{codec}");
+            let sum: u64 = recs.iter().filter_map(|l| l["image_bytes"].as_u64()).sum();
+            assert_eq!(sum, bytes, "{codec}");
+            assert!(bytes > 8 * 100, "{codec}: {bytes} bytes");
+            hashes.push(sim.sorted_body_hashes());
+        }
+        assert_eq!(
+            hashes[0], hashes[1],
+            "{codec}: seeded images give identical bodies"
+        );
+    }
+    // A codec that cannot carry images is refused before anything is sent.
+    let sim = SimServer::recording("qwen");
+    let (url, tok) = (sim.url(), qwen());
+    let r = run_batchbench(&[
+        "--host",
+        &url,
+        "--tokenizer-model",
+        &tok,
+        "--codec",
+        "openai_completions",
+        "--images-per-request",
+        "1",
+        "--input-tokens",
+        "8",
+    ]);
+    assert_eq!(r.code, 2);
+    let r = run_batchbench(&[
+        "--host",
+        &url,
+        "--image-size",
+        "0x10",
+        "--images-per-request",
+        "1",
+    ]);
+    assert_eq!(r.code, 2);
+    assert!(sim.requests().is_empty(), "nothing sent");
+}
