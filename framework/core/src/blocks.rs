@@ -56,7 +56,8 @@ pub(crate) fn needs(blocks: &[Block], fresh: bool, state: &BlockState) -> Vec<Ne
             lives += 1;
             fresh || lives > 1
         };
-        if (!b.live || falls_back) && !known && !out.iter().any(|n| n.seed == b.seed) {
+        let given = b.text.is_some();
+        if (!b.live || falls_back) && !known && !given && !out.iter().any(|n| n.seed == b.seed) {
             out.push(Need {
                 seed: b.seed.clone(),
                 tokens: b.tokens,
@@ -190,10 +191,11 @@ pub(crate) fn apply(
             // request resets it.
             (None, live) => {
                 fallbacks += u32::from(live);
-                (
-                    made.get(&b.seed).cloned().unwrap_or_else(|| Arc::from("")),
-                    None,
-                )
+                let text = match &b.text {
+                    Some(t) => t.clone(),
+                    None => made.get(&b.seed).cloned().unwrap_or_else(|| Arc::from("")),
+                };
+                (text, None)
             }
         };
         state
@@ -257,6 +259,7 @@ mod tests {
             tokens: 4,
             role,
             live,
+            text: None,
         }
     }
 

@@ -1201,6 +1201,19 @@ async fn prepare_text(sh: &Arc<Synth>, job: PrepJob) -> Result<Prepared, EngineE
     match &job.kind {
         PrepKind::Fixed => return Ok(Prepared::Fresh(Arc::from(DEFAULT_PROMPT), Vec::new())),
         PrepKind::Raw(body) => return Ok(Prepared::Raw(body.clone())),
+        // Recorded texts (or texts already sent) alone: nothing to make.
+        PrepKind::Blocks {
+            fresh,
+            blocks,
+            needs,
+        } if needs.is_empty() => {
+            return Ok(Prepared::Blocks {
+                fresh: *fresh,
+                blocks: blocks.clone(),
+                made: Vec::new(),
+                images: Vec::new(),
+            });
+        }
         _ => {}
     }
     let Some(tok) = sh.tokenizer.clone() else {

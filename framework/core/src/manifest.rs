@@ -642,6 +642,7 @@ fn parse_line(text: &str, cfg: &ReplayConfig) -> Result<LineResult, String> {
                     tokens,
                     role: b.role,
                     live: b.live,
+                    text: None,
                 };
                 match &mut own {
                     Some(v) => v.push(block),

@@ -67,6 +67,11 @@ pub struct Block {
     /// An assistant block that carries the previous reply of the conversation.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub live: bool,
+    /// The block's text as recorded (a dataset's prompt), sent verbatim
+    /// instead of text made from the seed; `tokens` is then informative. A
+    /// live block falls back to it when there is no reply to carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<Arc<str>>,
 }
 
 /// The blocks of one request: a prefix of a shared, immutable block sequence.

@@ -611,6 +611,7 @@ mod tests {
             tokens,
             role: BlockRole::User,
             live: false,
+            text: None,
         }
     }
 

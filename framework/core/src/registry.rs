@@ -38,6 +38,53 @@ pub struct BuildContext {
     /// large manifest), for the host to show; never sent to external plugins.
     #[serde(skip)]
     pub progress: Preparation,
+    /// Encodes and counts text with the run's tokenizer: for a source that
+    /// plans from recorded text (a dataset's recorded replies as output
+    /// lengths), or a codec that sends token ids. Loads the tokenizer on first
+    /// use: make that first call while the plugin is built, not from a
+    /// source's iterator. Never sent to external plugins.
+    #[serde(skip)]
+    pub tokens: TokenCounter,
+}
+
+/// Encodes and counts a text with the run's tokenizer (see
+/// [`BuildContext::tokens`]).
+#[derive(Clone, Default)]
+pub struct TokenCounter(Option<std::sync::Arc<EncodeFn>>);
+
+/// What [`TokenCounter`] calls: the text's token ids, special tokens left out.
+type EncodeFn = dyn Fn(&str) -> Result<Vec<u32>, String> + Send + Sync;
+
+impl TokenCounter {
+    /// Encodes with `f`.
+    pub fn new(f: impl Fn(&str) -> Result<Vec<u32>, String> + Send + Sync + 'static) -> Self {
+        Self(Some(std::sync::Arc::new(f)))
+    }
+
+    /// The token ids of `text` (no special tokens); an error when the host has
+    /// no tokenizer to give. After a first call made while the plugin is
+    /// built, later calls may come from anywhere (a codec's `encode`).
+    pub fn ids(&self, text: &str) -> Result<Vec<u32>, String> {
+        match &self.0 {
+            Some(f) => f(text),
+            None => Err("this host has no tokenizer to give".into()),
+        }
+    }
+
+    /// The tokens of `text`.
+    pub fn count(&self, text: &str) -> Result<u64, String> {
+        self.ids(text).map(|ids| ids.len() as u64)
+    }
+}
+
+impl std::fmt::Debug for TokenCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "TokenCounter(tokenizer)"
+        } else {
+            "TokenCounter(none)"
+        })
+    }
 }
 
 /// The progress of a plugin's preparation: `(what, done, total)`, such as

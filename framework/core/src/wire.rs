@@ -392,6 +392,7 @@ mod tests {
             tokens,
             role: BlockRole::User,
             live: false,
+            text: None,
         };
         let t = WireTrajectory {
             id: "mc-1".into(),

@@ -426,19 +426,46 @@ pub struct AnalyzeSettings {
 fn prelude(
     spec: &mut RunSpec,
     endless: bool,
-) -> Result<(BuildContext, crate::progress::PrepBar, bool), Failure> {
+) -> Result<(BuildContext, crate::progress::PrepBar, bool, Counted), Failure> {
     check(spec)?;
     crate::plugins::load_plugins(&spec.plugin_files)?;
     let seed = *spec.seed.get_or_insert_with(fresh_seed);
     let open = spec.admission.mode == AdmissionMode::OpenLoop;
     let prep = crate::progress::PrepBar::new(spec.output.quiet);
+    let counted = Counted::default();
     let ctx = BuildContext {
         seed,
         order_by_start: open,
         endless,
         progress: prep.hook(),
+        tokens: token_counter(spec, counted.clone()),
     };
-    Ok((ctx, prep, open))
+    Ok((ctx, prep, open, counted))
+}
+
+/// The tokenizer a workload's token counter loaded, for the run to reuse.
+type Counted = Arc<std::sync::OnceLock<Arc<TokenizerHandle>>>;
+
+/// Counts with the run's tokenizer, loaded on the first call (on a runtime of
+/// its own: sources count while they are built, outside the run's runtime).
+fn token_counter(spec: &RunSpec, cell: Counted) -> batchbench_core::registry::TokenCounter {
+    let spec = spec.clone();
+    batchbench_core::registry::TokenCounter::new(move |text| {
+        let tok = match cell.get() {
+            Some(t) => t.clone(),
+            None => {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                let t = rt
+                    .block_on(load_tokenizer(&spec))
+                    .map_err(|f| format!("{:#}", f.error))?;
+                cell.get_or_init(|| t).clone()
+            }
+        };
+        tok.ids(text).map_err(|e| e.to_string())
+    })
 }
 
 /// Analyses the workload of `spec` without sending anything: the same
@@ -453,7 +480,7 @@ pub fn analyze(
             "--shard {shard}: analyze describes the whole workload; drop --shard"
         )));
     }
-    let (ctx, prep, open) = prelude(&mut spec, false)?;
+    let (ctx, prep, open, _) = prelude(&mut spec, false)?;
     let built = registry::workload(&spec.workload.name, &spec.workload.config, &ctx);
     let mut source = built.map_err(plugin_failure)?;
     let info = source.info();
@@ -542,7 +569,7 @@ pub async fn load_tokenizer(spec: &RunSpec) -> Result<Arc<TokenizerHandle>, Fail
 /// a summary. The spec's seed is drawn here when absent, and recorded.
 pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<Outcome, Failure> {
     let endless = spec.load.duration_secs.is_some();
-    let (ctx, prep, open) = prelude(&mut spec, endless)?;
+    let (ctx, prep, open, counted) = prelude(&mut spec, endless)?;
     let seed = ctx.seed;
     let rt = runtime(spec.target.client_threads)?;
     // A local tokenizer loads on the runtime while this thread builds the
@@ -588,6 +615,8 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
         spec.target.endpoint = codec.endpoint().to_owned();
     }
     let routers = build_routers(&spec.routers, &ctx)?;
+    // The tokenizer the workload or the codec loaded while built, if one did.
+    let counted = counted.get().cloned();
     let mut reps = reporters(&spec, profile, &ctx, !host.quiet_summary)?;
     reps.append(&mut host.reporters);
     // A dry run builds every plugin too, so a bad codec, router or reporter
@@ -635,6 +664,12 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
     let total = info.planned_requests;
     rt.block_on(async move {
         let tokenizer = match preload {
+            // The workload counted with it already: no second load.
+            Some(task) if counted.is_some() => {
+                task.abort();
+                counted
+            }
+            None if counted.is_some() => counted,
             Some(task) if needs_tokens => Some(task.await.map_err(|e| {
                 Failure::failed(anyhow::anyhow!("the tokenizer loader failed: {e}"))
             })??),

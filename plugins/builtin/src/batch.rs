@@ -122,6 +122,7 @@ impl FiniteBatch {
                         tokens: p,
                         role: BlockRole::User,
                         live: false,
+                        text: None,
                     })
                     .collect::<Vec<_>>(),
             )),
