@@ -7,6 +7,8 @@
 //! | workload | `synthetic_agents` | stateful agent loops with sampled shapes |
 //! | workload | `replay_jsonl` | trajectory replay from a v1/v2 JSONL manifest |
 //! | workload | `request_bodies` | caller-written request bodies, verbatim |
+//! | workload | `sharegpt`, `prompts_jsonl` | recorded prompts and conversations, verbatim |
+//! | workload | `mooncake`, `azure_trace`, `burstgpt` | public traces as exact synthetic requests |
 //! | codec | `openai_chat` | OpenAI chat completions, JSON and SSE, `--sglang` fields |
 //! | codec | `openai_completions` | OpenAI completions: the conversation as one prompt |
 //! | codec | `openai_responses` | OpenAI Responses, stateless or with `previous_response_id` |
@@ -31,6 +33,7 @@ pub mod batch;
 pub mod bodies;
 pub mod completions;
 pub mod csv_report;
+pub mod datasets;
 pub mod embeddings;
 pub mod events;
 pub mod json_summary;
@@ -47,9 +50,14 @@ pub use batchbench_core::timefmt;
 
 /// Names of every built-in plugin, by kind: the contract the registry test checks.
 pub const BUILTINS: &[(&str, &str)] = &[
+    ("workload", "azure_trace"),
+    ("workload", "burstgpt"),
     ("workload", "finite_batch"),
+    ("workload", "mooncake"),
+    ("workload", "prompts_jsonl"),
     ("workload", "replay_jsonl"),
     ("workload", "request_bodies"),
+    ("workload", "sharegpt"),
     ("workload", "synthetic_agents"),
     ("codec", "anthropic_messages"),
     ("codec", "openai_chat"),

@@ -1,7 +1,8 @@
 //! `sglang_generate`: SGLang's native `/generate` API.
 //!
 //! The prompt is the conversation's text with no chat template (as for
-//! completions), sent as `text`; output bounds go in `sampling_params`
+//! completions), sent as `text`, or with `{"input": "ids"}` as `input_ids`
+//! tokenized by the client with the run's tokenizer; output bounds go in `sampling_params`
 //! (`min_new_tokens`, `max_new_tokens`, `ignore_eos`). Usage and cached tokens
 //! come from `meta_info`. A stream's `text` is the whole output so far (or,
 //! with SGLang's incremental streaming, only the new part): each event adds
@@ -16,10 +17,23 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Instant;
 
+/// What `/generate` is given as the prompt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GenerateInput {
+    /// `text`: the server tokenizes.
+    #[default]
+    Text,
+    /// `input_ids`: the client tokenizes, with the run's tokenizer.
+    Ids,
+}
+
 /// Config of [`SglangGenerate`].
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SglangGenerateConfig {
+    /// `text` (default) or `ids` (`input_ids`, tokenized by the client).
+    pub input: GenerateInput,
     /// Send `"ignore_eos": true` in `sampling_params`.
     pub ignore_eos: bool,
     /// Sampling parameters sent with every request, beside the output bounds
@@ -31,11 +45,13 @@ pub struct SglangGenerateConfig {
 #[derive(Debug, Clone, Default)]
 pub struct SglangGenerate {
     cfg: SglangGenerateConfig,
+    /// The run's tokenizer, for `input_ids`.
+    tokens: batchbench_core::registry::TokenCounter,
 }
 
 impl SglangGenerate {
     /// A codec with this config.
-    pub fn new(cfg: SglangGenerateConfig, _ctx: &BuildContext) -> Result<Self, PluginError> {
+    pub fn new(cfg: SglangGenerateConfig, ctx: &BuildContext) -> Result<Self, PluginError> {
         for k in ["max_new_tokens", "min_new_tokens"] {
             if cfg.sampling_params.contains_key(k) {
                 return Err(PluginError::Config {
@@ -46,7 +62,19 @@ impl SglangGenerate {
                 });
             }
         }
-        Ok(Self { cfg })
+        if cfg.input == GenerateInput::Ids {
+            // Load the tokenizer now, while the codec is built.
+            ctx.tokens.ids("").map_err(|e| PluginError::Config {
+                plugin: "sglang_generate".into(),
+                message: format!(
+                    "input \"ids\" needs the run's tokenizer (--tokenizer-model): {e}"
+                ),
+            })?;
+        }
+        Ok(Self {
+            cfg,
+            tokens: ctx.tokens.clone(),
+        })
     }
 
     fn sampling(&self, req: &EncodeRequest<'_>) -> Value {
@@ -81,8 +109,18 @@ impl RequestCodec for SglangGenerate {
             // `/generate` takes no model field.
             return raw_with_fields(raw, "", set, out);
         }
-        w(out, "{\"text\":");
-        crate::wire_util::write_flat_prompt(out, req.conversation)?;
+        if self.cfg.input == GenerateInput::Ids {
+            let mut flat = BodyWriter::default();
+            crate::wire_util::write_flat_prompt(&mut flat, req.conversation)?;
+            let text: String = serde_json::from_slice(&flat.finish().concat())
+                .map_err(|e| CodecError(e.to_string()))?;
+            let ids = self.tokens.ids(&text).map_err(CodecError)?;
+            w(out, "{\"input_ids\":");
+            crate::wire_util::json_value(out, &Value::from(ids))?;
+        } else {
+            w(out, "{\"text\":");
+            crate::wire_util::write_flat_prompt(out, req.conversation)?;
+        }
         fields(out, &set)?;
         w(out, "}");
         Ok(())
@@ -244,7 +282,9 @@ mod tests {
             cfg: SglangGenerateConfig {
                 ignore_eos: true,
                 sampling_params: serde_json::from_str(r#"{"temperature":0}"#).unwrap_or_default(),
+                ..SglangGenerateConfig::default()
             },
+            ..SglangGenerate::default()
         };
         let mut out = BodyWriter::default();
         codec
