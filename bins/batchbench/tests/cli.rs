@@ -191,6 +191,79 @@ fn bad_input_is_one_line_naming_the_flag_exit_2_and_nothing_sent() {
 }
 
 #[test]
+fn a_malformed_dataset_line_names_the_file_and_line_exit_2_and_nothing_sent() {
+    let sim = SimServer::recording("qwen");
+    let url = sim.url();
+    let tok = tokenizer_path("qwen").display().to_string();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let cases: [(&str, &str, &str, &str); 6] = [
+        (
+            "sharegpt",
+            "s.jsonl",
+            "{\"id\": \"a\", \"conversations\": [{\"from\": \"human\", \"value\": \"hi\"}]}\n{\"id\": \"b\", \"conversations\": [{\"from\": \"robot\", \"value\": \"hi\"}]}\n",
+            "line 2: conversations[0].from",
+        ),
+        (
+            "prompts_jsonl",
+            "p.jsonl",
+            "{\"prompt\": \"a\"}\n\n{\"prompt\": 5}\n",
+            "line 3:",
+        ),
+        (
+            "prompts_jsonl",
+            "q.jsonl",
+            "{\"prompt\": \"a\", \"output_token\": 5}\n",
+            "output_token",
+        ),
+        (
+            "mooncake",
+            "m.jsonl",
+            "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 1, \"hash_ids\": [1]}\n",
+            "line 1: hash_ids",
+        ),
+        (
+            "azure_trace",
+            "a.csv",
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,10,2\n2023-11-16 18:15:47.00,ten,2\n",
+            "line 3: ContextTokens",
+        ),
+        (
+            "burstgpt",
+            "b.csv",
+            "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,10,2,12,API log\nsoon,ChatGPT,10,2,12,API log\n",
+            "line 3: Timestamp",
+        ),
+    ];
+    for (workload, file, text, needle) in cases {
+        let path = dir.path().join(file);
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        let config = format!(
+            r#"{{"path": {}}}"#,
+            serde_json::Value::from(path.display().to_string())
+        );
+        let o = run(&[
+            "--host",
+            &url,
+            "--quiet",
+            "--tokenizer-model",
+            &tok,
+            "--workload",
+            workload,
+            "--workload-config",
+            &config,
+        ]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{workload}: {err}");
+        assert!(
+            err.contains(&path.display().to_string()),
+            "{workload}: {err}"
+        );
+        assert!(err.contains(needle), "{workload}: {err}");
+    }
+    assert_eq!(sim.stats().requests, 0, "nothing was sent");
+}
+
+#[test]
 fn shards_from_the_job_index_are_checked_before_anything_is_sent() {
     let sim = SimServer::recording("qwen");
     let url = sim.url();

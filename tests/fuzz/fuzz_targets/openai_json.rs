@@ -1,5 +1,6 @@
-//! A non-streamed chat-completions response body, through the OpenAI codec
-//! (plain and with SGLang's fields): a reply or a decode error.
+//! A non-streamed response body, through every built-in codec (chat with and
+//! without SGLang's fields, completions, Responses, Anthropic Messages,
+//! SGLang's generate, embeddings): a reply or a decode error, never a panic.
 #![no_main]
 
 use batchbench_core::registry::{self, BuildContext};
@@ -7,8 +8,17 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let _ = &batchbench_plugins::BUILTINS;
-    for cfg in [serde_json::json!({}), serde_json::json!({"sglang": true})] {
-        let codec = registry::codec("openai_chat", &cfg, &BuildContext::default())
+    let codecs = [
+        ("openai_chat", serde_json::json!({})),
+        ("openai_chat", serde_json::json!({"sglang": true})),
+        ("openai_completions", serde_json::json!({})),
+        ("openai_responses", serde_json::json!({})),
+        ("anthropic_messages", serde_json::json!({})),
+        ("sglang_generate", serde_json::json!({})),
+        ("openai_embeddings", serde_json::json!({})),
+    ];
+    for (name, cfg) in codecs {
+        let codec = registry::codec(name, &cfg, &BuildContext::default())
             .expect("the built-in codec");
         let _ = codec.decode(data);
     }

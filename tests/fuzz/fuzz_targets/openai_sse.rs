@@ -1,4 +1,4 @@
-//! A streamed (SSE) response, fed to the OpenAI codec's stream decoder in
+//! A streamed (SSE) response, fed to every built-in codec's stream decoder in
 //! pieces cut where the input's first byte says: the same reply (or error)
 //! whatever the cuts, since TCP may deliver any split.
 #![no_main]
@@ -25,18 +25,23 @@ fuzz_target!(|data: &[u8]| {
     let Some((&step, body)) = data.split_first() else {
         return;
     };
-    let codec = registry::codec(
-        "openai_chat",
-        &serde_json::json!({}),
-        &BuildContext::default(),
-    )
-    .expect("the built-in codec");
-    let whole = decode(codec.as_ref(), &[body]);
     let step = usize::from(step).max(1);
     let parts: Vec<&[u8]> = body.chunks(step).collect();
-    let split = decode(codec.as_ref(), &parts);
-    assert_eq!(whole.is_ok(), split.is_ok(), "a split changed the verdict");
-    if let (Ok(a), Ok(b)) = (&whole, &split) {
-        assert_eq!(a, b, "a split changed the reply");
+    for name in [
+        "openai_chat",
+        "openai_completions",
+        "openai_responses",
+        "anthropic_messages",
+        "sglang_generate",
+        "openai_embeddings",
+    ] {
+        let codec = registry::codec(name, &serde_json::json!({}), &BuildContext::default())
+            .expect("the built-in codec");
+        let whole = decode(codec.as_ref(), &[body]);
+        let split = decode(codec.as_ref(), &parts);
+        assert_eq!(whole.is_ok(), split.is_ok(), "{name}: a split changed the verdict");
+        if let (Ok(a), Ok(b)) = (&whole, &split) {
+            assert_eq!(a, b, "{name}: a split changed the reply");
+        }
     }
 });

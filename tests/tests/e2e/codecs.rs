@@ -356,3 +356,33 @@ fn images_ride_on_the_first_user_message_in_every_api_that_takes_them() {
     assert_eq!(r.code, 2);
     assert!(sim.requests().is_empty(), "nothing sent");
 }
+
+#[test]
+fn sglang_generate_sends_token_ids_made_with_the_runs_tokenizer() {
+    let sim = SimServer::recording("qwen");
+    let (url, tok) = (sim.url(), qwen());
+    let r = run_batchbench(&[
+        "--host",
+        &url,
+        "--tokenizer-model",
+        &tok,
+        "--codec",
+        "sglang_generate",
+        "--codec-config",
+        r#"{"input": "ids"}"#,
+        "--users",
+        "2",
+        "--input-tokens",
+        "100",
+        "--output-tokens",
+        "8",
+        "--stream",
+    ]);
+    assert_eq!(r.code, 0);
+    let log = sim.requests();
+    assert_eq!(log.len(), 2);
+    assert!(
+        log.iter()
+            .all(|e| e.prompt_tokens == 100 && e.completion_tokens == 8)
+    );
+}

@@ -7,6 +7,7 @@ mod bodies;
 mod book;
 mod codecs;
 mod contract;
+mod datasets;
 mod faults;
 mod load;
 mod replay;
