@@ -187,6 +187,8 @@ struct Synth {
     pool: Semaphore,
     texts: blocks::TextCache,
     images: Option<crate::spec::ImageSpec>,
+    /// Makes the images (a PNG's shared body is compressed on first use).
+    image_maker: std::sync::OnceLock<crate::images::ImageMaker>,
 }
 
 struct Shared {
@@ -382,6 +384,7 @@ impl Engine {
             pool: Semaphore::new(self.opts.synth_workers.max(1)),
             texts: blocks::TextCache::default(),
             images: self.opts.images,
+            image_maker: std::sync::OnceLock::new(),
         });
         let mut reporters = self.reporters;
 
@@ -1179,12 +1182,16 @@ async fn prepare(sh: &Arc<Synth>, job: PrepJob) -> Result<Prepared, EngineError>
             .await
             .map_err(|e| EngineError::Internal(e.to_string()))?;
         let seed = sh.seed;
+        let synth = sh.clone();
         *slot = tokio::task::spawn_blocking(move || {
             crate::pacer::background_priority();
+            let maker = synth
+                .image_maker
+                .get_or_init(|| crate::images::ImageMaker::new(seed, spec));
             (0..u64::from(spec.per_request))
                 .map(|k| {
                     let key = rng::derive(seed, &[PURPOSE_IMAGE, agent, index, k]);
-                    crate::images::make(key, &spec).map(Arc::new)
+                    maker.make(key).map(Arc::new)
                 })
                 .collect::<Result<Images, String>>()
         })
