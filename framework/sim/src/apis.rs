@@ -321,7 +321,10 @@ fn embeddings(req: &Value) -> Result<Request, String> {
     };
     let bad = || "field 'input' must be a string, an array of strings or of token-id arrays";
     let inputs: Vec<Prompt> = match req.get("input") {
-        Some(Value::Array(a)) if !a.is_empty() && !a.iter().all(Value::is_u64) => {
+        Some(Value::Array(a)) if a.is_empty() => {
+            return Err("field 'input' must not be empty".into());
+        }
+        Some(Value::Array(a)) if !a.iter().all(Value::is_u64) => {
             a.iter().map(one).collect::<Option<_>>().ok_or_else(bad)?
         }
         Some(v) => vec![one(v).ok_or_else(bad)?],
@@ -382,7 +385,10 @@ fn responses(req: &Value) -> Result<Request, String> {
             "function_call" => {
                 let call = (s("name"), s("arguments"));
                 match messages.last_mut() {
-                    Some(m) if m.role.as_deref() == Some("assistant") => m.calls.push(call),
+                    // An assistant message, or the stored reply a call continues.
+                    Some(m) if m.role.is_none() || m.role.as_deref() == Some("assistant") => {
+                        m.calls.push(call);
+                    }
                     // A call on the stored reply continues it.
                     None if previous.is_some() => messages.push(Msg {
                         role: None,
@@ -885,6 +891,7 @@ mod tests {
         // Continuing a stored response: a leading call continues its reply.
         let cont = json!({"model": "m", "previous_response_id": "resp_1", "input": [
             {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+            {"type": "function_call", "call_id": "d", "name": "g", "arguments": "{}"},
             {"type": "function_call_output", "call_id": "c", "output": "r"}]});
         let r = parse(Api::Responses, &cont, &axum::http::HeaderMap::new())
             .unwrap_or_else(|e| panic!("{e}"));
@@ -892,5 +899,11 @@ mod tests {
             panic!("templated")
         };
         assert_eq!(messages[0].role, None);
+        assert_eq!(
+            messages[0].calls.len(),
+            2,
+            "both calls continue the stored reply"
+        );
+        assert_eq!(messages.len(), 2);
     }
 }

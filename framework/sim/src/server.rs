@@ -105,21 +105,59 @@ struct AppState {
     /// Token ids by text hash: a growing conversation resends the same messages,
     /// so each turn tokenizes only what it adds.
     ids_cache: Mutex<HashMap<u64, Arc<[u32]>>>,
-    /// Responses API: stored conversations by response id.
-    stored: Mutex<HashMap<String, Stored>>,
+    /// Responses API: stored conversations by response id, oldest first.
+    stored: Mutex<StoredResponses>,
 }
 
 /// A stored response: the conversation's messages up to and including the
 /// reply, as token ids (with role markers) and counted tokens, the template
 /// and tool definitions left out (the request that continues it brings them).
-#[derive(Debug, Clone)]
+/// It holds only what its request added, after the response it continued, so
+/// a long conversation is stored once, not once per turn.
+#[derive(Debug)]
 struct Stored {
-    ids: Arc<[u32]>,
+    parent: Option<Arc<Stored>>,
+    ids: Box<[u32]>,
     count: u64,
 }
 
-/// At most this many stored responses; beyond it the store starts over (a
-/// continuation of a dropped one is answered 400, as a server that expired it).
+impl Stored {
+    /// Every id of the conversation, in order.
+    fn extend_ids(&self, out: &mut Vec<u32>) {
+        let mut chain = vec![self];
+        while let Some(p) = chain.last().and_then(|s| s.parent.as_deref()) {
+            chain.push(p);
+        }
+        for s in chain.iter().rev() {
+            out.extend_from_slice(&s.ids);
+        }
+    }
+}
+
+/// The stored responses, the oldest dropped beyond [`STORED_RESPONSES`] (a
+/// continuation of a dropped one is answered 400, as by a server that expired it).
+#[derive(Debug, Default)]
+struct StoredResponses {
+    map: HashMap<String, Arc<Stored>>,
+    order: std::collections::VecDeque<String>,
+}
+
+impl StoredResponses {
+    fn insert(&mut self, id: String, s: Stored) {
+        while self.map.len() >= STORED_RESPONSES {
+            match self.order.pop_front() {
+                Some(old) => {
+                    self.map.remove(&old);
+                }
+                None => break,
+            }
+        }
+        self.order.push_back(id.clone());
+        self.map.insert(id, Arc::new(s));
+    }
+}
+
+/// At most this many stored responses.
 const STORED_RESPONSES: usize = 100_000;
 
 const IDS_CACHE_ENTRIES: usize = 200_000;
@@ -214,7 +252,7 @@ impl Sim {
             log: Mutex::new(Vec::new()),
             round_robin: AtomicU64::new(0),
             ids_cache: Mutex::new(HashMap::new()),
-            stored: Mutex::new(HashMap::new()),
+            stored: Mutex::new(StoredResponses::default()),
         });
         let app = axum::Router::new()
             .route("/v1/chat/completions", handler(Api::Chat))
@@ -287,7 +325,7 @@ fn snapshot(st: &AppState) -> SimStats {
         requests: st.seq.load(Ordering::Relaxed),
         faults: lock(&st.faults).clone(),
         rejected: st.rejected.load(Ordering::Relaxed),
-        stored_responses: lock(&st.stored).len() as u64,
+        stored_responses: lock(&st.stored).map.len() as u64,
         workers: st.workers.iter().map(|w| lock(w).1.clone()).collect(),
     }
 }
@@ -527,13 +565,20 @@ fn count_messages(st: &AppState, messages: &[Msg], ids: &mut Vec<u32>) -> Result
 }
 
 /// A request's prompt as the cache sees it (token ids), its counted tokens,
-/// the part that continues a stored response, and what to store of it: the
-/// messages' ids and count.
+/// the part that continues a stored response, and what to store of it.
 struct Counted {
     ids: Vec<u32>,
     count: u64,
     stored: u64,
-    messages: Option<(usize, u64)>,
+    messages: Option<ToStore>,
+}
+
+/// What a response stores: the response it continued, where this request's
+/// own messages start in the ids, and the conversation's count through them.
+struct ToStore {
+    parent: Option<Arc<Stored>>,
+    from: usize,
+    count: u64,
 }
 
 fn prompt_tokens(st: &AppState, req: &apis::Request) -> Result<Counted, String> {
@@ -577,15 +622,15 @@ fn plain_or_templated(
             messages: None,
         }),
         Prompt::Templated { tools, messages } => {
-            let prior = match &req.previous_response_id {
-                None => None,
-                Some(id) => Some(
-                    lock(&st.stored)
-                        .get(id)
-                        .cloned()
-                        .ok_or_else(|| format!("Previous response with id '{id}' not found."))?,
-                ),
-            };
+            let prior =
+                match &req.previous_response_id {
+                    None => None,
+                    Some(id) => {
+                        Some(lock(&st.stored).map.get(id).cloned().ok_or_else(|| {
+                            format!("Previous response with id '{id}' not found.")
+                        })?)
+                    }
+                };
             let mut ids = Vec::new();
             let mut count = u64::from(st.cfg.template_overhead_tokens);
             for t in tools {
@@ -593,12 +638,12 @@ fn plain_or_templated(
                 count += t.len() as u64;
                 ids.extend_from_slice(&t);
             }
-            let start = ids.len();
             let mut stored = 0;
             if let Some(p) = &prior {
-                ids.extend_from_slice(&p.ids);
+                p.extend_ids(&mut ids);
                 stored = p.count;
             }
+            let from = ids.len();
             if messages.first().is_some_and(|m| m.role.is_none()) && prior.is_none() {
                 return Err("a function_call item continues no stored response".into());
             }
@@ -608,7 +653,11 @@ fn plain_or_templated(
                 ids,
                 count,
                 stored,
-                messages: Some((start, stored + own)),
+                messages: Some(ToStore {
+                    parent: prior,
+                    from,
+                    count: stored + own,
+                }),
             })
         }
     }
@@ -631,7 +680,7 @@ struct Plan {
     items: u64,
     /// Responses API: store the reply under `id`, after the messages of the
     /// prompt (`ids[from..]`, counted `count`).
-    store: Option<(Vec<u32>, u64)>,
+    store: Option<(Option<Arc<Stored>>, Vec<u32>, u64)>,
 }
 
 /// The handler of one API's generation endpoint.
@@ -782,8 +831,8 @@ async fn serve(
         .clone()
         .unwrap_or_else(|| "batchbench-sim".to_owned());
     let store = match own_messages {
-        Some((from, count)) if api == Api::Responses && parsed.store && fault.is_none() => {
-            Some((ids[from..].to_vec(), count))
+        Some(t) if api == Api::Responses && parsed.store && fault.is_none() => {
+            Some((t.parent, ids[t.from..].to_vec(), t.count))
         }
         _ => None,
     };
@@ -1133,23 +1182,20 @@ fn facts(p: &Plan) -> apis::ReplyFacts<'_> {
 /// Responses API: keeps the conversation through the reply `text` under the
 /// response's id, for a request that continues it.
 fn store(st: &AppState, p: &Plan, text: &str) {
-    let Some((ids, count)) = &p.store else {
+    let Some((parent, ids, count)) = &p.store else {
         return;
     };
     let Ok(out) = st.ids(text) else {
         return;
     };
-    let mut all = Vec::with_capacity(ids.len() + 1 + out.len());
-    all.extend_from_slice(ids);
-    all.push(marker("assistant"));
-    all.extend_from_slice(&out);
+    let mut own = Vec::with_capacity(ids.len() + 1 + out.len());
+    own.extend_from_slice(ids);
+    own.push(marker("assistant"));
+    own.extend_from_slice(&out);
     let stored = Stored {
-        ids: all.into(),
+        parent: parent.clone(),
+        ids: own.into(),
         count: count + u64::from(st.cfg.message_overhead_tokens) + out.len() as u64,
     };
-    let mut map = lock(&st.stored);
-    if map.len() >= STORED_RESPONSES {
-        map.clear();
-    }
-    map.insert(p.id.clone(), stored);
+    lock(&st.stored).insert(p.id.clone(), stored);
 }
