@@ -629,7 +629,8 @@ pub struct TargetArgs {
     /// (openai_chat, openai_completions).
     #[arg(long, help_heading = "Protocol")]
     pub sglang: bool,
-    /// Send "ignore_eos": true so outputs run to their length (every built-in codec).
+    /// Send "ignore_eos": true so outputs run to their length (every built-in codec
+    /// that generates).
     #[arg(long, help_heading = "Protocol")]
     pub ignore_eos: bool,
     /// Stream responses (SSE); adds TTFT, inter-token latency and TPOT to the report.
@@ -724,7 +725,7 @@ impl TargetArgs {
             ));
         }
         // The flags set the codec's own fields of those names (every built-in
-        // codec has `ignore_eos`; the OpenAI ones `sglang`); a codec without
+        // generating codec has `ignore_eos`; the OpenAI ones `sglang`); a codec without
         // them refuses the field, naming it.
         for (on, field) in [(self.sglang, "sglang"), (self.ignore_eos, "ignore_eos")] {
             if !on {

@@ -73,7 +73,11 @@ impl AnthropicMessages {
 
     fn run_fields<'a>(&self, req: &'a EncodeRequest<'_>) -> Vec<(&'a str, Value)> {
         let (min, max) = req.output.unwrap_or((0, self.cfg.max_tokens));
-        let mut set: Vec<(&str, Value)> = vec![("max_tokens", Value::from(max))];
+        let mut set: Vec<(&str, Value)> = Vec::new();
+        // A verbatim body keeps its own max_tokens unless the run bounds the output.
+        if req.output.is_some() || req.raw_body.is_none_or(|b| !b.contains_key("max_tokens")) {
+            set.push(("max_tokens", Value::from(max)));
+        }
         if min > 0 && self.cfg.min_tokens {
             set.push(("min_tokens", Value::from(min)));
         }
@@ -90,41 +94,72 @@ impl AnthropicMessages {
     }
 }
 
-/// A user turn under construction: tool results first, then text.
+/// A user turn under construction: its tool results, then its other blocks
+/// (the API wants the results first).
 #[derive(Default)]
 struct UserTurn {
-    blocks: Vec<u8>,
-    count: usize,
+    results: Vec<u8>,
+    others: Vec<u8>,
+    /// An empty text seen, sent only if the turn would otherwise be empty.
+    empty_text: bool,
+}
+
+/// Starts a block in `buf`.
+fn block(buf: &mut Vec<u8>) -> &mut Vec<u8> {
+    if !buf.is_empty() {
+        buf.push(b',');
+    }
+    buf
 }
 
 impl UserTurn {
-    fn block(&mut self) -> &mut Vec<u8> {
-        if self.count > 0 {
-            self.blocks.push(b',');
-        }
-        self.count += 1;
-        &mut self.blocks
+    fn result(&mut self) -> &mut Vec<u8> {
+        block(&mut self.results)
+    }
+
+    fn other(&mut self) -> &mut Vec<u8> {
+        block(&mut self.others)
     }
 
     fn text(&mut self, text: &str) -> Result<(), CodecError> {
-        let b = self.block();
+        // The API refuses empty text blocks.
+        if text.is_empty() {
+            self.empty_text = true;
+            return Ok(());
+        }
+        let b = self.other();
         w(b, "{\"type\":\"text\",\"text\":");
         json_str(b, text)?;
         w(b, "}");
         Ok(())
     }
 
-    fn flush(&mut self, out: &mut Vec<u8>, first: &mut bool) {
-        if self.count == 0 {
-            return;
+    fn flush(&mut self, out: &mut Vec<u8>, first: &mut bool) -> Result<(), CodecError> {
+        if self.results.is_empty() && self.others.is_empty() {
+            if !std::mem::take(&mut self.empty_text) {
+                return Ok(());
+            }
+            // Only empty text: the turn is kept, as a string.
+            if !std::mem::take(first) {
+                out.push(b',');
+            }
+            w(out, "{\"role\":\"user\",\"content\":\"\"}");
+            return Ok(());
         }
         if !std::mem::take(first) {
             out.push(b',');
         }
         w(out, "{\"role\":\"user\",\"content\":[");
-        out.append(&mut self.blocks);
+        out.append(&mut self.results);
+        if !self.others.is_empty() {
+            if out.last() != Some(&b'[') {
+                out.push(b',');
+            }
+            out.append(&mut self.others);
+        }
         w(out, "]}");
-        self.count = 0;
+        self.empty_text = false;
+        Ok(())
     }
 }
 
@@ -152,7 +187,7 @@ fn write_conversation(out: &mut Vec<u8>, conv: &Conversation) -> Result<(), Code
     for m in &conv.messages[lead..] {
         match m.role {
             Role::Assistant => {
-                user.flush(out, &mut first);
+                user.flush(out, &mut first)?;
                 write_assistant(out, m, &mut first)?;
                 open = m.tool_calls.iter().map(|c| c.id.as_ref()).collect();
             }
@@ -161,7 +196,7 @@ fn write_conversation(out: &mut Vec<u8>, conv: &Conversation) -> Result<(), Code
                 match open.iter().position(|c| *c == id) {
                     Some(i) => {
                         open.swap_remove(i);
-                        let b = user.block();
+                        let b = user.result();
                         w(b, "{\"type\":\"tool_result\",\"tool_use_id\":");
                         json_str(b, id)?;
                         w(b, ",\"content\":");
@@ -174,7 +209,7 @@ fn write_conversation(out: &mut Vec<u8>, conv: &Conversation) -> Result<(), Code
             Role::User | Role::System => {
                 // Images first, as Anthropic advises, then the text.
                 for i in &m.images {
-                    let b = user.block();
+                    let b = user.other();
                     w(
                         b,
                         "{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":\"",
@@ -188,7 +223,7 @@ fn write_conversation(out: &mut Vec<u8>, conv: &Conversation) -> Result<(), Code
             }
         }
     }
-    user.flush(out, &mut first);
+    user.flush(out, &mut first)?;
     w(out, "]");
     Ok(())
 }
@@ -197,9 +232,14 @@ fn write_assistant(out: &mut Vec<u8>, m: &Message, first: &mut bool) -> Result<(
     if !std::mem::take(first) {
         out.push(b',');
     }
+    if m.content.is_empty() && m.tool_calls.is_empty() {
+        // An empty reply: the API refuses an empty text block.
+        w(out, "{\"role\":\"assistant\",\"content\":\"\"}");
+        return Ok(());
+    }
     w(out, "{\"role\":\"assistant\",\"content\":[");
     let mut n = 0;
-    if !m.content.is_empty() || m.tool_calls.is_empty() {
+    if !m.content.is_empty() {
         w(out, "{\"type\":\"text\",\"text\":");
         json_str(out, &m.content)?;
         w(out, "}");
@@ -549,6 +589,27 @@ mod tests {
             assert_eq!(pair[0]["content"][1]["input"]["k"], 1);
         }
         assert_eq!(msgs[4]["content"][1]["text"], "orphan");
+        // Results come first in their user message, whatever the order before.
+        let mut conv = Conversation::default();
+        conv.messages.push(Message::new(Role::User, "go"));
+        let id = turn::agent_call_id(0, 0);
+        turn::call(
+            &mut conv.messages,
+            id.clone(),
+            "environment",
+            Arc::from("{}"),
+        );
+        conv.messages.push(Message::new(Role::User, "note"));
+        conv.messages.push(turn::tool_result("", id));
+        let v = encode(&conv, None);
+        let last = &v["messages"][2]["content"];
+        assert_eq!(last[0]["type"], "tool_result");
+        assert_eq!(last[1]["text"], "note");
+        assert_eq!(
+            v["messages"][1]["content"].as_array().map(Vec::len),
+            Some(1),
+            "no empty text block"
+        );
         let v = encode(&conv, Some((8, 8)));
         assert_eq!(
             (v["max_tokens"].clone(), v["min_tokens"].clone()),

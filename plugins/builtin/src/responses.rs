@@ -358,8 +358,8 @@ impl WireResponse {
 struct Event<'a> {
     #[serde(rename = "type", borrow)]
     kind: std::borrow::Cow<'a, str>,
-    #[serde(borrow)]
-    delta: Option<std::borrow::Cow<'a, str>>,
+    /// A text delta (other events may carry other kinds of delta).
+    delta: Option<Value>,
     response: Option<WireResponse>,
     error: Option<Value>,
     message: Option<String>,
@@ -388,16 +388,26 @@ impl ResponsesEvents {
                 }
             }
             "response.output_text.delta" => {
-                if let Some(d) = e.delta.filter(|d| !d.is_empty()) {
-                    self.reply.content.push_str(&d);
+                if let Some(d) = e
+                    .delta
+                    .as_ref()
+                    .and_then(Value::as_str)
+                    .filter(|d| !d.is_empty())
+                {
+                    self.reply.content.push_str(d);
                     self.token(now, d.len());
                 }
             }
             "response.reasoning_text.delta"
             | "response.reasoning_summary_text.delta"
             | "response.reasoning.delta" => {
-                if let Some(d) = e.delta.filter(|d| !d.is_empty()) {
-                    self.reasoning.push_str(&d);
+                if let Some(d) = e
+                    .delta
+                    .as_ref()
+                    .and_then(Value::as_str)
+                    .filter(|d| !d.is_empty())
+                {
+                    self.reasoning.push_str(d);
                     self.reply.first_reasoning_at.get_or_insert(now);
                     self.token(now, d.len());
                 }

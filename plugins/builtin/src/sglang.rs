@@ -106,6 +106,14 @@ impl RequestCodec for SglangGenerate {
             set.push((k.as_str(), v.clone()));
         }
         if let Some(raw) = req.raw_body {
+            // The body's own sampling parameters stay, under the run's.
+            if let Some(Value::Object(own)) = raw.get("sampling_params") {
+                let mut merged = own.clone();
+                if let Value::Object(run) = &set[0].1 {
+                    merged.extend(run.clone());
+                }
+                set[0].1 = Value::Object(merged);
+            }
             // `/generate` takes no model field.
             return raw_with_fields(raw, "", set, out);
         }
@@ -197,6 +205,9 @@ impl MetaInfo {
 struct GenerateEvents {
     reply: Reply,
     done: bool,
+    /// Whether each event's text is the whole output so far (decided by the
+    /// second event with text).
+    cumulative: Option<bool>,
 }
 
 impl GenerateEvents {
@@ -214,10 +225,23 @@ impl GenerateEvents {
         if let Some(e) = &g.error {
             return Err(error_in_200(e));
         }
-        // Cumulative text repeats what came before; incremental text does not.
-        let new = match g.text.strip_prefix(self.reply.content.as_str()) {
-            Some(rest) => rest.to_owned(),
-            None => g.text,
+        // Cumulative text repeats what came before; incremental text does
+        // not. The second event with text decides which, for the stream.
+        if self.cumulative.is_none() && !self.reply.content.is_empty() && !g.text.is_empty() {
+            self.cumulative = Some(
+                g.text.len() > self.reply.content.len()
+                    && g.text.starts_with(self.reply.content.as_str()),
+            );
+        }
+        let new = match self.cumulative {
+            Some(true) => g
+                .text
+                .strip_prefix(self.reply.content.as_str())
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    CodecError("a cumulative stream's text does not extend the text before".into())
+                })?,
+            _ => g.text,
         };
         if !new.is_empty() {
             self.reply.first_token_at.get_or_insert(now);

@@ -113,9 +113,9 @@ pub(crate) fn write_flat_prompt(
             first = false;
         }
     }
-    if !chunk.is_empty() {
-        cache.chunks.push(bytes::Bytes::from(chunk));
-    }
+    // Pushed even when empty: an empty first text still counts as written, so
+    // the next one is joined after it as a fresh encoding would.
+    cache.chunks.push(bytes::Bytes::from(chunk));
     cache.messages = conv.messages.len();
     out.write(b"\"");
     for c in &cache.chunks {

@@ -239,6 +239,7 @@ fn embeddings_send_a_batch_of_exact_inputs_and_report_items() {
     }
     // Four distinct inputs each request, and no two requests alike.
     let mut bodies: Vec<_> = log.iter().map(|e| e.body_hash).collect();
+    bodies.sort_unstable();
     bodies.dedup();
     assert_eq!(bodies.len(), 6);
     assert_eq!(r.count("total_items"), 24);
