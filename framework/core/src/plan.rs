@@ -1,7 +1,8 @@
 //! The plan: what every workload source yields and the only thing the engine runs.
 //!
-//! Plans stay compact (token counts and seeds, never text). Text is synthesised by
-//! the engine only for requests that are in flight or about to be.
+//! Plans stay compact (token counts and seeds; text only where a dataset
+//! recorded it). Text is synthesised by the engine only for requests that are
+//! in flight or about to be.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
