@@ -15,7 +15,6 @@ use batchbench_core::registry;
 use batchbench_core::rng;
 use batchbench_core::spec::{LoadSpec, PluginSpec, Release, RunSpec};
 use batchbench_plugins::bodies::{RequestBodiesConfig, RequestEntry};
-use batchbench_plugins::openai::OpenAiChatConfig;
 use batchbench_run::assemble::{self, Host, Outcome as RunOutcome, Profile};
 use batchbench_run::commands::{agent, batchbench};
 use pyo3::prelude::*;
@@ -371,10 +370,7 @@ fn benchmark_view(spec: &RunSpec, info: &WorkloadInfo) -> Value {
         user_count: users,
         mode: &info.mode,
         seed: spec.seed,
-        sglang: spec
-            .codec
-            .config_as::<OpenAiChatConfig>()
-            .is_ok_and(|c| c.sglang),
+        sglang: batchbench_run::flags::chat_options(spec).sglang,
         request_timeout_secs: spec.target.request_timeout_secs,
         max_retries: spec.target.max_retries,
         retry_delay_ms: spec.target.retry_delay_ms,
@@ -473,14 +469,12 @@ fn benchmark_spec(cfg: &BenchmarkConfig) -> Result<RunSpec, Outcome> {
         .codec
         .clone()
         .unwrap_or_else(|| default_codec.to_owned());
-    let mut config = cfg.codec_config.clone().unwrap_or_default();
-    if cfg.sglang {
-        // The codec's own option of that name (openai_chat, openai_completions);
-        // a codec without it refuses the field when it is built.
-        config.insert("sglang".into(), Value::Bool(true));
-    }
-    let config = Value::Object(config);
+    let config = Value::Object(cfg.codec_config.clone().unwrap_or_default());
     spec.codec = PluginSpec::new(name, config);
+    if cfg.sglang {
+        batchbench_run::flags::set_codec_option(&mut spec, "sglang")
+            .map_err(|e| config_error(format!("sglang: {e}")))?;
+    }
     spec.admission.max_active = Some(cfg.user_count);
     spec.output.verbose = cfg.verbose;
     spec.output.quiet = true;

@@ -728,23 +728,9 @@ impl TargetArgs {
         // generating codec has `ignore_eos`; the OpenAI ones `sglang`); a codec without
         // them refuses the field, naming it.
         for (on, field) in [(self.sglang, "sglang"), (self.ignore_eos, "ignore_eos")] {
-            if !on {
-                continue;
-            }
-            match &mut spec.codec.config {
-                serde_json::Value::Object(o) => {
-                    o.insert(field.to_owned(), serde_json::Value::Bool(true));
-                }
-                serde_json::Value::Null => {
-                    spec.codec.config = serde_json::json!({ field: true });
-                }
-                _ => {
-                    return Err(Failure::bad(format!(
-                        "--{}: the {} codec's config is not a JSON object; give it in --codec-config",
-                        field.replace('_', "-"),
-                        spec.codec.name
-                    )));
-                }
+            if on {
+                set_codec_option(spec, field)
+                    .map_err(|e| Failure::bad(format!("--{}: {e}", field.replace('_', "-"))))?;
             }
         }
         Ok(())
@@ -934,6 +920,25 @@ impl<'a> PluginsView<'a> {
             reporters: &spec.reporters,
         }
     }
+}
+
+/// Turns on the codec's own boolean option `field` (`sglang`, `ignore_eos`),
+/// for every front end's shorthand of it; a codec without the option refuses
+/// the field, naming it, when it is built.
+pub fn set_codec_option(spec: &mut RunSpec, field: &str) -> Result<(), String> {
+    match &mut spec.codec.config {
+        serde_json::Value::Object(o) => {
+            o.insert(field.to_owned(), serde_json::Value::Bool(true));
+        }
+        serde_json::Value::Null => spec.codec.config = serde_json::json!({ field: true }),
+        _ => {
+            return Err(format!(
+                "the {} codec's config is not a JSON object; give the option in its config",
+                spec.codec.name
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The `sglang` and `ignore_eos` options of a spec's codec, for the flat view

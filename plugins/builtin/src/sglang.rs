@@ -118,10 +118,9 @@ impl RequestCodec for SglangGenerate {
             return raw_with_fields(raw, "", set, out);
         }
         if self.cfg.input == GenerateInput::Ids {
-            let mut flat = BodyWriter::default();
-            crate::wire_util::write_flat_prompt(&mut flat, req.conversation)?;
-            let text: String = serde_json::from_slice(&flat.finish().concat())
-                .map_err(|e| CodecError(e.to_string()))?;
+            // The client tokenizes here, on the sending path: the price of
+            // this mode (the default sends text).
+            let text = crate::wire_util::flat_text(req.conversation);
             let ids = self.tokens.ids(&text).map_err(CodecError)?;
             w(out, "{\"input_ids\":");
             crate::wire_util::json_value(out, &Value::from(ids))?;

@@ -67,6 +67,24 @@ pub(crate) fn raw_with_fields(
 /// The separator between the texts of a flattened conversation.
 pub const FLAT_JOIN: &str = "\n";
 
+/// The texts of a flat prompt from message `from` on (the tool definitions
+/// first when `from` is 0), in order: each message's text (unless it only
+/// carries tool calls), then its calls' arguments.
+fn flat_pieces(conv: &Conversation, from: usize) -> impl Iterator<Item = &str> {
+    let tools = conv.tools.iter().filter(move |_| from == 0).map(|t| &**t);
+    let messages = conv.messages[from..].iter().flat_map(|m| {
+        let text = (!m.content.is_empty() || m.tool_calls.is_empty()).then_some(&*m.content);
+        text.into_iter()
+            .chain(m.tool_calls.iter().map(|c| &*c.arguments))
+    });
+    tools.chain(messages)
+}
+
+/// The conversation as one prompt text, as [`write_flat_prompt`] sends it.
+pub(crate) fn flat_text(conv: &Conversation) -> String {
+    flat_pieces(conv, 0).collect::<Vec<_>>().join(FLAT_JOIN)
+}
+
 /// Writes the conversation as one JSON string for APIs that take a plain
 /// prompt (completions, SGLang's `/generate`): the texts of its tool
 /// definitions, messages and tool-call arguments, in order, joined by a
@@ -97,21 +115,9 @@ pub(crate) fn write_flat_prompt(
         Ok(())
     };
     let mut first = cache.chunks.is_empty();
-    if first {
-        for t in &conv.tools {
-            push(&mut chunk, first, t)?;
-            first = false;
-        }
-    }
-    for m in &conv.messages[cache.messages..] {
-        if !m.content.is_empty() || m.tool_calls.is_empty() {
-            push(&mut chunk, first, &m.content)?;
-            first = false;
-        }
-        for c in &m.tool_calls {
-            push(&mut chunk, first, &c.arguments)?;
-            first = false;
-        }
+    for text in flat_pieces(conv, cache.messages) {
+        push(&mut chunk, first, text)?;
+        first = false;
     }
     // Pushed even when empty: an empty first text still counts as written, so
     // the next one is joined after it as a fresh encoding would.
