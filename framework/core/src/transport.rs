@@ -1,5 +1,12 @@
-//! HTTP transport: one pooled client per run, retries with exponential backoff,
+//! HTTP transport: one client per run, retries with exponential backoff,
 //! failures classified, cancellation through one token.
+//!
+//! Plain `http` URLs are sent over HTTP/1.1 connections this module keeps
+//! itself (module `h1`); TLS (HTTP/2 where the server offers it), a proxy from the
+//! environment, or credentials in the URL go through reqwest's pooled client.
+//! Both classify failures alike.
+
+mod h1;
 
 use crate::plugin::{FailureKind, Reply, RequestCodec};
 use bytes::Bytes;
@@ -139,9 +146,25 @@ pub struct Outcome {
 /// The shared HTTP client of a run.
 #[derive(Debug, Clone)]
 pub struct Transport {
-    client: reqwest::Client,
+    wire: Wire,
     url: reqwest::Url,
     cfg: TargetConfig,
+}
+
+/// How requests travel.
+#[derive(Debug, Clone)]
+enum Wire {
+    /// Plain HTTP/1.1 on connections kept here.
+    Plain(std::sync::Arc<h1::Origin>),
+    /// reqwest's pooled client: TLS, proxies, credentials in the URL.
+    Pooled(reqwest::Client),
+}
+
+/// A proxy from the environment that reqwest would use for a plain `http` URL.
+fn http_proxy_set() -> bool {
+    ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+        .iter()
+        .any(|k| std::env::var_os(k).is_some_and(|v| !v.is_empty()))
 }
 
 impl Transport {
@@ -181,6 +204,20 @@ impl Transport {
                 .map_err(|_| TransportError(format!("invalid value for header '{k}'")))?;
             headers.insert(name, value);
         }
+        let connect_timeout = cfg.timeout.min(Duration::from_secs(30));
+        if url.scheme() == "http"
+            && url.username().is_empty()
+            && url.password().is_none()
+            && !http_proxy_set()
+        {
+            let origin = h1::Origin::new(&url, headers, connect_timeout, cfg.pool_size)
+                .map_err(TransportError)?;
+            return Ok(Self {
+                wire: Wire::Plain(std::sync::Arc::new(origin)),
+                url,
+                cfg,
+            });
+        }
         // Fixed headers go out as client defaults: no per-request copy.
         let client = cfg
             .tls
@@ -190,10 +227,14 @@ impl Transport {
             .pool_idle_timeout(Duration::from_secs(90))
             .tcp_nodelay(true)
             .timeout(cfg.timeout)
-            .connect_timeout(cfg.timeout.min(Duration::from_secs(30)))
+            .connect_timeout(connect_timeout)
             .build()
             .map_err(|e| TransportError(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Self { client, url, cfg })
+        Ok(Self {
+            wire: Wire::Pooled(client),
+            url,
+            cfg,
+        })
     }
 
     /// A client with the target's TLS settings and no default headers (the API
@@ -301,8 +342,55 @@ impl Transport {
         extra_headers: &[(String, String)],
         stream: bool,
         codec: &dyn RequestCodec,
-    ) -> Result<(Reply, Instant), (FailureKind, String, bool)> {
-        let mut req = self.client.post(self.url.clone());
+    ) -> Result<(Reply, Instant), h1::Failure> {
+        let origin = match &self.wire {
+            Wire::Pooled(client) => {
+                return self
+                    .attempt_pooled(client, body, extra_headers, stream, codec)
+                    .await;
+            }
+            Wire::Plain(origin) => origin,
+        };
+        // The whole exchange, body included, within the request timeout, as
+        // the pooled client's timeout does.
+        let timeout = self.cfg.timeout;
+        let exchange = async {
+            let (mut resp, lent) = origin.send(body, extra_headers).await?;
+            let head_at = Instant::now();
+            let status = resp.status();
+            let length = http_body::Body::size_hint(resp.body()).exact();
+            let reply = self
+                .read(
+                    status,
+                    length,
+                    ResponseBody::Plain(resp.body_mut()),
+                    stream,
+                    codec,
+                )
+                .await?;
+            // Read to its end: the connection carries the next request.
+            origin.give_back(lent);
+            Ok((reply, head_at))
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(r) => r,
+            Err(_) => Err((
+                FailureKind::Timeout,
+                format!("no complete response within the request timeout ({timeout:?})"),
+                true,
+            )),
+        }
+    }
+
+    async fn attempt_pooled(
+        &self,
+        client: &reqwest::Client,
+        body: &[Bytes],
+        extra_headers: &[(String, String)],
+        stream: bool,
+        codec: &dyn RequestCodec,
+    ) -> Result<(Reply, Instant), h1::Failure> {
+        let mut req = client.post(self.url.clone());
         req = match body {
             [one] => req.body(one.clone()),
             parts => {
@@ -317,6 +405,29 @@ impl Transport {
         let mut resp = req.send().await.map_err(classify)?;
         let head_at = Instant::now();
         let status = resp.status();
+        let length = resp.content_length();
+        self.read(
+            status,
+            length,
+            ResponseBody::Pooled(&mut resp),
+            stream,
+            codec,
+        )
+        .await
+        .map(|reply| (reply, head_at))
+    }
+
+    /// Reads a response whose head has arrived: an error status as an HTTP
+    /// failure, a body over the bound as `decode`, and the rest through the
+    /// codec.
+    async fn read(
+        &self,
+        status: reqwest::StatusCode,
+        content_length: Option<u64>,
+        mut resp: ResponseBody<'_>,
+        stream: bool,
+        codec: &dyn RequestCodec,
+    ) -> Result<Reply, h1::Failure> {
         let limit = self.cfg.max_response_bytes;
         // Not retried: the same request would get the same answer.
         let too_big = |n: u64| {
@@ -343,13 +454,13 @@ impl Transport {
             let retryable = code == 408 || code == 429 || status.is_server_error();
             return Err((FailureKind::Http(code), msg, retryable));
         }
-        if let Some(n) = resp.content_length().filter(|n| *n > limit) {
+        if let Some(n) = content_length.filter(|n| *n > limit) {
             return Err(too_big(n));
         }
         let mut received = 0u64;
         if stream {
             let mut dec = codec.stream_decoder();
-            while let Some(chunk) = resp.chunk().await.map_err(classify)? {
+            while let Some(chunk) = resp.chunk().await? {
                 received += chunk.len() as u64;
                 if received > limit {
                     return Err(too_big(received));
@@ -357,22 +468,46 @@ impl Transport {
                 dec.feed(&chunk, Instant::now())
                     .map_err(|e| (FailureKind::Decode, e.0, true))?;
             }
-            dec.finish()
-                .map(|r| (r, head_at))
-                .map_err(|e| (FailureKind::Decode, e.0, true))
+            dec.finish().map_err(|e| (FailureKind::Decode, e.0, true))
         } else {
+            // A body that arrives in one piece is decoded where it lies.
+            let mut first: Option<Bytes> = None;
             let mut body = Vec::new();
-            while let Some(chunk) = resp.chunk().await.map_err(classify)? {
+            while let Some(chunk) = resp.chunk().await? {
                 received += chunk.len() as u64;
                 if received > limit {
                     return Err(too_big(received));
                 }
-                body.extend_from_slice(&chunk);
+                match first.take() {
+                    None if body.is_empty() => first = Some(chunk),
+                    held => {
+                        if let Some(h) = held {
+                            body.extend_from_slice(&h);
+                        }
+                        body.extend_from_slice(&chunk);
+                    }
+                }
             }
+            let whole = first.as_deref().unwrap_or(&body);
             codec
-                .decode(&body)
-                .map(|r| (r, head_at))
+                .decode(whole)
                 .map_err(|e| (FailureKind::Decode, e.0, true))
+        }
+    }
+}
+
+/// The body of a response, from either wire.
+enum ResponseBody<'a> {
+    Plain(&'a mut hyper::body::Incoming),
+    Pooled(&'a mut reqwest::Response),
+}
+
+impl ResponseBody<'_> {
+    /// The next piece; `None` at the end.
+    async fn chunk(&mut self) -> Result<Option<Bytes>, h1::Failure> {
+        match self {
+            Self::Plain(body) => h1::chunk(body).await,
+            Self::Pooled(resp) => resp.chunk().await.map_err(classify),
         }
     }
 }
@@ -454,5 +589,203 @@ mod tests {
             "http://h:1/v1/chat/completions"
         );
         assert_eq!(join_url("http://h:1", "https://x/y"), "https://x/y");
+    }
+}
+
+/// The plain HTTP/1.1 wire against a raw socket server: what goes out on it,
+/// and connections kept, reused and replaced.
+#[cfg(test)]
+mod wire_tests {
+    use super::*;
+    use crate::plugin::{BodyWriter, CodecError, EncodeRequest, StreamDecoder};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// The response body, as the reply's content.
+    struct Text;
+
+    impl RequestCodec for Text {
+        fn encode(&self, _: &EncodeRequest<'_>, _: &mut BodyWriter) -> Result<(), CodecError> {
+            unreachable!("the tests send their own bodies")
+        }
+        fn decode(&self, body: &[u8]) -> Result<Reply, CodecError> {
+            Ok(Reply {
+                content: String::from_utf8_lossy(body).into_owned(),
+                ..Reply::default()
+            })
+        }
+        fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
+            unreachable!("the tests do not stream")
+        }
+    }
+
+    /// A server that answers every request with its head (lowercased) and
+    /// body, and closes a connection after `per_connection` answers (0: never)
+    /// without saying so. Returns its URL and the count of connections.
+    async fn echo_server(per_connection: usize) -> (String, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1/x?q=1", listener.local_addr().unwrap());
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut answered = 0;
+                    loop {
+                        // One request: its head, then content-length bytes.
+                        let head_end = loop {
+                            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                                break i + 4;
+                            }
+                            let mut chunk = [0u8; 4096];
+                            match sock.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        };
+                        let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
+                        let length: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length: "))
+                            .map_or(0, |v| v.trim().parse().unwrap());
+                        while buf.len() < head_end + length {
+                            let mut chunk = [0u8; 4096];
+                            match sock.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        let mut answer = head.into_bytes();
+                        answer.extend_from_slice(&buf[head_end..head_end + length]);
+                        buf.drain(..head_end + length);
+                        let mut out = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n",
+                            answer.len()
+                        )
+                        .into_bytes();
+                        out.extend_from_slice(&answer);
+                        if sock.write_all(&out).await.is_err() {
+                            return;
+                        }
+                        answered += 1;
+                        if answered == per_connection {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    fn transport(url: String, api_key: Option<&str>, headers: &[(&str, &str)]) -> Transport {
+        let t = Transport::new(TargetConfig {
+            url,
+            api_key: api_key.map(str::to_owned),
+            api_key_header: None,
+            timeout: Duration::from_secs(10),
+            max_retries: 0,
+            retry_delay: Duration::ZERO,
+            headers: headers
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            pool_size: 4,
+            verbose: false,
+            tls: TlsConfig::default(),
+            max_response_bytes: MAX_RESPONSE_BYTES,
+        })
+        .unwrap();
+        assert!(
+            matches!(t.wire, Wire::Plain(_)),
+            "a plain URL uses the plain wire"
+        );
+        t
+    }
+
+    async fn send(t: &Transport, body: &[&'static str], extra: &[(&str, &str)]) -> Outcome {
+        let body: Vec<Bytes> = body
+            .iter()
+            .map(|b| Bytes::from_static(b.as_bytes()))
+            .collect();
+        let extra: Vec<(String, String)> = extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        t.send(&body, &extra, false, &Text, &CancellationToken::new())
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_request_carries_the_fixed_headers_a_router_s_and_its_whole_body() {
+        let (url, _) = echo_server(0).await;
+        let port = url
+            .split(':')
+            .nth(2)
+            .unwrap()
+            .split('/')
+            .next()
+            .unwrap()
+            .to_owned();
+        let t = transport(url, Some("k1"), &[("x-run", "a"), ("x-route", "fixed")]);
+        let out = send(&t, &["{\"a\":", "1}"], &[("x-route", "r1")]).await;
+        let echoed = out.result.unwrap().content;
+        let lines: Vec<&str> = echoed.lines().collect();
+        assert_eq!(lines[0], "post /v1/x?q=1 http/1.1", "{echoed}");
+        for want in [
+            format!("host: 127.0.0.1:{port}"),
+            "content-type: application/json".to_owned(),
+            "authorization: bearer k1".to_owned(),
+            "accept: */*".to_owned(),
+            "content-length: 7".to_owned(),
+            "x-run: a".to_owned(),
+            "x-route: r1".to_owned(),
+        ] {
+            assert!(lines.contains(&want.as_str()), "no '{want}' in {echoed}");
+        }
+        // The router's header replaced the fixed one of the same name.
+        assert_eq!(lines.iter().filter(|l| l.starts_with("x-route")).count(), 1);
+        assert!(echoed.ends_with("\r\n\r\n{\"a\":1}"), "{echoed}");
+    }
+
+    #[tokio::test]
+    async fn connections_are_reused() {
+        let (url, accepted) = echo_server(0).await;
+        let t = transport(url, None, &[]);
+        for _ in 0..5 {
+            let out = send(&t, &["{}"], &[]).await;
+            assert!(out.result.is_ok(), "{:?}", out.result);
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_server_closed_is_replaced_before_anything_fails() {
+        let (url, accepted) = echo_server(1).await;
+        let t = transport(url, None, &[]);
+        for i in 0..3 {
+            // Time for the close to arrive before the next request.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let out = send(&t, &["{}"], &[]).await;
+            assert!(out.result.is_ok(), "request {i}: {:?}", out.result);
+            assert_eq!(out.retries, 0, "request {i}");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_a_connect_failure() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let t = transport(format!("http://127.0.0.1:{port}/v1/x"), None, &[]);
+        let out = send(&t, &["{}"], &[]).await;
+        let (kind, msg) = out.result.unwrap_err();
+        assert_eq!(kind, FailureKind::Connect, "{msg}");
+        assert!(msg.contains(&format!("127.0.0.1:{port}")), "{msg}");
     }
 }
