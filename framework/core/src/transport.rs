@@ -126,6 +126,9 @@ pub fn join_url(host: &str, endpoint: &str) -> String {
 #[error("{0}")]
 pub struct TransportError(pub String);
 
+/// A failed attempt: its kind, message and whether another attempt may succeed.
+type Failure = (FailureKind, String, bool);
+
 /// The outcome of one request, after all attempts.
 #[derive(Debug)]
 pub struct Outcome {
@@ -168,7 +171,8 @@ fn http_proxy_set() -> bool {
 }
 
 impl Transport {
-    /// Builds the pooled client.
+    /// Builds the run's client: connections of its own for a plain `http`
+    /// URL, reqwest's pooled client otherwise.
     pub fn new(cfg: TargetConfig) -> Result<Self, TransportError> {
         install_crypto_provider();
         let url = reqwest::Url::parse(&cfg.url)
@@ -342,7 +346,7 @@ impl Transport {
         extra_headers: &[(String, String)],
         stream: bool,
         codec: &dyn RequestCodec,
-    ) -> Result<(Reply, Instant), h1::Failure> {
+    ) -> Result<(Reply, Instant), Failure> {
         let origin = match &self.wire {
             Wire::Pooled(client) => {
                 return self
@@ -389,7 +393,7 @@ impl Transport {
         extra_headers: &[(String, String)],
         stream: bool,
         codec: &dyn RequestCodec,
-    ) -> Result<(Reply, Instant), h1::Failure> {
+    ) -> Result<(Reply, Instant), Failure> {
         let mut req = client.post(self.url.clone());
         req = match body {
             [one] => req.body(one.clone()),
@@ -427,7 +431,7 @@ impl Transport {
         mut resp: ResponseBody<'_>,
         stream: bool,
         codec: &dyn RequestCodec,
-    ) -> Result<Reply, h1::Failure> {
+    ) -> Result<Reply, Failure> {
         let limit = self.cfg.max_response_bytes;
         // Not retried: the same request would get the same answer.
         let too_big = |n: u64| {
@@ -504,7 +508,7 @@ enum ResponseBody<'a> {
 
 impl ResponseBody<'_> {
     /// The next piece; `None` at the end.
-    async fn chunk(&mut self) -> Result<Option<Bytes>, h1::Failure> {
+    async fn chunk(&mut self) -> Result<Option<Bytes>, Failure> {
         match self {
             Self::Plain(body) => h1::chunk(body).await,
             Self::Pooled(resp) => resp.chunk().await.map_err(classify),
@@ -551,7 +555,7 @@ impl http_body::Body for Chunks {
     }
 }
 
-fn classify(e: reqwest::Error) -> (FailureKind, String, bool) {
+fn classify(e: reqwest::Error) -> Failure {
     let kind = if e.is_timeout() {
         FailureKind::Timeout
     } else if e.is_decode() {

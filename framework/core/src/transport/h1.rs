@@ -7,7 +7,7 @@
 //! sends on them directly. TLS, proxies and credentials in the URL stay with the
 //! general client (see [`super::Transport::new`]).
 
-use super::Chunks;
+use super::{Chunks, Failure};
 use crate::plugin::FailureKind;
 use bytes::Bytes;
 use hyper::body::Incoming;
@@ -16,9 +16,6 @@ use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, Uri};
 use std::sync::Mutex;
 use std::time::Duration;
-
-/// A failure: its kind, message and whether another attempt may succeed.
-pub(super) type Failure = (FailureKind, String, bool);
 
 /// Where requests go and the connections kept open to it.
 pub(super) struct Origin {
