@@ -170,13 +170,22 @@ pub trait StreamDecoder: Send {
 #[derive(Debug, Default)]
 pub struct BodyWriter {
     parts: Vec<bytes::Bytes>,
-    buf: Vec<u8>,
+    /// Written bytes not yet cut into a part. The parts cut from it share its
+    /// allocation: a body's written pieces cost one allocation, not one each.
+    buf: bytes::BytesMut,
     len: usize,
 }
 
 impl BodyWriter {
+    /// What the first write reserves: a chat request's own bytes around its
+    /// shared messages fit.
+    const FIRST_RESERVE: usize = 512;
+
     /// Appends bytes.
     pub fn write(&mut self, b: &[u8]) {
+        if self.buf.capacity() == 0 {
+            self.buf.reserve(b.len().max(Self::FIRST_RESERVE));
+        }
         self.buf.extend_from_slice(b);
         self.len += b.len();
     }
@@ -193,8 +202,7 @@ impl BodyWriter {
 
     fn flush(&mut self) {
         if !self.buf.is_empty() {
-            self.parts
-                .push(bytes::Bytes::from(std::mem::take(&mut self.buf)));
+            self.parts.push(self.buf.split().freeze());
         }
     }
 

@@ -8,14 +8,13 @@
 //! `reasoning`) is kept; the first token is the first content or reasoning text,
 //! never the role-only chunk.
 
-use crate::wire_util::{SseEvents, SseStream, error_in_200, json_str, w};
+use crate::wire_util::{SseEvents, SseStream, error_in_200, json_str, num_field, w};
 use batchbench_core::conversation::{Conversation, Message};
 use batchbench_core::plugin::{
     BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, StreamDecoder, Usage,
 };
 use batchbench_core::registry::BuildContext;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::time::Instant;
 
 /// Config of [`OpenAiChat`].
@@ -105,7 +104,13 @@ pub fn write_messages(out: &mut BodyWriter, conv: &Conversation) -> Result<(), C
         *cache = Default::default();
     }
     if cache.messages < conv.messages.len() {
-        let mut chunk = Vec::new();
+        // Room for the texts and each message's keys: one allocation.
+        let mut chunk = Vec::with_capacity(
+            conv.messages[cache.messages..]
+                .iter()
+                .map(|m| m.content.len() + 64)
+                .sum(),
+        );
         for m in &conv.messages[cache.messages..] {
             if cache.messages > 0 || !chunk.is_empty() {
                 chunk.push(b',');
@@ -154,9 +159,9 @@ impl RequestCodec for OpenAiChat {
             } else {
                 ("min_tokens", "max_tokens")
             };
-            write!(out, ",\"{max_f}\":{max}").map_err(|e| CodecError(e.to_string()))?;
+            num_field(out, max_f, max.into());
             if min > 0 {
-                write!(out, ",\"{min_f}\":{min}").map_err(|e| CodecError(e.to_string()))?;
+                num_field(out, min_f, min.into());
             }
         }
         if self.cfg.ignore_eos {

@@ -12,6 +12,19 @@ pub(crate) fn w<W: Write>(out: &mut W, s: &str) {
     let _ = out.write_all(s.as_bytes());
 }
 
+/// Writes `,"key":n` (a key that needs no escaping).
+pub(crate) fn num_field<W: Write>(out: &mut W, key: &str, n: u64) {
+    w(out, ",\"");
+    w(out, key);
+    w(out, "\":");
+    num(out, n);
+}
+
+/// Writes `n` in decimal, without the formatting machinery.
+pub(crate) fn num<W: Write>(out: &mut W, n: u64) {
+    w(out, itoa::Buffer::new().format(n));
+}
+
 /// Writes `s` as a JSON string.
 pub(crate) fn json_str<W: Write>(out: &mut W, s: &str) -> Result<(), CodecError> {
     serde_json::to_writer(&mut *out, s).map_err(|e| CodecError(e.to_string()))
@@ -249,6 +262,18 @@ pub(crate) fn tool_function(tool: &str) -> Result<serde_json::Map<String, Value>
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn numbers_are_written_in_decimal() {
+        for n in [0, 7, 10, 4096, 1_000_000_007, u64::MAX] {
+            let mut out = Vec::new();
+            super::num(&mut out, n);
+            assert_eq!(String::from_utf8(out).unwrap(), n.to_string());
+        }
+        let mut out = Vec::new();
+        super::num_field(&mut out, "max_tokens", 16);
+        assert_eq!(out, b",\"max_tokens\":16");
+    }
+
     use super::*;
     use batchbench_core::conversation::{Message, Role};
 
