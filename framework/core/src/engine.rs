@@ -1817,7 +1817,7 @@ mod tests {
     use super::*;
     use crate::plugin::{CodecError, StreamDecoder, Usage};
     use crate::transport::TargetConfig;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
 
     /// Serves `HTTP/1.1 200` with an empty JSON object after `delay`, on
     /// keep-alive connections; returns the URL.
@@ -1833,31 +1833,13 @@ mod tests {
             while let Ok((mut sock, _)) = l.accept().await {
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
                     loop {
-                        // One request: headers, then Content-Length bytes of body.
-                        let end = loop {
-                            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                                break i + 4;
-                            }
-                            match sock.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            }
-                        };
-                        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-                        let len: usize = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .and_then(|v| v.trim().parse().ok())
-                            .unwrap_or(0);
-                        while buf.len() < end + len {
-                            match sock.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            }
+                        if crate::test_http::read_request(&mut sock, &mut buf)
+                            .await
+                            .is_none()
+                        {
+                            return;
                         }
-                        buf.drain(..end + len);
                         tokio::time::sleep(delay).await;
                         let body = b"{}";
                         let head = format!(

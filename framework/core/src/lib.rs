@@ -34,6 +34,8 @@ pub mod server_metrics;
 pub mod shard;
 pub mod slo;
 pub mod spec;
+#[cfg(all(test, feature = "engine"))]
+mod test_http;
 pub mod timefmt;
 #[cfg(feature = "engine")]
 pub mod tokens;

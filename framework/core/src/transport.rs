@@ -604,7 +604,7 @@ mod wire_tests {
     use crate::plugin::{BodyWriter, CodecError, EncodeRequest, StreamDecoder};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
 
     /// The response body, as the reply's content.
     struct Text;
@@ -639,32 +639,13 @@ mod wire_tests {
                     let mut buf = Vec::new();
                     let mut answered = 0;
                     loop {
-                        // One request: its head, then content-length bytes.
-                        let head_end = loop {
-                            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                                break i + 4;
-                            }
-                            let mut chunk = [0u8; 4096];
-                            match sock.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            }
+                        let Some((head, body)) =
+                            crate::test_http::read_request(&mut sock, &mut buf).await
+                        else {
+                            return;
                         };
-                        let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
-                        let length: usize = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length: "))
-                            .map_or(0, |v| v.trim().parse().unwrap());
-                        while buf.len() < head_end + length {
-                            let mut chunk = [0u8; 4096];
-                            match sock.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            }
-                        }
                         let mut answer = head.into_bytes();
-                        answer.extend_from_slice(&buf[head_end..head_end + length]);
-                        buf.drain(..head_end + length);
+                        answer.extend_from_slice(&body);
                         let mut out = format!(
                             "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n",
                             answer.len()
