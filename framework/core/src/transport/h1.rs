@@ -12,7 +12,7 @@ use crate::plugin::FailureKind;
 use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
-use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+use hyper::header::{HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, Uri};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -113,20 +113,8 @@ impl Origin {
             // A router's header replaces a fixed one of the same name.
             let h = req.headers_mut();
             for (k, v) in extra_headers {
-                let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
-                    (
-                        FailureKind::Connect,
-                        format!("invalid header name '{k}'"),
-                        false,
-                    )
-                })?;
-                let value = HeaderValue::from_str(v).map_err(|_| {
-                    (
-                        FailureKind::Connect,
-                        format!("invalid value for header '{k}'"),
-                        false,
-                    )
-                })?;
+                let (name, value) =
+                    super::header(k, v).map_err(|msg| (FailureKind::Connect, msg, false))?;
                 h.append(name, value);
             }
             for (k, v) in &self.headers {
@@ -233,12 +221,9 @@ pub(super) async fn chunk(body: &mut Incoming) -> Result<Option<Bytes>, Failure>
 
 /// A hyper error as a connection failure, with its causes.
 fn failure(doing: &str, e: &hyper::Error) -> Failure {
-    let mut msg = format!("{doing}: {e}");
-    let mut src = std::error::Error::source(e);
-    while let Some(s) = src {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        src = s.source();
-    }
-    (FailureKind::Connect, msg, true)
+    (
+        FailureKind::Connect,
+        super::with_causes(format!("{doing}: {e}"), e),
+        true,
+    )
 }
