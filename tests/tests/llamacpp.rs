@@ -597,3 +597,80 @@ fn server_metrics_are_scraped_into_the_results_directory() {
         "{m}"
     );
 }
+
+/// Timing sanity against a server that is not ours. llama.cpp closes the
+/// connection after each streamed response although its headers advertise
+/// keep-alive: each request after a connection's first finds its kept
+/// connection closed and goes out at once on a new one (a reconnect, never a
+/// retry with backoff), and the summary says the server closes connections.
+/// Per request, the server's own `timings` are recorded and agree with the
+/// client's clock: the TTFT covers the server's prompt time, the latency its
+/// whole time, and every token after the first has its inter-token latency.
+#[test]
+#[ignore = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh start)\""]
+fn streamed_runs_reconnect_without_retries_and_agree_with_the_servers_timings() {
+    let s = server();
+    let (users, per_user, output) = (8u64, 4u64, 8u64);
+    let (out, lines, _dir) = run_with_requests(
+        false,
+        &[
+            "--host",
+            &s.url,
+            "--model",
+            "smollm2",
+            "--tokenizer-model",
+            &model_arg(s),
+            "--input-tokens",
+            "32",
+            "--output-tokens",
+            &output.to_string(),
+            "--ignore-eos",
+            "--stream",
+            "--users",
+            &users.to_string(),
+            "--requests-per-user",
+            &per_user.to_string(),
+            // A retry would wait 30 s: one would show in the run's time.
+            "--retry-delay-ms",
+            "30000",
+        ],
+    );
+    assert_eq!(out.code, 0);
+    let n = users * per_user;
+    assert_eq!(out.count("total_requests"), n);
+    assert_eq!(out.count("failed_requests"), 0);
+    assert_eq!(out.count("retries"), 0, "no request was retried");
+    // One reconnect for each request after a connection's first: each user's
+    // next request takes a kept connection the server has closed.
+    assert_eq!(out.count("reconnects"), n - users);
+    assert_eq!(out.summary("server_closes_connections"), true);
+    let mut per_token = 0;
+    for l in &lines {
+        assert_eq!(l["retries"], 0, "{l}");
+        assert_eq!(l["completion_tokens"], output, "{l}");
+        per_token += output - 1;
+        let t = &l["server_timing"];
+        let prompt = t["prompt_ms"].as_f64().unwrap_or_else(|| panic!("{l}"));
+        let predicted = t["predicted_ms"].as_f64().unwrap_or_else(|| panic!("{l}"));
+        let ttft = l["ttft_ms"].as_f64().unwrap_or_else(|| panic!("{l}"));
+        let latency = l["latency_ms"].as_f64().unwrap_or_else(|| panic!("{l}"));
+        // The server reports to the microsecond, the client measures around it.
+        assert!(
+            ttft >= prompt - 0.5,
+            "TTFT under the server's prompt time: {l}"
+        );
+        assert!(
+            latency >= prompt + predicted - 0.5,
+            "latency under the server's own time: {l}"
+        );
+        let gap = l["client_minus_server_ms"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{l}"));
+        assert!((gap - (latency - prompt - predicted)).abs() < 1e-6, "{l}");
+    }
+    // One inter-token latency for each token after a request's first.
+    assert_eq!(out.summary("itl")["count"], per_token);
+    let st = out.summary("server_timing");
+    assert_eq!(st["requests"], n, "{st}");
+    assert_eq!(st["server_over_client"], 0, "{st}");
+}

@@ -725,13 +725,21 @@ fn secrets_never_appear_in_any_output() {
 #[test]
 fn sigint_stops_a_run_that_started_with_sigint_ignored() {
     let tok = tokenizer_path("qwen").display().to_string();
+    let sim = SimServer::start(
+        SimConfig {
+            decode_ms_per_token: 20.0,
+            ..SimConfig::default()
+        },
+        "qwen",
+    );
+    let url = sim.url();
     let child = Command::new("sh")
         .arg("-c")
         .arg("trap '' INT; exec \"$0\" \"$@\"")
         .arg(env!("CARGO_BIN_EXE_batchbench"))
         .args([
             "--host",
-            "sim://?decode-ms-per-token=20",
+            &url,
             "--tokenizer-model",
             &tok,
             "--users",
@@ -747,8 +755,9 @@ fn sigint_stops_a_run_that_started_with_sigint_ignored() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"));
-    // Interrupt once the run is under way (its summary would come after 20 s).
-    std::thread::sleep(Duration::from_millis(1500));
+    // Interrupt once the run is under way (its handler is registered before
+    // the first request; its summary would come after 200 s).
+    wait_for_requests(&sim, 1);
     let pid = child.id().to_string();
     let killed = Command::new("kill")
         .args(["-INT", &pid])

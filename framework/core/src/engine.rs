@@ -118,6 +118,8 @@ pub struct EngineOptions {
     pub start_at_ms: Option<i64>,
     /// Synthetic images on every conversation's first user message.
     pub images: Option<crate::spec::ImageSpec>,
+    /// Record each streamed request's token arrival times.
+    pub token_times: bool,
 }
 
 pub use crate::spec::AdmissionMode as Admission;
@@ -145,6 +147,7 @@ impl Default for EngineOptions {
             shard: crate::shard::Shard::WHOLE,
             start_at_ms: None,
             images: None,
+            token_times: false,
         }
     }
 }
@@ -590,6 +593,10 @@ impl Engine {
             .as_ref()
             .map(|t| t.synthesis_path().as_str().to_owned());
         summary.server_metrics = server_metrics;
+        summary.server_closes_connections = shared
+            .transport
+            .connection_counts()
+            .is_some_and(|c| c.closes_after_every_response());
         // Every reporter finishes (a failed one too, to flush what it has), so
         // that one reporter's failure loses no other reporter's results.
         let mut reporter_error = None;
@@ -1643,6 +1650,7 @@ async fn drive(
         let Outcome {
             result,
             retries,
+            reconnects,
             first_sent_at,
             sent_at,
             first_byte_at,
@@ -1702,7 +1710,9 @@ async fn drive(
                 request_index: index,
                 planned_prompt_tokens: cur.prompt_tokens,
                 retries,
+                reconnects,
                 latency,
+                server_timing: result.as_ref().ok().and_then(|r| r.server_timing),
                 usage,
                 estimated_cached_tokens: estimated,
                 cache_estimate: if ok {
@@ -1717,6 +1727,14 @@ async fn drive(
                 image_bytes,
                 tpot: stream_figures.0,
                 itl_max: stream_figures.1,
+                token_times: match &result {
+                    Ok(reply) if sh.opts.token_times => reply
+                        .chunks
+                        .iter()
+                        .map(|(t, _)| t.saturating_duration_since(sent_at))
+                        .collect(),
+                    _ => Vec::new(),
+                },
                 slo_met: None,
                 failure,
                 timing,
@@ -1832,6 +1850,7 @@ mod tests {
         );
         tokio::spawn(async move {
             while let Ok((mut sock, _)) = l.accept().await {
+                let _ = sock.set_nodelay(true);
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
                     loop {

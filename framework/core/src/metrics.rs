@@ -112,6 +112,16 @@ pub struct Metrics {
     pub successes: u64,
     /// Retries across all requests.
     pub retries: u64,
+    /// Requests sent again at once on a new connection because the kept one
+    /// was closed by the server (not retries).
+    pub reconnects: u64,
+    /// Time failed attempts and their backoff cost, over all requests.
+    pub retry_time: Duration,
+    /// Latency of successes over all their attempts (recorded when a request
+    /// was retried; the others' is their latency).
+    pub latency_all_attempts: Latency,
+    /// The server's own timings, where it reported them.
+    pub server: ServerTimes,
     /// Sum of `usage.prompt_tokens` over successes.
     pub prompt_tokens: u64,
     /// Sum of `usage.completion_tokens` over successes.
@@ -203,6 +213,71 @@ pub struct Metrics {
     pub slo: crate::slo::SloCounts,
 }
 
+/// The server's own timings of successful requests against the client's.
+#[derive(Debug, Default, Clone)]
+pub struct ServerTimes {
+    /// Successes whose reply carried the server's timings.
+    pub requests: u64,
+    /// Prompt processing.
+    pub prompt: Latency,
+    /// Generation.
+    pub predicted: Latency,
+    /// The server's whole time on the request.
+    pub total: Latency,
+    /// The client's latency less the server's time: queueing before the
+    /// server's clock starts, and the network.
+    pub client_minus_server: Latency,
+    /// Time to first token less the server's prompt time.
+    pub ttft_minus_prompt: Latency,
+    /// Requests whose server time exceeded the client's latency by more than
+    /// a millisecond: the server counts time the client cannot see (or reports
+    /// it wrongly).
+    pub server_over_client: u64,
+}
+
+impl ServerTimes {
+    fn record(
+        &mut self,
+        t: &crate::plugin::ServerTiming,
+        latency: Duration,
+        ttft: Option<Duration>,
+    ) {
+        let us = |ms: f64| (ms.max(0.0) * 1000.0).round() as u64;
+        let client_ms = latency.as_secs_f64() * 1000.0;
+        self.requests += 1;
+        if let Some(p) = t.prompt_ms {
+            self.prompt.record_us(us(p));
+            if let Some(ttft) = ttft {
+                self.ttft_minus_prompt
+                    .record_us(us(ttft.as_secs_f64() * 1000.0 - p));
+            }
+        }
+        if let Some(g) = t.predicted_ms {
+            self.predicted.record_us(us(g));
+        }
+        if let Some(total) = t.server_ms() {
+            self.total.record_us(us(total));
+            self.client_minus_server.record_us(us(client_ms - total));
+            if total > client_ms + 1.0 {
+                self.server_over_client += 1;
+            }
+        }
+    }
+
+    /// The figures, when any reply carried them.
+    pub fn report(&self) -> Option<crate::record::ServerTimingReport> {
+        (self.requests > 0).then(|| crate::record::ServerTimingReport {
+            requests: self.requests,
+            prompt: self.prompt.stats(),
+            predicted: self.predicted.stats(),
+            total: self.total.stats(),
+            client_minus_server: self.client_minus_server.stats(),
+            ttft_minus_prompt: self.ttft_minus_prompt.stats(),
+            server_over_client: self.server_over_client,
+        })
+    }
+}
+
 /// A request sent further than this behind its intended time (beyond the
 /// concurrency queue) is a late send.
 pub const LATE_SEND: Duration = Duration::from_millis(1);
@@ -290,6 +365,8 @@ impl Metrics {
         self.record_timing(&rec.timing);
         self.requests += 1;
         self.retries += u64::from(rec.retries);
+        self.reconnects += u64::from(rec.reconnects);
+        self.retry_time += rec.timing.retry_time();
         self.images += rec.images;
         self.image_bytes += rec.image_bytes;
         self.live_block_fallbacks += u64::from(rec.live_block_fallbacks);
@@ -311,6 +388,11 @@ impl Metrics {
             None => {
                 self.successes += 1;
                 self.latency.record(rec.latency);
+                self.latency_all_attempts
+                    .record(rec.latency + rec.timing.retry_time());
+                if let Some(t) = &rec.server_timing {
+                    self.server.record(t, rec.latency, rec.ttft);
+                }
                 let behind = rec.timing.behind();
                 self.latency_from_intended.record(rec.latency + behind);
                 if let Some(t) = rec.ttft {
@@ -540,6 +622,14 @@ impl Summary {
             successful_requests: m.successes,
             failed_requests: m.failed(),
             retries: m.retries,
+            reconnects: m.reconnects,
+            retry_seconds: m.retry_time.as_secs_f64(),
+            latency_all_attempts: if m.retries > 0 {
+                m.latency_all_attempts.stats()
+            } else {
+                None
+            },
+            server_timing: m.server.report(),
             failures_by_kind: m
                 .failures
                 .iter()
@@ -624,7 +714,9 @@ mod tests {
             request_index: 1,
             planned_prompt_tokens: None,
             retries: 2,
+            reconnects: 0,
             latency: Duration::from_millis(5),
+            server_timing: None,
             usage: None,
             estimated_cached_tokens: 0,
             cache_estimate: crate::prefix::Estimate::default(),
@@ -635,6 +727,7 @@ mod tests {
             image_bytes: 0,
             tpot: None,
             itl_max: None,
+            token_times: Vec::new(),
             slo_met: None,
             failure: Some((FailureKind::Http(503), "unavailable")),
             timing: SendTiming::default(),
@@ -657,7 +750,9 @@ mod tests {
                 request_index: 0,
                 planned_prompt_tokens: None,
                 retries: 0,
+                reconnects: 0,
                 latency: ms(1),
+                server_timing: None,
                 usage: None,
                 estimated_cached_tokens: 0,
                 cache_estimate: crate::prefix::Estimate::default(),
@@ -668,6 +763,7 @@ mod tests {
                 image_bytes: 0,
                 tpot: None,
                 itl_max: None,
+                token_times: Vec::new(),
                 slo_met: None,
                 failure: None,
                 timing: SendTiming {
@@ -701,7 +797,9 @@ mod tests {
             request_index: 0,
             planned_prompt_tokens: None,
             retries: 1,
+            reconnects: 0,
             latency: ms(20),
+            server_timing: None,
             usage: None,
             estimated_cached_tokens: 0,
             cache_estimate: crate::prefix::Estimate::default(),
@@ -712,6 +810,7 @@ mod tests {
             image_bytes: 0,
             tpot: None,
             itl_max: None,
+            token_times: Vec::new(),
             slo_met: None,
             failure: None,
             timing: SendTiming {

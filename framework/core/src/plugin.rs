@@ -129,6 +129,41 @@ pub struct Usage {
     pub items: Option<u64>,
 }
 
+/// What a server reported of its own time on one request, on its own clock:
+/// llama.cpp's `timings`, SGLang's `meta_info`. Beside the client's figures it
+/// tells the server's work from the queueing and network around it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerTiming {
+    /// Prompt processing (prefill), in milliseconds (llama.cpp
+    /// `timings.prompt_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_ms: Option<f64>,
+    /// Generation (decode), in milliseconds (llama.cpp
+    /// `timings.predicted_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_ms: Option<f64>,
+    /// The request from arrival to its last token, in milliseconds (SGLang
+    /// `meta_info.e2e_latency`; prompt plus generation where only those are
+    /// given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_ms: Option<f64>,
+    /// Prompt tokens the server took from its cache (llama.cpp
+    /// `timings.cache_n`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+}
+
+impl ServerTiming {
+    /// The server's whole time on the request: `total_ms`, else prompt plus
+    /// generation.
+    pub fn server_ms(&self) -> Option<f64> {
+        self.total_ms.or(match (self.prompt_ms, self.predicted_ms) {
+            (Some(p), Some(g)) => Some(p + g),
+            _ => None,
+        })
+    }
+}
+
 /// A decoded model response.
 #[derive(Debug, Clone, Default)]
 pub struct Reply {
@@ -150,6 +185,8 @@ pub struct Reply {
     /// The server's id of this response, where it keeps conversation state
     /// under it (the Responses API's `previous_response_id`).
     pub response_id: Option<String>,
+    /// The server's own timings of the request, where it reports them.
+    pub server_timing: Option<ServerTiming>,
 }
 
 /// A codec failure: the response could not be understood.
@@ -355,8 +392,15 @@ pub struct RequestRecord<'a> {
     pub planned_prompt_tokens: Option<u32>,
     /// Attempts made beyond the first.
     pub retries: u32,
-    /// Latency of the final attempt, from send to the last byte.
+    /// Times a kept connection turned out closed by the server and the
+    /// request went out again at once on a new one (no backoff, not a retry).
+    pub reconnects: u32,
+    /// Latency of the final attempt, from the send that got the response to
+    /// the last byte (`timing` gives the time before it: failed attempts and
+    /// their backoff).
     pub latency: std::time::Duration,
+    /// The server's own timings of the request, where it reported them.
+    pub server_timing: Option<ServerTiming>,
     /// Usage on success.
     pub usage: Option<Usage>,
     /// This request's contribution to the perfect-prefix-cache estimate: the
@@ -381,6 +425,9 @@ pub struct RequestRecord<'a> {
     pub tpot: Option<std::time::Duration>,
     /// The longest per-token gap between two streamed chunks.
     pub itl_max: Option<std::time::Duration>,
+    /// When each chunk that carried tokens arrived, from the send of the last
+    /// attempt (streamed; empty unless the run records token times).
+    pub token_times: Vec<std::time::Duration>,
     /// Whether the request met every per-request SLO bound: present for a
     /// measured (not warmup) success of a run with per-request bounds.
     pub slo_met: Option<bool>,
@@ -422,6 +469,13 @@ impl SendTiming {
         self.sent
             .saturating_sub(self.intended)
             .saturating_sub(self.queue_wait)
+    }
+
+    /// The time failed attempts and their backoff cost, before the last
+    /// attempt: added to the request's latency, it gives its latency over all
+    /// attempts.
+    pub fn retry_time(&self) -> std::time::Duration {
+        self.last_attempt.saturating_sub(self.sent)
     }
 
     /// The intended send time's lead over the last attempt: added to the

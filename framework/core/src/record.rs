@@ -142,7 +142,7 @@ impl RunInfo {
         }
         let w = &self.workload;
         let fixed6 = |x: f64| format!("{x:.6}");
-        let computed: [(&str, String); 16] = [
+        let computed: [(&str, String); 18] = [
             ("timestamp", crate::timefmt::rfc3339(self.started_unix)),
             ("model", self.model.clone()),
             ("seed", self.seed.to_string()),
@@ -157,6 +157,11 @@ impl RunInfo {
                 fixed6(s.completion_tokens_per_second),
             ),
             ("total_delay_seconds", fixed6(s.total_delay_seconds)),
+            ("retry_seconds", fixed6(s.retry_seconds)),
+            (
+                "server_closes_connections",
+                s.server_closes_connections.to_string(),
+            ),
             ("last_admitted_seconds", fixed6(s.last_admitted_seconds)),
             (
                 "failures_by_kind",
@@ -234,6 +239,19 @@ impl RunInfo {
             ("ttft_from_intended", l.and_then(|l| l.ttft_from_intended)),
             ("queue_wait", l.and_then(|l| l.queue_wait)),
             ("send_lag", l.and_then(|l| l.send_lag)),
+            ("latency_all_attempts", s.latency_all_attempts),
+            (
+                "server_prompt",
+                s.server_timing.as_ref().and_then(|t| t.prompt),
+            ),
+            (
+                "server_predicted",
+                s.server_timing.as_ref().and_then(|t| t.predicted),
+            ),
+            (
+                "client_minus_server",
+                s.server_timing.as_ref().and_then(|t| t.client_minus_server),
+            ),
         ] {
             let values = stats.map(|s| [s.p50_ms, s.p90_ms, s.p99_ms, s.mean_ms, s.max_ms]);
             for (i, fig) in LATENCY_FIGURES.iter().enumerate() {
@@ -295,6 +313,27 @@ pub struct Summary {
     pub failed_requests: u64,
     /// Retries (excluded from token totals).
     pub retries: u64,
+    /// Requests sent again at once on a new connection because the server had
+    /// closed the kept one after its previous response: no backoff, nothing
+    /// failed, not retries.
+    pub reconnects: u64,
+    /// The server closed every connection after its first response, although
+    /// it may have advertised keep-alive (every request after a connection's
+    /// first paid a new connection).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub server_closes_connections: bool,
+    /// Seconds that failed attempts and their backoff cost, over all requests.
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub retry_seconds: f64,
+    /// Latency of successes over all their attempts, failed ones and backoff
+    /// included (present when a request was retried; `latency` is the last
+    /// attempt's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_all_attempts: Option<LatencyStats>,
+    /// The server's own timings beside the client's, where the server
+    /// reports them (llama.cpp `timings`, SGLang `meta_info`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_timing: Option<ServerTimingReport>,
     /// Failures by kind.
     pub failures_by_kind: BTreeMap<String, u64>,
     /// The first failures, with context.
@@ -399,6 +438,32 @@ pub struct Summary {
     /// were scraped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<ServerMetricsReport>,
+}
+
+/// The server's own timings over a run's successes, beside the client's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServerTimingReport {
+    /// Successes whose reply carried the server's timings.
+    pub requests: u64,
+    /// Prompt processing (prefill), as the server timed it.
+    pub prompt: Option<LatencyStats>,
+    /// Generation (decode), as the server timed it.
+    pub predicted: Option<LatencyStats>,
+    /// The server's whole time on a request.
+    pub total: Option<LatencyStats>,
+    /// The client's latency less the server's time: queueing before the
+    /// server's clock starts, and the network.
+    pub client_minus_server: Option<LatencyStats>,
+    /// Time to first token less the server's prompt time.
+    pub ttft_minus_prompt: Option<LatencyStats>,
+    /// Requests whose server time exceeded the client's latency by more than
+    /// a millisecond (the two clocks disagree).
+    pub server_over_client: u64,
+}
+
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// What the scrapes of `--server-metrics` saw over a run.

@@ -432,6 +432,10 @@ pub struct OutputSpec {
     pub quiet: bool,
     /// Print truncated payloads to stderr.
     pub verbose: bool,
+    /// Record each streamed request's token arrival times in its request
+    /// record (`token_ms` in the requests' JSON lines).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub token_times: bool,
     /// Append a CSV row of totals, percentiles and configuration.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub results_csv: Option<PathBuf>,

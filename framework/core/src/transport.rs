@@ -8,6 +8,8 @@
 
 mod h1;
 
+pub use h1::ConnectionCounts;
+
 use crate::plugin::{FailureKind, Reply, RequestCodec};
 use bytes::Bytes;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -136,9 +138,14 @@ pub struct Outcome {
     pub result: Result<Reply, (FailureKind, String)>,
     /// Attempts beyond the first.
     pub retries: u32,
+    /// Times a kept connection turned out closed by the server and the
+    /// request went out again at once on a new one (not retries: no backoff,
+    /// nothing failed).
+    pub reconnects: u32,
     /// When the first attempt was sent.
     pub first_sent_at: Instant,
-    /// When the last attempt was sent.
+    /// When the last attempt was sent: on a reconnect, the send on the new
+    /// connection, which got the response.
     pub sent_at: Instant,
     /// When the last attempt's response head arrived (a successful reply).
     pub first_byte_at: Option<Instant>,
@@ -277,19 +284,29 @@ impl Transport {
             );
         }
         let mut retries = 0;
+        let mut reconnects = 0;
         let first_sent_at = Instant::now();
         loop {
-            let sent_at = if retries == 0 {
+            let mut sent_at = if retries == 0 {
                 first_sent_at
             } else {
                 Instant::now()
             };
+            let mut attempt = Attempt {
+                sent_at: None,
+                reconnected: false,
+            };
             let result = tokio::select! {
                 biased;
                 () = cancel.cancelled() => Err((FailureKind::Cancelled, "cancelled".to_owned(), false)),
-                r = self.attempt(body, extra_headers, stream, codec) => r,
+                r = self.attempt(body, extra_headers, stream, codec, &mut attempt) => r,
             };
             let done_at = Instant::now();
+            if attempt.reconnected {
+                reconnects += 1;
+                // The time runs from the send that got the response.
+                sent_at = attempt.sent_at.unwrap_or(sent_at);
+            }
             match result {
                 Ok((reply, first_byte_at)) => {
                     if self.cfg.verbose {
@@ -300,6 +317,7 @@ impl Transport {
                     return Outcome {
                         result: Ok(reply),
                         retries,
+                        reconnects,
                         first_sent_at,
                         sent_at,
                         first_byte_at: Some(first_byte_at),
@@ -314,6 +332,7 @@ impl Transport {
                         return Outcome {
                             result: Err((kind, msg)),
                             retries,
+                            reconnects,
                             first_sent_at,
                             sent_at,
                             first_byte_at: None,
@@ -328,12 +347,21 @@ impl Transport {
                     retries += 1;
                     tokio::select! {
                         () = cancel.cancelled() => {
-                            return Outcome { result: Err((FailureKind::Cancelled, "cancelled".to_owned())), retries, first_sent_at, sent_at, first_byte_at: None, done_at };
+                            return Outcome { result: Err((FailureKind::Cancelled, "cancelled".to_owned())), retries, reconnects, first_sent_at, sent_at, first_byte_at: None, done_at };
                         }
                         () = tokio::time::sleep(backoff) => {}
                     }
                 }
             }
+        }
+    }
+
+    /// What the server did with the run's kept connections so far; `None`
+    /// where reqwest's pool keeps them (TLS, proxies).
+    pub fn connection_counts(&self) -> Option<ConnectionCounts> {
+        match &self.wire {
+            Wire::Plain(origin) => Some(origin.counts()),
+            Wire::Pooled(_) => None,
         }
     }
 
@@ -343,6 +371,7 @@ impl Transport {
         extra_headers: &[(String, String)],
         stream: bool,
         codec: &dyn RequestCodec,
+        attempt: &mut Attempt,
     ) -> Result<(Reply, Instant), Failure> {
         let origin = match &self.wire {
             Wire::Pooled(client) => {
@@ -356,7 +385,14 @@ impl Transport {
         // the pooled client's timeout does.
         let timeout = self.cfg.timeout;
         let exchange = async {
-            let (mut resp, lent) = origin.send(body, extra_headers).await?;
+            let h1::Sent {
+                response: mut resp,
+                lent,
+                at,
+            } = origin
+                .send(body, extra_headers, &mut attempt.reconnected)
+                .await?;
+            attempt.sent_at = Some(at);
             let head_at = Instant::now();
             let status = resp.status();
             let length = http_body::Body::size_hint(resp.body()).exact();
@@ -495,6 +531,14 @@ impl Transport {
                 .map_err(|e| (FailureKind::Decode, e.0, true))
         }
     }
+}
+
+/// What one attempt did beyond its result.
+struct Attempt {
+    /// When the request went out on the connection that answered it.
+    sent_at: Option<Instant>,
+    /// A kept connection was found closed and a new one carried the request.
+    reconnected: bool,
 }
 
 /// The body of a response, from either wire.
@@ -761,14 +805,173 @@ mod wire_tests {
     async fn a_connection_the_server_closed_is_replaced_before_anything_fails() {
         let (url, accepted) = echo_server(1).await;
         let t = transport(url, None, &[]);
+        // Whether the close arrives before the next request or after it went
+        // out, the request gets a new connection and nothing fails.
         for i in 0..3 {
-            // Time for the close to arrive before the next request.
-            tokio::time::sleep(Duration::from_millis(50)).await;
             let out = send(&t, &["{}"], &[]).await;
             assert!(out.result.is_ok(), "request {i}: {:?}", out.result);
             assert_eq!(out.retries, 0, "request {i}");
+            assert_eq!(out.reconnects, u32::from(i > 0), "request {i}");
         }
         assert_eq!(accepted.load(Ordering::SeqCst), 3);
+    }
+
+    /// What a scripted server does with one request.
+    #[derive(Clone, Copy, Debug)]
+    enum Act {
+        /// Answers `ok`, keeping the connection.
+        Answer,
+        /// Answers `ok` with `Connection: close`, then keeps the socket open
+        /// and reads nothing: a client that reused it would wait forever.
+        AnswerClose,
+        /// Reads the request and closes: an EOF before any response.
+        Eof,
+        /// Reads the request and resets the connection.
+        Reset,
+        /// Sends the head and part of the body, then closes.
+        Truncate,
+    }
+
+    /// A server that does `script(connection, request on it)` with each
+    /// request; returns its URL and the count of connections.
+    async fn scripted_server(script: fn(usize, usize) -> Act) -> (String, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1/x", listener.local_addr().unwrap());
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let _ = sock.set_nodelay(true);
+                let conn = count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    for req in 0.. {
+                        if crate::test_http::read_request(&mut sock, &mut buf)
+                            .await
+                            .is_none()
+                        {
+                            return;
+                        }
+                        let out: &[u8] = match script(conn, req) {
+                            Act::Answer => b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
+                            Act::AnswerClose => {
+                                b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok"
+                            }
+                            Act::Eof => return,
+                            Act::Reset => {
+                                let _ = sock.set_zero_linger();
+                                return;
+                            }
+                            Act::Truncate => {
+                                b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\npartial"
+                            }
+                        };
+                        if sock.write_all(out).await.is_err() {
+                            return;
+                        }
+                        match script(conn, req) {
+                            Act::Truncate => return,
+                            Act::AnswerClose => {
+                                // Open, silent: only the header says it is done.
+                                std::future::pending::<()>().await;
+                            }
+                            _ => {}
+                        }
+                    }
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    fn retrying(url: String, retries: u32, delay: Duration) -> Transport {
+        let mut cfg = transport(url, None, &[]).cfg;
+        cfg.max_retries = retries;
+        cfg.retry_delay = delay;
+        cfg.timeout = Duration::from_secs(5);
+        Transport::new(cfg).unwrap()
+    }
+
+    /// A kept connection that the server ends after the request went out (an
+    /// EOF or a reset, before any byte of the response) costs the request a
+    /// new connection at once: not a retry, no backoff, and its time starts
+    /// at the send that got the response.
+    #[tokio::test]
+    async fn a_kept_connection_closed_under_a_request_is_a_reconnect_not_a_retry() {
+        for act in [Act::Eof, Act::Reset] {
+            let script = match act {
+                Act::Eof => {
+                    (|_, req| if req == 0 { Act::Answer } else { Act::Eof })
+                        as fn(usize, usize) -> Act
+                }
+                _ => |_, req| if req == 0 { Act::Answer } else { Act::Reset },
+            };
+            let (url, accepted) = scripted_server(script).await;
+            // A retry would wait a minute: the test would time out.
+            let t = retrying(url, 2, Duration::from_secs(60));
+            let first = send(&t, &["{}"], &[]).await;
+            assert!(first.result.is_ok(), "{act:?}: {:?}", first.result);
+            assert_eq!(first.reconnects, 0);
+            for i in 1..4 {
+                let out = send(&t, &["{}"], &[]).await;
+                assert!(out.result.is_ok(), "{act:?} {i}: {:?}", out.result);
+                assert_eq!((out.retries, out.reconnects), (0, 1), "{act:?} {i}");
+                assert!(out.sent_at > out.first_sent_at, "{act:?} {i}");
+                assert!(out.done_at - out.first_sent_at < Duration::from_secs(2));
+            }
+            assert_eq!(accepted.load(Ordering::SeqCst), 4, "{act:?}");
+            let c = t.connection_counts().unwrap();
+            assert_eq!((c.responses, c.reused), (4, 0), "{act:?}: {c:?}");
+            assert!(c.closes_after_every_response(), "{act:?}: {c:?}");
+        }
+    }
+
+    /// `Connection: close` is honoured: the connection is not used again,
+    /// and the next request's new connection is counted, not retried.
+    #[tokio::test]
+    async fn connection_close_is_honoured_without_a_retry() {
+        let (url, accepted) = scripted_server(|_, _| Act::AnswerClose).await;
+        let t = retrying(url, 2, Duration::from_secs(60));
+        for i in 0..3 {
+            let out = send(&t, &["{}"], &[]).await;
+            assert!(out.result.is_ok(), "request {i}: {:?}", out.result);
+            assert_eq!(out.retries, 0, "request {i}");
+            assert_eq!(out.reconnects, u32::from(i > 0), "request {i}");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 3);
+        assert!(t.connection_counts().unwrap().closes_after_every_response());
+    }
+
+    /// A server that keeps its connections is not reported as closing them.
+    #[tokio::test]
+    async fn a_keep_alive_server_is_reused_and_not_flagged() {
+        let (url, _) = scripted_server(|_, _| Act::Answer).await;
+        let t = retrying(url, 0, Duration::ZERO);
+        for _ in 0..3 {
+            let out = send(&t, &["{}"], &[]).await;
+            assert_eq!((out.retries, out.reconnects), (0, 0));
+        }
+        let c = t.connection_counts().unwrap();
+        assert_eq!((c.opened, c.responses, c.reused), (1, 3, 2), "{c:?}");
+        assert!(!c.closes_after_every_response());
+    }
+
+    /// A close in the middle of a response is a real failure, retried with
+    /// backoff as before; so is an EOF on a fresh connection (the
+    /// simulator's `close` fault), which is no reconnect.
+    #[tokio::test]
+    async fn a_close_mid_response_or_on_a_fresh_connection_is_a_retried_failure() {
+        for script in [(|_, _| Act::Truncate) as fn(usize, usize) -> Act, |_, _| {
+            Act::Eof
+        }] {
+            let (url, accepted) = scripted_server(script).await;
+            let t = retrying(url, 2, Duration::from_millis(1));
+            let out = send(&t, &["{}"], &[]).await;
+            let (kind, msg) = out.result.unwrap_err();
+            assert_eq!(kind, FailureKind::Connect, "{msg}");
+            assert_eq!((out.retries, out.reconnects), (2, 0), "{msg}");
+            assert_eq!(accepted.load(Ordering::SeqCst), 3, "{msg}");
+        }
     }
 
     #[tokio::test]

@@ -179,8 +179,15 @@ pub struct WireRequestRecord {
     pub planned_prompt_tokens: Option<u32>,
     /// Attempts made beyond the first.
     pub retries: u32,
+    /// Times a kept connection turned out closed and the request went out at
+    /// once on a new one.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub reconnects: u32,
     /// Latency of the final attempt, from send to the last byte.
     pub latency_ms: f64,
+    /// The server's own timings of the request, where it reported them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_timing: Option<crate::plugin::ServerTiming>,
     /// Usage on success.
     pub usage: Option<Usage>,
     /// The perfect-prefix-cache estimate for this request.
@@ -210,6 +217,10 @@ pub struct WireRequestRecord {
     /// The longest per-token gap between streamed chunks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub itl_max_ms: Option<f64>,
+    /// When each chunk that carried tokens arrived, from the last attempt's
+    /// send (present when the run records token times).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub token_ms: Vec<f64>,
     /// Met every per-request SLO bound (a measured success of a run with
     /// per-request bounds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -258,7 +269,9 @@ impl WireRequestRecord {
             request_index: r.request_index,
             planned_prompt_tokens: r.planned_prompt_tokens,
             retries: r.retries,
+            reconnects: r.reconnects,
             latency_ms: ms(r.latency),
+            server_timing: r.server_timing,
             usage: r.usage,
             estimated_cached_tokens: r.estimated_cached_tokens,
             global_estimated_cached_tokens: r.cache_estimate.global,
@@ -270,6 +283,7 @@ impl WireRequestRecord {
             image_bytes: r.image_bytes,
             tpot_ms: r.tpot.map(ms),
             itl_max_ms: r.itl_max.map(ms),
+            token_ms: r.token_times.iter().copied().map(ms).collect(),
             slo_met: r.slo_met,
             failure_kind: r.failure.map(|(k, _)| k.to_string()),
             failure_message: r.failure.map(|(_, m)| m.to_owned()),
@@ -292,7 +306,9 @@ impl WireRequestRecord {
             request_index: self.request_index,
             planned_prompt_tokens: self.planned_prompt_tokens,
             retries: self.retries,
+            reconnects: self.reconnects,
             latency: from_ms(self.latency_ms),
+            server_timing: self.server_timing,
             usage: self.usage,
             estimated_cached_tokens: self.estimated_cached_tokens,
             cache_estimate: crate::prefix::Estimate {
@@ -306,6 +322,7 @@ impl WireRequestRecord {
             image_bytes: self.image_bytes,
             tpot: self.tpot_ms.map(from_ms),
             itl_max: self.itl_max_ms.map(from_ms),
+            token_times: self.token_ms.iter().copied().map(from_ms).collect(),
             slo_met: self.slo_met,
             failure: self.failure_kind.as_deref().map(|k| {
                 (
@@ -339,7 +356,14 @@ mod tests {
             request_index: 2,
             planned_prompt_tokens: Some(100),
             retries: 1,
+            reconnects: 1,
             latency: Duration::from_micros(12_345),
+            server_timing: Some(crate::plugin::ServerTiming {
+                prompt_ms: Some(3.5),
+                predicted_ms: Some(7.25),
+                total_ms: None,
+                cached_tokens: Some(64),
+            }),
             usage: Some(Usage {
                 prompt_tokens: 100,
                 completion_tokens: 8,
@@ -359,6 +383,7 @@ mod tests {
             image_bytes: 0,
             tpot: Some(Duration::from_micros(1_250)),
             itl_max: Some(Duration::from_millis(3)),
+            token_times: Vec::new(),
             slo_met: Some(false),
             failure: Some((FailureKind::Http(429), "slow down")),
             timing: SendTiming {
@@ -571,6 +596,9 @@ pub struct WireReply {
     /// The server's id of the response, where it keeps conversation state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_id: Option<String>,
+    /// The server's own timings of the request, where it reported them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_timing: Option<crate::plugin::ServerTiming>,
 }
 
 impl WireReply {
@@ -587,6 +615,7 @@ impl WireReply {
             first_reasoning_feed: r.first_reasoning_at.map(index),
             chunks: r.chunks.iter().map(|(t, n)| (index(*t), *n)).collect(),
             response_id: r.response_id,
+            server_timing: r.server_timing,
             content: r.content,
             reasoning: r.reasoning,
             usage: r.usage,
@@ -601,6 +630,7 @@ impl WireReply {
             first_token_at: self.first_token_feed.and_then(at),
             first_reasoning_at: self.first_reasoning_feed.and_then(at),
             response_id: self.response_id,
+            server_timing: self.server_timing,
             chunks: self
                 .chunks
                 .iter()
@@ -615,5 +645,9 @@ impl WireReply {
 }
 
 fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }

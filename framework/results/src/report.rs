@@ -555,7 +555,7 @@ fn p50_p99(v: Option<LatencyStats>) -> String {
 
 fn summary_section(shown: &[Shown<'_>]) -> String {
     type Row = (&'static str, fn(&RunDir) -> String);
-    let rows: [Row; 21] = [
+    let rows: [Row; 23] = [
         ("model", |r| esc(&r.doc.run.model)),
         ("target", |r| esc(&r.doc.run.url)),
         ("workload", |r| esc(&r.doc.run.workload.mode)),
@@ -571,6 +571,15 @@ fn summary_section(shown: &[Shown<'_>]) -> String {
                 r.doc.summary.successful_requests, r.doc.summary.failed_requests
             )
         }),
+        ("retries / reconnects", |r| {
+            let s = &r.doc.summary;
+            let closes = if s.server_closes_connections {
+                " (the server closes every connection after its response)"
+            } else {
+                ""
+            };
+            format!("{} / {}{closes}", s.retries, s.reconnects)
+        }),
         ("requests per second", |r| {
             format!("{:.2}", r.doc.summary.requests_per_second)
         }),
@@ -581,6 +590,15 @@ fn summary_section(shown: &[Shown<'_>]) -> String {
         ("TTFT p50 / p99 (ms)", |r| p50_p99(r.doc.summary.ttft)),
         ("ITL p50 / p99 (ms)", |r| p50_p99(r.doc.summary.itl)),
         ("TPOT p50 / p99 (ms)", |r| p50_p99(r.doc.summary.tpot)),
+        ("client minus server p50 / p99 (ms)", |r| {
+            p50_p99(
+                r.doc
+                    .summary
+                    .server_timing
+                    .as_ref()
+                    .and_then(|t| t.client_minus_server),
+            )
+        }),
         ("prompt / output tokens", |r| {
             format!(
                 "{} / {}",

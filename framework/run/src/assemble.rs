@@ -749,6 +749,7 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
             shard,
             start_at_ms,
             images: spec.images,
+            token_times: spec.output.token_times,
             slo: spec.slo.clone(),
             max_failure_rate: spec.max_failure_rate,
             server_metrics: spec

@@ -518,6 +518,20 @@ pub const CACHE_COLUMNS: &[&str] = &[
     "cache_block_tokens",
 ];
 
+/// The CSV columns of connection reuse, retries' cost and the server's own
+/// timings, after every earlier group (empty where the server reports none).
+pub const TRUTH_COLUMNS: &[&str] = &[
+    "reconnects",
+    "server_closes_connections",
+    "retry_seconds",
+    "latency_all_attempts_p50_ms",
+    "latency_all_attempts_p99_ms",
+    "server_prompt_p50_ms",
+    "server_predicted_p50_ms",
+    "client_minus_server_p50_ms",
+    "client_minus_server_p99_ms",
+];
+
 /// The CSV columns of `--slo`, after the load model's: the bounds, whether
 /// all held, the ones that failed, and goodput (empty without an SLO).
 pub const SLO_COLUMNS: &[&str] = &[
@@ -756,6 +770,11 @@ pub struct OutputArgs {
     /// server-counted prompt tokens, cached tokens) to this file.
     #[arg(long, value_name = "PATH", help_heading = "Output")]
     pub requests_jsonl: Option<PathBuf>,
+    /// Also write each streamed request's token arrival times (`token_ms`:
+    /// milliseconds from its send, one per chunk that carried tokens) into
+    /// --requests-jsonl and the results directory.
+    #[arg(long, help_heading = "Output")]
+    pub token_times: bool,
     /// Write the run's results directory here (created with its parents): the run
     /// record, one line per request and per trajectory, latency histograms and
     /// time series, for `batchbench report`. For sweep and capacity, the series'
@@ -788,6 +807,7 @@ impl OutputArgs {
         o.verbose |= self.verbose;
         o.dry_run |= self.dry_run;
         o.quiet |= self.quiet;
+        o.token_times |= self.token_times;
         for (flag, field) in [
             (&self.results_csv, &mut o.results_csv),
             (&self.summary_json, &mut o.summary_json),

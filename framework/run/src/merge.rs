@@ -353,6 +353,9 @@ fn merge_into(
         admission_lag: &admission_lag,
     });
     summary.prompt_synthesis = first.doc.summary.prompt_synthesis.clone();
+    summary.server_closes_connections = shards
+        .iter()
+        .any(|s| s.doc.summary.server_closes_connections);
     summary.server_metrics = shards
         .iter()
         .find_map(|s| s.doc.summary.server_metrics.clone());

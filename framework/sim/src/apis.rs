@@ -562,6 +562,36 @@ pub struct ReplyFacts<'a> {
     pub items: u64,
 }
 
+/// The server's own timings of a reply, reported where the API has a place
+/// for them (with `--stamps`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timings {
+    /// From the request's arrival to its first token, in milliseconds.
+    pub prompt_ms: f64,
+    /// From the first token to the last, in milliseconds.
+    pub predicted_ms: f64,
+}
+
+impl Timings {
+    /// `v` with the timings where the API reports them: llama.cpp's `timings`
+    /// object on chat and completions, SGLang's `meta_info.e2e_latency`.
+    pub fn add_to(t: Option<Self>, api: Api, mut v: Value) -> Value {
+        let Some(t) = t else { return v };
+        match api {
+            Api::Chat | Api::Completions => {
+                v["timings"] = json!({"prompt_ms": t.prompt_ms, "predicted_ms": t.predicted_ms});
+            }
+            Api::Generate => {
+                if let Some(m) = v.get_mut("meta_info") {
+                    m["e2e_latency"] = json!((t.prompt_ms + t.predicted_ms) / 1000.0);
+                }
+            }
+            _ => {}
+        }
+        v
+    }
+}
+
 fn openai_usage(f: &ReplyFacts<'_>) -> Value {
     json!({
         "prompt_tokens": f.prompt,
@@ -617,8 +647,13 @@ fn finish(f: &ReplyFacts<'_>) -> &'static str {
     if f.length { "length" } else { "stop" }
 }
 
-/// The JSON body of a whole reply of `text`.
-pub fn body(api: Api, f: &ReplyFacts<'_>, text: &str) -> Value {
+/// The JSON body of a whole reply of `text`, with the server's timings where
+/// the API reports them.
+pub fn body(api: Api, f: &ReplyFacts<'_>, text: &str, timings: Option<Timings>) -> Value {
+    Timings::add_to(timings, api, plain_body(api, f, text))
+}
+
+fn plain_body(api: Api, f: &ReplyFacts<'_>, text: &str) -> Value {
     match api {
         Api::Chat => json!({
             "id": f.id, "object": "chat.completion", "model": f.model,
@@ -734,8 +769,16 @@ pub fn stream_delta(api: Api, f: &ReplyFacts<'_>, text: &str, so_far: &str, sent
     event(api, &v)
 }
 
-/// The events that end a stream of output `text`.
-pub fn stream_end(api: Api, f: &ReplyFacts<'_>, text: &str, usage: bool) -> Vec<String> {
+/// The events that end a stream of output `text`; the server's timings go
+/// on the event that finishes the output, where the API reports them.
+pub fn stream_end(
+    api: Api,
+    f: &ReplyFacts<'_>,
+    text: &str,
+    usage: bool,
+    timings: Option<Timings>,
+) -> Vec<String> {
+    let timed = |v: Value| Timings::add_to(timings, api, v);
     match api {
         Api::Chat | Api::Completions => {
             let object = if api == Api::Chat {
@@ -750,7 +793,7 @@ pub fn stream_end(api: Api, f: &ReplyFacts<'_>, text: &str, usage: bool) -> Vec<
             };
             let mut out = vec![event(
                 api,
-                &json!({"id": f.id, "object": object, "model": f.model, "choices": [last]}),
+                &timed(json!({"id": f.id, "object": object, "model": f.model, "choices": [last]})),
             )];
             if usage {
                 out.push(event(
@@ -790,7 +833,9 @@ pub fn stream_end(api: Api, f: &ReplyFacts<'_>, text: &str, usage: bool) -> Vec<
         Api::Generate | Api::Embeddings => vec![
             event(
                 api,
-                &json!({"text": text, "meta_info": generate_meta(f, f.completion, true), "index": 0}),
+                &timed(
+                    json!({"text": text, "meta_info": generate_meta(f, f.completion, true), "index": 0}),
+                ),
             ),
             "data: [DONE]\n\n".into(),
         ],

@@ -19,6 +19,7 @@
 //! prompt tokens (`P` at most the chunk, KV not binding): each request spends
 //! `O` steps in the batch, sharing each step's base with the others.
 
+use batchbench_core::pacer::Pacer;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -84,17 +85,27 @@ impl Seq {
 }
 
 /// Starts one worker's scheduler; it ends when every sender is dropped.
-pub(crate) fn start(model: BatchModel, gauges: Arc<Gauges>) -> mpsc::UnboundedSender<Admission> {
+pub(crate) fn start(
+    model: BatchModel,
+    gauges: Arc<Gauges>,
+    pacer: Option<Arc<Pacer>>,
+) -> mpsc::UnboundedSender<Admission> {
     let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(run(model, rx, gauges));
+    tokio::spawn(run(model, rx, gauges, pacer));
     tx
 }
 
-async fn run(m: BatchModel, mut rx: mpsc::UnboundedReceiver<Admission>, g: Arc<Gauges>) {
+async fn run(
+    m: BatchModel,
+    mut rx: mpsc::UnboundedReceiver<Admission>,
+    g: Arc<Gauges>,
+    pacer: Option<Arc<Pacer>>,
+) {
     let mut waiting: VecDeque<Seq> = VecDeque::new();
     let mut running: Vec<Seq> = Vec::new();
-    // The model's clock: each step ends a step time after the last one, so the
-    // runtime timer's millisecond steps delay single steps, not the rate.
+    // The model's clock: each step ends a step time after the last one, kept
+    // by the pacer to within a fraction of a millisecond (without one, by the
+    // runtime's timer: tests on its paused clock).
     let mut clock = Instant::now();
     loop {
         if running.is_empty() && waiting.is_empty() {
@@ -119,7 +130,10 @@ async fn run(m: BatchModel, mut rx: mpsc::UnboundedReceiver<Admission>, g: Arc<G
             + m.step_per_seq * running.len() as u32
             + m.prefill_per_token.mul_f64(prefilled as f64);
         clock += step;
-        tokio::time::sleep_until(clock).await;
+        match &pacer {
+            Some(p) => p.until(clock.into_std()).await,
+            None => tokio::time::sleep_until(clock).await,
+        }
         for (s, make) in running.iter_mut().zip(makes) {
             if make {
                 s.made += 1;
@@ -257,7 +271,7 @@ mod tests {
     async fn a_saturated_worker_completes_at_the_documented_rate() {
         let m = model(8);
         let g = Arc::new(Gauges::default());
-        let tx = start(m, g.clone());
+        let tx = start(m, g.clone(), None);
         let (n, output, prompt) = (1_000u32, 20u32, 100u64);
         let t0 = tokio::time::Instant::now();
         let rxs: Vec<_> = (0..n).map(|_| request(&tx, prompt, output)).collect();
@@ -281,7 +295,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_batch_is_capped_and_the_rest_waits_in_order() {
         let g = Arc::new(Gauges::default());
-        let tx = start(model(2), g.clone());
+        let tx = start(model(2), g.clone(), None);
         let a = request(&tx, 10, 5);
         let b = request(&tx, 10, 5);
         let mut c = request(&tx, 10, 5);
@@ -298,7 +312,7 @@ mod tests {
         let mut m = model(4);
         m.kv_capacity_tokens = 120;
         let g = Arc::new(Gauges::default());
-        let tx = start(m, g.clone());
+        let tx = start(m, g.clone(), None);
         // Both prompts fit at first (2 x 41 = 82); their outputs do not (2 x 90).
         let a = request(&tx, 40, 50);
         let b = request(&tx, 40, 50);
@@ -316,7 +330,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_client_that_leaves_frees_its_place() {
         let g = Arc::new(Gauges::default());
-        let tx = start(model(1), g.clone());
+        let tx = start(model(1), g.clone(), None);
         let gone = request(&tx, 10, 1_000_000);
         let next = request(&tx, 10, 3);
         tokio::time::sleep(Duration::from_millis(50)).await;

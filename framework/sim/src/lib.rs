@@ -176,6 +176,13 @@ pub struct SimConfig {
     /// Keep a log of every request (GET /sim/requests), up to a million entries.
     #[arg(long)]
     pub record_requests: bool,
+    /// Stamp each request on the simulator's clock: when it arrived and when
+    /// each chunk of its response was written, in the request log (with
+    /// --record-requests), and the server's own timings in the response, as
+    /// real servers report them (llama.cpp's `timings` for chat and
+    /// completions, SGLang's `e2e_latency` for /generate).
+    #[arg(long)]
+    pub stamps: bool,
 }
 
 impl Default for SimConfig {

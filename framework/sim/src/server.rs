@@ -9,6 +9,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use batchbench_core::pacer::Pacer;
 use batchbench_core::rng::{self, Stream};
 use batchbench_core::tokens::TokenizerHandle;
 use bytes::Bytes;
@@ -26,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 const MAX_LOG: usize = 1_000_000;
 
 /// One request as the simulator saw it.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct RequestLog {
     /// Arrival order.
     pub seq: u64,
@@ -59,6 +60,14 @@ pub struct RequestLog {
     pub body_sha256: String,
     /// The injected fault, if any.
     pub fault: Option<FaultKind>,
+    /// With `--stamps`: when the request arrived (its body read, before any
+    /// work on it), microseconds on the simulator's monotonic clock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub received_us: Option<f64>,
+    /// With `--stamps`: when each chunk that carried tokens was written (a
+    /// whole reply: once), on the same clock.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub chunk_us: Vec<f64>,
 }
 
 /// Per-worker counters.
@@ -107,6 +116,11 @@ struct AppState {
     ids_cache: Mutex<HashMap<u64, Arc<[u32]>>>,
     /// Responses API: stored conversations by response id, oldest first.
     stored: Mutex<StoredResponses>,
+    /// Keeps every token's time to within a fraction of a millisecond (the
+    /// runtime's timer has millisecond steps).
+    pacer: Arc<Pacer>,
+    /// The zero of the stamps' clock.
+    epoch: std::time::Instant,
 }
 
 /// A stored response: the conversation's messages up to and including the
@@ -236,8 +250,12 @@ impl Sim {
         let gauges: Vec<Arc<Gauges>> = (0..cfg.workers)
             .map(|_| Arc::new(Gauges::default()))
             .collect();
+        let pacer = Arc::new(Pacer::start()?);
         let schedulers = match cfg.batch_model() {
-            Some(m) => gauges.iter().map(|g| batch::start(m, g.clone())).collect(),
+            Some(m) => gauges
+                .iter()
+                .map(|g| batch::start(m, g.clone(), Some(pacer.clone())))
+                .collect(),
             None => Vec::new(),
         };
         let state = Arc::new(AppState {
@@ -253,6 +271,8 @@ impl Sim {
             round_robin: AtomicU64::new(0),
             ids_cache: Mutex::new(HashMap::new()),
             stored: Mutex::new(StoredResponses::default()),
+            pacer,
+            epoch: std::time::Instant::now(),
         });
         let app = axum::Router::new()
             .route("/v1/chat/completions", handler(Api::Chat))
@@ -273,6 +293,11 @@ impl Sim {
             .with_state(state.clone());
         let shutdown = CancellationToken::new();
         let stop = shutdown.clone();
+        // As real servers do: each SSE event leaves when written, not after
+        // the client's delayed ACK of the one before (Nagle).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app)
                 .with_graceful_shutdown(async move { stop.cancelled().await })
@@ -317,6 +342,41 @@ impl Sim {
     pub async fn serve_until(self, cancel: CancellationToken) {
         cancel.cancelled().await;
         self.stop().await;
+    }
+}
+
+impl AppState {
+    /// `t` on the stamps' clock: microseconds from the simulator's start.
+    fn stamp(&self, t: std::time::Instant) -> f64 {
+        t.saturating_duration_since(self.epoch).as_nanos() as f64 / 1000.0
+    }
+
+    /// With `--stamps`: the server's timings of a reply whose first tokens
+    /// were made at `first` and whose last at `last`.
+    fn timings(
+        &self,
+        p: &Plan,
+        first: std::time::Instant,
+        last: std::time::Instant,
+    ) -> Option<apis::Timings> {
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        self.cfg.stamps.then(|| apis::Timings {
+            prompt_ms: ms(first.saturating_duration_since(p.received)),
+            predicted_ms: ms(last.saturating_duration_since(first)),
+        })
+    }
+
+    /// With `--stamps` and `--record-requests`: the chunks' write times, into
+    /// the request's log entry.
+    fn log_chunks(&self, seq: u64, chunks: &[std::time::Instant]) {
+        if !(self.cfg.stamps && self.cfg.record_requests) {
+            return;
+        }
+        let stamps: Vec<f64> = chunks.iter().map(|t| self.stamp(*t)).collect();
+        let mut log = lock(&self.log);
+        if let Some(e) = log.iter_mut().rev().find(|e| e.seq == seq) {
+            e.chunk_us = stamps;
+        }
     }
 }
 
@@ -678,6 +738,10 @@ struct Plan {
     fault_status: u16,
     /// Inputs of the request (embeddings).
     items: u64,
+    /// Arrival order.
+    seq: u64,
+    /// When it arrived.
+    received: std::time::Instant,
     /// Responses API: store the reply under `id`, after the messages of the
     /// prompt (`ids[from..]`, counted `count`).
     store: Option<(Option<Arc<Stored>>, Vec<u32>, u64)>,
@@ -698,6 +762,7 @@ async fn serve(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let received = std::time::Instant::now();
     let seq = st.seq.fetch_add(1, Ordering::Relaxed);
     let req: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
@@ -823,6 +888,8 @@ async fn serve(
                 body_hash: fnv(&body),
                 body_sha256: sha256_hex(&body),
                 fault,
+                received_us: st.cfg.stamps.then(|| st.stamp(received)),
+                chunk_us: Vec::new(),
             });
         }
     }
@@ -838,6 +905,8 @@ async fn serve(
     };
     let plan = Plan {
         api,
+        seq,
+        received,
         id: apis::response_id(api, seq),
         store,
         items: parsed.items,
@@ -869,8 +938,15 @@ async fn sleep(d: Duration) {
 
 /// How a response's tokens are timed.
 enum Pace {
-    /// The per-request model: the TTFT, then a decode interval per token.
-    Timed { ttft: Duration, decode: Duration },
+    /// The per-request model: the TTFT, then a decode interval per token, on
+    /// a schedule from the request's arrival (`due`: when the next tokens are
+    /// due), kept by the pacer to within a fraction of a millisecond.
+    Timed {
+        due: std::time::Instant,
+        ttft: Duration,
+        decode: Duration,
+        pacer: Arc<Pacer>,
+    },
     /// The worker's batch makes the tokens: one message per token.
     Batched(mpsc::UnboundedReceiver<()>),
 }
@@ -879,7 +955,15 @@ impl Pace {
     /// Waits for the next `n` tokens (`first`: they start the reply).
     async fn next(&mut self, first: bool, n: u32) {
         match self {
-            Self::Timed { ttft, decode } => sleep(if first { *ttft } else { *decode * n }).await,
+            Self::Timed {
+                due,
+                ttft,
+                decode,
+                pacer,
+            } => {
+                *due += if first { *ttft } else { *decode * n };
+                pacer.until(*due).await;
+            }
             Self::Batched(rx) => {
                 for _ in 0..n {
                     if rx.recv().await.is_none() {
@@ -890,11 +974,32 @@ impl Pace {
         }
     }
 
-    /// Waits for the whole reply of `n` tokens.
-    async fn all(&mut self, n: u32) {
+    /// Waits for the whole reply of `n` tokens; returns when its first token
+    /// was made (none for no token).
+    async fn all(&mut self, n: u32) -> Option<std::time::Instant> {
         match self {
-            Self::Timed { ttft, decode } => sleep(*ttft + *decode * n).await,
-            Self::Batched(_) => self.next(true, n).await,
+            Self::Timed {
+                due,
+                ttft,
+                decode,
+                pacer,
+            } => {
+                // The TTFT, then a decode interval per output token; the
+                // first token counts as made at the TTFT.
+                let first = *due + *ttft;
+                *due = first + *decode * n;
+                pacer.until(*due).await;
+                (n > 0).then_some(first)
+            }
+            Self::Batched(_) => {
+                if n == 0 {
+                    return None;
+                }
+                self.next(true, 1).await;
+                let first = std::time::Instant::now();
+                self.next(false, n - 1).await;
+                Some(first)
+            }
         }
     }
 }
@@ -929,8 +1034,10 @@ fn pace(st: &AppState, p: &Plan) -> (Pace, InFlight) {
     let decode = Duration::from_secs_f64(st.cfg.decode_ms_per_token.max(0.0) / 1000.0);
     (
         Pace::Timed {
+            due: std::time::Instant::now(),
             ttft: ttft(st, p),
             decode,
+            pacer: st.pacer.clone(),
         },
         InFlight(Some(g)),
     )
@@ -1051,7 +1158,8 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
     }
     let (mut pace, in_flight) = pace(&st, &p);
     if !p.stream {
-        pace.all(p.completion).await;
+        let first = pace.all(p.completion).await;
+        let done = std::time::Instant::now();
         drop(in_flight);
         let mut text = String::new();
         st.tok
@@ -1059,7 +1167,8 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
         if p.fault.is_none() {
             store(&st, &p, &text);
         }
-        let body = apis::body(p.api, &facts(&p), &text).to_string();
+        let timings = st.timings(&p, first.unwrap_or(done), done);
+        let body = apis::body(p.api, &facts(&p), &text, timings).to_string();
         let body = match p.fault {
             Some(FaultKind::Truncate) => body[..body.len() / 2].to_owned(),
             Some(FaultKind::Malformed) => format!("{{\"choices\": [ {}", &body[..body.len() / 3]),
@@ -1079,7 +1188,10 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
                 tokio::spawn(bytewise(Bytes::from(body), tx, drip(&st, p.fault)));
                 (content_type, Body::from_stream(receiver_stream(rx))).into_response()
             }
-            _ => (content_type, body).into_response(),
+            _ => {
+                st.log_chunks(p.seq, &[std::time::Instant::now()]);
+                (content_type, body).into_response()
+            }
         };
     }
     // For the stream faults the events go through `shape`, which splits, drips,
@@ -1138,6 +1250,7 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
         let per = st.cfg.tokens_per_chunk.max(1);
         let mut sent = 0u32;
         let mut so_far = String::new();
+        let mut written = Vec::new();
         while sent < p.completion {
             let n = per.min(p.completion - sent);
             pace.next(sent == 0, n).await;
@@ -1146,6 +1259,9 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
             so_far.push_str(&text);
             sent += n;
             let e = apis::stream_delta(p.api, &f, &text, &so_far, sent);
+            if st.cfg.stamps {
+                written.push(std::time::Instant::now());
+            }
             if tx.send(Ok(Bytes::from(e))).await.is_err() {
                 return;
             }
@@ -1156,7 +1272,21 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
         if p.fault.is_none() {
             store(&st, &p, &so_far);
         }
-        send(apis::stream_end(p.api, &f, &so_far, p.usage_in_stream)).await;
+        let now = std::time::Instant::now();
+        let timings = st.timings(
+            &p,
+            written.first().copied().unwrap_or(now),
+            written.last().copied().unwrap_or(now),
+        );
+        st.log_chunks(p.seq, &written);
+        send(apis::stream_end(
+            p.api,
+            &f,
+            &so_far,
+            p.usage_in_stream,
+            timings,
+        ))
+        .await;
     });
     let body = receiver_stream(rx);
     Response::builder()

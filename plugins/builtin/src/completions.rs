@@ -8,7 +8,7 @@
 //! Output constraints go out as `min_tokens` / `max_tokens` (or SGLang's
 //! `min_new_tokens` / `max_new_tokens`); streaming asks for usage in the stream.
 
-use crate::openai::{OpenAiChatConfig, WireUsage};
+use crate::openai::{OpenAiChatConfig, WireTimings, WireUsage};
 use crate::wire_util::{SseEvents, SseStream, error_in_200, fields, json_str, raw_with_fields, w};
 use batchbench_core::plugin::{
     BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, StreamDecoder,
@@ -103,6 +103,7 @@ impl RequestCodec for OpenAiCompletions {
             content: choice.text.map(Cow::into_owned).unwrap_or_default(),
             usage: r.usage.map(WireUsage::into_usage),
             finish_reason: choice.finish_reason.map(Cow::into_owned),
+            server_timing: r.timings.map(WireTimings::into_server_timing),
             ..Reply::default()
         })
     }
@@ -118,6 +119,9 @@ struct Response<'a> {
     choices: Vec<Choice<'a>>,
     #[serde(default)]
     usage: Option<WireUsage>,
+    /// llama.cpp's own timings.
+    #[serde(default)]
+    timings: Option<WireTimings>,
     #[serde(default)]
     error: Option<Value>,
 }
@@ -154,6 +158,9 @@ impl CompletionsEvents {
         }
         if let Some(u) = chunk.usage {
             self.reply.usage = Some(u.into_usage());
+        }
+        if let Some(t) = chunk.timings {
+            self.reply.server_timing = Some(t.into_server_timing());
         }
         if let Some(choice) = chunk.choices.into_iter().next() {
             if let Some(t) = choice.text.filter(|t| !t.is_empty()) {

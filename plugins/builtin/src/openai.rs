@@ -11,7 +11,8 @@
 use crate::wire_util::{SseEvents, SseStream, error_in_200, json_str, num_field, w};
 use batchbench_core::conversation::{Conversation, Message};
 use batchbench_core::plugin::{
-    BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, StreamDecoder, Usage,
+    BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, ServerTiming,
+    StreamDecoder, Usage,
 };
 use batchbench_core::registry::BuildContext;
 use serde::{Deserialize, Serialize};
@@ -203,6 +204,7 @@ impl RequestCodec for OpenAiChat {
                 .map(|c| c.into_owned()),
             usage: r.usage.map(WireUsage::into_usage),
             finish_reason: choice.finish_reason.map(|c| c.into_owned()),
+            server_timing: r.timings.map(WireTimings::into_server_timing),
             ..Reply::default()
         })
     }
@@ -218,9 +220,35 @@ struct Response<'a> {
     choices: Vec<Choice<'a>>,
     #[serde(default)]
     usage: Option<WireUsage>,
+    /// llama.cpp's own timings of the request.
+    #[serde(default)]
+    timings: Option<WireTimings>,
     /// An error object in a successful response (some gateways answer 200).
     #[serde(default)]
     error: Option<serde_json::Value>,
+}
+
+/// llama.cpp's `timings` object (chat and completions; in a stream, on the
+/// last chunk): the server's prompt and generation times on its own clock.
+#[derive(Deserialize)]
+pub(crate) struct WireTimings {
+    #[serde(default)]
+    prompt_ms: Option<f64>,
+    #[serde(default)]
+    predicted_ms: Option<f64>,
+    #[serde(default)]
+    cache_n: Option<u64>,
+}
+
+impl WireTimings {
+    pub(crate) fn into_server_timing(self) -> ServerTiming {
+        ServerTiming {
+            prompt_ms: self.prompt_ms,
+            predicted_ms: self.predicted_ms,
+            total_ms: None,
+            cached_tokens: self.cache_n,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -302,6 +330,9 @@ impl SseEvents for ChatEvents {
         }
         if let Some(u) = chunk.usage {
             self.reply.usage = Some(u.into_usage());
+        }
+        if let Some(t) = chunk.timings {
+            self.reply.server_timing = Some(t.into_server_timing());
         }
         if let Some(choice) = chunk.choices.into_iter().next() {
             if let Some(d) = choice.delta.or(choice.message) {

@@ -2,7 +2,7 @@
 //! plots: outcome, latency, TTFT, planned against server-counted prompt tokens,
 //! server-reported and estimated cached tokens.
 
-use batchbench_core::plugin::{PluginError, Reporter, RequestRecord};
+use batchbench_core::plugin::{PluginError, Reporter, RequestRecord, ServerTiming};
 use batchbench_core::record::RunInfo;
 use batchbench_core::record::Summary;
 use batchbench_core::registry::BuildContext;
@@ -28,8 +28,23 @@ struct Line<'a> {
     failure_kind: Option<String>,
     failure: Option<&'a str>,
     retries: u32,
+    /// Times a kept connection turned out closed by the server and the
+    /// request went out at once on a new one (not retries).
+    reconnects: u32,
     latency_ms: f64,
+    /// Latency over all attempts, failed ones and their backoff included
+    /// (present when the request was retried).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    latency_all_attempts_ms: Option<f64>,
     ttft_ms: Option<f64>,
+    /// The server's own timings (llama.cpp `timings`, SGLang `meta_info`),
+    /// where it reported them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server_timing: Option<ServerTiming>,
+    /// The client's latency less the server's own time: queueing before the
+    /// server's clock starts, and the network.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_minus_server_ms: Option<f64>,
     /// Time to the first reasoning token (streamed, where the API tells
     /// reasoning apart).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -38,6 +53,10 @@ struct Line<'a> {
     tpot_ms: Option<f64>,
     /// The longest per-token gap between streamed chunks.
     itl_max_ms: Option<f64>,
+    /// When each chunk that carried tokens arrived, from the send (with
+    /// `--token-times`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    token_ms: Vec<f64>,
     /// Met every per-request SLO bound: present for the measured successes
     /// of a run with per-request bounds (`--slo ttft<=500ms`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -129,11 +148,20 @@ fn line<'a>(rec: &'a RequestRecord<'a>) -> Line<'a> {
         failure_kind: rec.failure.map(|(k, _)| k.to_string()),
         failure: rec.failure.map(|(_, m)| m),
         retries: rec.retries,
+        reconnects: rec.reconnects,
         latency_ms: ms(rec.latency),
+        latency_all_attempts_ms: (rec.retries > 0)
+            .then(|| ms(rec.latency + rec.timing.retry_time())),
         ttft_ms: rec.ttft.map(ms),
+        server_timing: rec.server_timing,
+        client_minus_server_ms: rec
+            .server_timing
+            .and_then(|t| t.server_ms())
+            .map(|s| ms(rec.latency) - s),
         ttfrt_ms: rec.ttfrt.map(ms),
         tpot_ms: rec.tpot.map(ms),
         itl_max_ms: rec.itl_max.map(ms),
+        token_ms: rec.token_times.iter().copied().map(ms).collect(),
         slo_met: rec.slo_met,
         planned_prompt_tokens: rec.planned_prompt_tokens,
         prompt_tokens: usage.map(|u| u.prompt_tokens),
@@ -183,8 +211,12 @@ pub struct RecordLine {
     pub failure: Option<String>,
     /// Attempts beyond the first.
     pub retries: u32,
+    /// Requests sent again at once on a new connection.
+    pub reconnects: u32,
     /// Last attempt's send to its last byte.
     pub latency_ms: f64,
+    /// The server's own timings.
+    pub server_timing: Option<ServerTiming>,
     /// Time to first token.
     pub ttft_ms: Option<f64>,
     /// Time to the first reasoning token.
@@ -193,6 +225,8 @@ pub struct RecordLine {
     pub tpot_ms: Option<f64>,
     /// Longest per-token gap.
     pub itl_max_ms: Option<f64>,
+    /// Token arrival times from the send.
+    pub token_ms: Vec<f64>,
     /// Met every per-request SLO bound.
     pub slo_met: Option<bool>,
     /// Planned prompt tokens.
@@ -265,7 +299,9 @@ impl RecordLine {
             request_index: self.request_index,
             planned_prompt_tokens: self.planned_prompt_tokens,
             retries: self.retries,
+            reconnects: self.reconnects,
             latency_ms: self.latency_ms,
+            server_timing: self.server_timing,
             usage,
             estimated_cached_tokens: self.estimated_cached_tokens,
             global_estimated_cached_tokens: self.global_estimated_cached_tokens,
@@ -277,6 +313,7 @@ impl RecordLine {
             image_bytes: self.image_bytes,
             tpot_ms: self.tpot_ms,
             itl_max_ms: self.itl_max_ms,
+            token_ms: self.token_ms,
             slo_met: self.slo_met,
             failure_kind: self.failure_kind,
             failure_message: self.failure,
@@ -348,7 +385,14 @@ mod tests {
             request_index: 3,
             planned_prompt_tokens: Some(128),
             retries: 1,
+            reconnects: 1,
             latency: Duration::from_micros(20_250),
+            server_timing: Some(ServerTiming {
+                prompt_ms: Some(2.5),
+                predicted_ms: Some(15.0),
+                total_ms: None,
+                cached_tokens: Some(64),
+            }),
             usage: Some(Usage {
                 prompt_tokens: 136,
                 completion_tokens: 16,
@@ -368,6 +412,7 @@ mod tests {
             image_bytes: 0,
             tpot: Some(Duration::from_micros(1_100)),
             itl_max: Some(Duration::from_millis(2)),
+            token_times: Vec::new(),
             slo_met: Some(true),
             failure: None,
             timing: SendTiming {

@@ -10,7 +10,8 @@
 
 use crate::wire_util::{SseEvents, SseStream, error_in_200, fields, raw_with_fields, w};
 use batchbench_core::plugin::{
-    BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, StreamDecoder, Usage,
+    BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, ServerTiming,
+    StreamDecoder, Usage,
 };
 use batchbench_core::registry::BuildContext;
 use serde::{Deserialize, Serialize};
@@ -150,6 +151,7 @@ impl RequestCodec for SglangGenerate {
             content: g.text,
             finish_reason: meta.finish(),
             usage: meta.usage(),
+            server_timing: meta.server_timing(),
             response_id: None,
             ..Reply::default()
         })
@@ -176,9 +178,21 @@ struct MetaInfo {
     cached_tokens: Option<u64>,
     reasoning_tokens: Option<u64>,
     finish_reason: Option<Value>,
+    /// Seconds from the request's arrival to this output, on the server's
+    /// clock.
+    e2e_latency: Option<f64>,
 }
 
 impl MetaInfo {
+    /// The server's time on the request so far (`e2e_latency`, seconds).
+    fn server_timing(&self) -> Option<ServerTiming> {
+        let secs = self.e2e_latency.filter(|s| s.is_finite() && *s >= 0.0)?;
+        Some(ServerTiming {
+            total_ms: Some(secs * 1000.0),
+            ..ServerTiming::default()
+        })
+    }
+
     fn usage(&self) -> Option<Usage> {
         Some(Usage {
             prompt_tokens: self.prompt_tokens?,
@@ -255,6 +269,9 @@ impl GenerateEvents {
             }
             if let Some(f) = meta.finish() {
                 self.reply.finish_reason = Some(f);
+            }
+            if let Some(t) = meta.server_timing() {
+                self.reply.server_timing = Some(t);
             }
         }
         Ok(())

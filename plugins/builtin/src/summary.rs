@@ -69,11 +69,30 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
             info.merged_shards.len()
         );
     }
+    let reconnects = if s.reconnects > 0 {
+        format!(", {} reconnects", s.reconnects)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         o,
-        "  {:<22} {} total, {} ok, {} failed, {} retries",
+        "  {:<22} {} total, {} ok, {} failed, {} retries{reconnects}",
         "requests", s.total_requests, s.successful_requests, s.failed_requests, s.retries
     );
+    if s.server_closes_connections {
+        let _ = writeln!(
+            o,
+            "  {:<22} the server closed every connection after its response (keep-alive not kept): each later request opened a new one, counted as a reconnect, not a retry",
+            "connections"
+        );
+    }
+    if s.retries > 0 {
+        let _ = writeln!(
+            o,
+            "  {:<22} {:.3} s in failed attempts and backoff; latency below is each request's last attempt",
+            "retry time", s.retry_seconds
+        );
+    }
     if !s.failures_by_kind.is_empty() {
         let kinds: Vec<String> = s
             .failures_by_kind
@@ -180,6 +199,9 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
     }
     let _ = writeln!(o, "  latency (ms)");
     lat(&mut o, "request", s.latency);
+    if s.latency_all_attempts.is_some() {
+        lat(&mut o, "request, all attempts", s.latency_all_attempts);
+    }
     lat(&mut o, "time to first token", s.ttft);
     if s.ttfrt.is_some() {
         lat(&mut o, "first reasoning token", s.ttfrt);
@@ -187,6 +209,9 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
     lat(&mut o, "inter-token", s.itl);
     lat(&mut o, "time per output token", s.tpot);
     lat(&mut o, "trajectory end-to-end", s.trajectory_e2e);
+    if let Some(t) = &s.server_timing {
+        server_timing(&mut o, t);
+    }
     if let Some(l) = &s.load {
         load(&mut o, l);
     }
@@ -207,6 +232,27 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
         let _ = writeln!(o, "  {:<22} FAILED: {why} (exit 1)", "run");
     }
     o
+}
+
+/// The server's own timings beside the client's.
+fn server_timing(o: &mut String, t: &batchbench_core::record::ServerTimingReport) {
+    let _ = writeln!(
+        o,
+        "  server-side timings (ms, the server's own clock; {} requests)",
+        t.requests
+    );
+    lat(o, "server prompt", t.prompt);
+    lat(o, "server generation", t.predicted);
+    lat(o, "server total", t.total);
+    lat(o, "client minus server", t.client_minus_server);
+    lat(o, "TTFT minus prompt", t.ttft_minus_prompt);
+    if t.server_over_client > 0 {
+        let _ = writeln!(
+            o,
+            "  {:<22} {} requests took longer on the server's clock than on the client's (by over 1 ms)",
+            "", t.server_over_client
+        );
+    }
 }
 
 /// The server's metrics: the scrapes, then each common metric's mean and max.

@@ -63,12 +63,21 @@ fn check(name: &str, got: &str) {
 
 /// Runs one scenario and checks its CSV and JSON snapshots; `empty` lists the
 /// columns this shape leaves empty by design. Every scenario is a closed loop:
-/// the load model's columns are empty too, and so are the SLO's (none is given).
+/// the load model's columns are empty too, and so are the SLO's (none is given)
+/// and the server timings' (the simulator reports none without --stamps).
 fn snapshot(name: &str, agent: bool, flags: &[&str], empty: &[&str]) {
+    // No request is retried and the simulator reports no timings of its own
+    // (it does with --stamps): those figures stay empty.
+    let truthful = batchbench_run::flags::TRUTH_COLUMNS.iter().filter(|c| {
+        c.starts_with("latency_all_attempts")
+            || c.starts_with("server_p")
+            || c.starts_with("client_minus_server")
+    });
     let closed_loop = ["request_rate", "session_rate"]
         .iter()
         .chain(batchbench_run::flags::LOAD_COLUMNS)
-        .chain(batchbench_run::flags::SLO_COLUMNS);
+        .chain(batchbench_run::flags::SLO_COLUMNS)
+        .chain(truthful);
     let empty: Vec<&str> = empty.iter().chain(closed_loop).copied().collect();
     let empty = empty.as_slice();
     let sim = SimServer::recording("qwen");

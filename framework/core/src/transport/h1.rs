@@ -15,7 +15,8 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper::header::{HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, Uri};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// Where requests go and the connections kept open to it.
 pub(super) struct Origin {
@@ -29,8 +30,30 @@ pub(super) struct Origin {
     headers: HeaderMap,
     connect_timeout: Duration,
     /// Connections that finished their last response, newest last.
-    idle: Mutex<Vec<SendRequest<Chunks>>>,
+    idle: Mutex<Vec<Kept>>,
     max_idle: usize,
+    /// What the server did with the connections, over the run.
+    counts: Counts,
+}
+
+/// A connection slot kept after a response: the connection, or the mark of
+/// one the server closed after it. Whoever takes a mark opens a new
+/// connection and counts a reconnect, so each close costs one count, whatever
+/// the order in which the close and the next request arrive.
+enum Kept {
+    /// Open, with the responses it has carried.
+    Open(SendRequest<Chunks>, u32),
+    /// Closed by the server (or `Connection: close`) after a response.
+    Closed,
+}
+
+/// Counters of the connections' life, read by [`Origin::report`].
+#[derive(Debug, Default)]
+struct Counts {
+    opened: AtomicU64,
+    responses: AtomicU64,
+    reused: AtomicU64,
+    closed_after_response: AtomicU64,
 }
 
 impl std::fmt::Debug for Origin {
@@ -46,6 +69,40 @@ impl std::fmt::Debug for Origin {
 /// A connection lent to one request; [`Origin::give_back`] returns it.
 pub(super) struct Lent {
     sender: SendRequest<Chunks>,
+    /// Responses it carried before this one.
+    served: u32,
+    /// The response said `Connection: close`.
+    close: bool,
+}
+
+/// A request's response head, on the connection that carries its body.
+pub(super) struct Sent {
+    pub(super) response: Response<Incoming>,
+    pub(super) lent: Lent,
+    /// When the request went out on the connection that answered it.
+    pub(super) at: Instant,
+}
+
+/// What the server did with the run's connections.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConnectionCounts {
+    /// Connections opened.
+    pub opened: u64,
+    /// Responses read to their end.
+    pub responses: u64,
+    /// Of those, responses on a connection that had carried one before.
+    pub reused: u64,
+    /// Connections the server closed after a response (an EOF or reset on
+    /// the next request, a close seen while idle, or `Connection: close`).
+    pub closed_after_response: u64,
+}
+
+impl ConnectionCounts {
+    /// The server closed every connection after its first response: every
+    /// request after a connection's first paid a new connection.
+    pub fn closes_after_every_response(&self) -> bool {
+        self.closed_after_response > 0 && self.reused == 0
+    }
 }
 
 impl Origin {
@@ -93,17 +150,26 @@ impl Origin {
             connect_timeout,
             idle: Mutex::new(Vec::new()),
             max_idle: max_idle.max(1),
+            counts: Counts::default(),
         })
     }
 
-    /// Sends one request and returns the response head, with the connection
-    /// that carries its body. An idle connection the server has closed is
-    /// replaced by a new one before anything is sent on it.
-    pub(super) async fn send(
+    /// The connections' counts so far.
+    pub(super) fn counts(&self) -> ConnectionCounts {
+        let c = &self.counts;
+        ConnectionCounts {
+            opened: c.opened.load(Ordering::Relaxed),
+            responses: c.responses.load(Ordering::Relaxed),
+            reused: c.reused.load(Ordering::Relaxed),
+            closed_after_response: c.closed_after_response.load(Ordering::Relaxed),
+        }
+    }
+
+    fn request(
         &self,
         body: &[Bytes],
         extra_headers: &[(String, String)],
-    ) -> Result<(Response<Incoming>, Lent), Failure> {
+    ) -> Result<Request<Chunks>, Failure> {
         let mut req = Request::new(Chunks::new(body));
         *req.method_mut() = Method::POST;
         *req.uri_mut() = self.path.clone();
@@ -123,45 +189,120 @@ impl Origin {
                 }
             }
         }
-        while let Some(mut sender) = self.take_idle() {
-            if sender.ready().await.is_err() {
-                continue;
-            }
-            match sender.try_send_request(req).await {
-                Ok(resp) => return Ok((resp, Lent { sender })),
-                Err(mut e) => match e.take_message() {
-                    // Closed before the request went out: another connection.
-                    Some(unsent) => req = unsent,
-                    None => return Err(failure("sending the request", &e.into_error())),
-                },
+        Ok(req)
+    }
+
+    /// Sends one request and returns the response head, with the connection
+    /// that carries its body.
+    ///
+    /// A kept connection the server closed after its last response is never
+    /// a failure: whether the close is seen before the request goes out or
+    /// only as an EOF or reset before any of the response, the request goes
+    /// out at once on a new connection, once, and `reconnected` says so. A
+    /// fresh connection's failures are failures.
+    pub(super) async fn send(
+        &self,
+        body: &[Bytes],
+        extra_headers: &[(String, String)],
+        reconnected: &mut bool,
+    ) -> Result<Sent, Failure> {
+        let mut req = self.request(body, extra_headers)?;
+        match self.take_idle() {
+            None => {}
+            Some(Kept::Closed) => self.reconnecting(reconnected),
+            Some(Kept::Open(mut sender, served)) => {
+                if sender.ready().await.is_err() {
+                    self.reconnecting(reconnected);
+                } else {
+                    let at = Instant::now();
+                    match sender.try_send_request(req).await {
+                        Ok(response) => return Ok(self.answered(response, sender, served, at)),
+                        Err(mut e) => {
+                            req = match e.take_message() {
+                                // Closed before the request went out.
+                                Some(unsent) => unsent,
+                                None => {
+                                    let e = e.into_error();
+                                    if !closed_before_response(&e) {
+                                        return Err(failure("sending the request", &e));
+                                    }
+                                    self.request(body, extra_headers)?
+                                }
+                            };
+                            self.reconnecting(reconnected);
+                        }
+                    }
+                }
             }
         }
         let mut sender = self.connect().await?;
+        let at = Instant::now();
         match sender.send_request(req).await {
-            Ok(resp) => Ok((resp, Lent { sender })),
+            Ok(response) => Ok(self.answered(response, sender, 0, at)),
             Err(e) => Err(failure("sending the request", &e)),
         }
     }
 
-    /// Keeps a connection whose response was read to its end.
-    pub(super) fn give_back(&self, lent: Lent) {
-        if lent.sender.is_closed() {
-            return;
-        }
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        if idle.len() < self.max_idle {
-            idle.push(lent.sender);
+    /// A kept connection was found closed: the request takes a new one.
+    fn reconnecting(&self, reconnected: &mut bool) {
+        *reconnected = true;
+        self.counts
+            .closed_after_response
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn answered(
+        &self,
+        response: Response<Incoming>,
+        sender: SendRequest<Chunks>,
+        served: u32,
+        at: Instant,
+    ) -> Sent {
+        let close = response
+            .headers()
+            .get_all(hyper::header::CONNECTION)
+            .iter()
+            .any(|v| {
+                v.to_str()
+                    .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
+            });
+        Sent {
+            response,
+            lent: Lent {
+                sender,
+                served,
+                close,
+            },
+            at,
         }
     }
 
-    fn take_idle(&self) -> Option<SendRequest<Chunks>> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some(s) = idle.pop() {
-            if !s.is_closed() {
-                return Some(s);
-            }
+    /// Keeps a connection whose response was read to its end; one the server
+    /// closed (or said it would) leaves a mark for the next request.
+    pub(super) fn give_back(&self, lent: Lent) {
+        let c = &self.counts;
+        c.responses.fetch_add(1, Ordering::Relaxed);
+        if lent.served > 0 {
+            c.reused.fetch_add(1, Ordering::Relaxed);
         }
-        None
+        let kept = if lent.close || lent.sender.is_closed() {
+            Kept::Closed
+        } else {
+            Kept::Open(lent.sender, lent.served.saturating_add(1))
+        };
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < self.max_idle {
+            idle.push(kept);
+        }
+    }
+
+    /// The newest kept slot. An open connection found closed is a closed one.
+    fn take_idle(&self) -> Option<Kept> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.pop().map(|k| match k {
+            Kept::Open(s, _) if s.is_closed() => Kept::Closed,
+            k => k,
+        })
     }
 
     async fn connect(&self) -> Result<SendRequest<Chunks>, Failure> {
@@ -190,6 +331,7 @@ impl Origin {
                 }
             };
         let _ = tcp.set_nodelay(true);
+        self.counts.opened.fetch_add(1, Ordering::Relaxed);
         let (sender, conn) = http1::handshake(hyper_util::rt::TokioIo::new(tcp))
             .await
             .map_err(|e| failure("opening the connection", &e))?;
@@ -217,6 +359,28 @@ pub(super) async fn chunk(body: &mut Incoming) -> Result<Option<Bytes>, Failure>
             Some(Err(e)) => return Err(failure("reading the response", &e)),
         }
     }
+}
+
+/// The connection ended before any response to a request sent on it: an
+/// EOF, a reset or a broken pipe, not a timeout or a malformed response.
+fn closed_before_response(e: &hyper::Error) -> bool {
+    if e.is_incomplete_message() || e.is_canceled() {
+        return true;
+    }
+    let mut src: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = src {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe
+                    | std::io::ErrorKind::UnexpectedEof
+            );
+        }
+        src = s.source();
+    }
+    false
 }
 
 /// A hyper error as a connection failure, with its causes.

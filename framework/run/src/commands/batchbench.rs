@@ -616,6 +616,7 @@ pub const PROFILE: Profile = Profile {
         flags::LOAD_COLUMNS,
         flags::SLO_COLUMNS,
         flags::CACHE_COLUMNS,
+        flags::TRUTH_COLUMNS,
     ],
     view,
     dry_run_line,
