@@ -6,7 +6,10 @@
 #     16 tokens, with LRU caches of 1M, 4M and 16M tokens on 8 ranks;
 #   - the generated v2 manifest of bench/replay.sh (100,000 trajectories,
 #     2,000,000 requests), blocks of 16, LRU caches on 4 ranks.
-# The tool we replace has no analysis: there is no reference figure to print.
+# The tool we replace has no analysis: there is no reference figure to print. The
+# trace's prompt and output token distributions are checked against a sort of its
+# rows done here in Python: both printed, and the script fails when they differ
+# beyond the histogram's precision (3 significant figures).
 #
 #   bash bench/analyze.sh                 # release build, full sizes (manifests cached)
 #   BENCH_SMOKE=1 bash bench/analyze.sh   # dev build, tiny sizes
@@ -61,11 +64,12 @@ if [ ! -s "$big" ]; then
   mv "$big.part" "$big"
 fi
 
-# measure LABEL CMD...: one line of figures, and the analysis' headline.
+# measure LABEL CMD...: one line of figures, and the analysis' headline. With
+# CHECK_TRACE set to a Mooncake trace, its distributions are checked too.
 measure_analyze() {
   local label=$1; shift
   python3 - "$label" "$@" <<'PY'
-import json, resource, subprocess, sys, tempfile, time, os
+import json, math, resource, subprocess, sys, tempfile, time, os
 label, cmd = sys.argv[1], sys.argv[2:]
 with tempfile.TemporaryDirectory() as d:
     out = os.path.join(d, "a.json")
@@ -85,13 +89,37 @@ rows = ", ".join(
     f"{'ideal' if c['capacity_tokens'] is None else format(c['capacity_tokens'], ',')}: {100 * c['total']['hit_rate']:.1f}%"
     for c in a["caches"])
 print(f"  global ideal hit rate {100 * a['global']['hit_rate']:.1f}%; per rank ({a['ranks']}, {a['routing']}) {rows}")
+trace = os.environ.get("CHECK_TRACE")
+if trace:
+    rows = [json.loads(line) for line in open(trace)]
+    bad = []
+    for name, field in (("prompt_tokens", "input_length"), ("output_tokens", "output_length")):
+        v = sorted(r[field] for r in rows)
+        rank = lambda q: v[max(1, math.ceil(q * len(v))) - 1]  # nearest rank
+        want = {"count": len(v), "total": sum(v), "mean": sum(v) / len(v), "min": v[0],
+                "p50": rank(0.5), "p90": rank(0.9), "p99": rank(0.99), "max": v[-1]}
+        got = a[name]
+        keys = ("min", "p50", "p90", "p99", "max")
+        print(f"  {name}: analyze  " + " ".join(f"{k} {got[k]}" for k in keys) + f" mean {got['mean']:.1f}")
+        print(f"  {' ' * len(name)}  sorted   " + " ".join(f"{k} {want[k]}" for k in keys) + f" mean {want['mean']:.1f}")
+        for k, w in want.items():
+            g = got[k]
+            # Count, total, mean, min and max are exact; a percentile is the
+            # highest value of its bucket: at most 0.1% above.
+            ok = (w <= g <= w + w * 0.001) if k in ("p50", "p90", "p99") else (
+                math.isclose(g, w, rel_tol=1e-12) if k == "mean" else g == w)
+            if not ok:
+                bad.append(f"{name}.{k}: analyze {g}, sorted {w}")
+    if bad:
+        sys.exit("analyze's distributions differ from a sort of the trace: " + "; ".join(bad))
+    print("  prompt and output tokens agree with a sort of the trace (3 significant figures)")
 PY
 }
 
 t="$(realpath "$trace")"
 cfg="{\"path\": \"$t\", \"sandbox\": {\"allow_read\": [\"$t\"]}}"
 agent="$target/batchbench-agent"
-measure_analyze "mooncake-shaped trace, blocks of 512" \
+CHECK_TRACE="$t" measure_analyze "mooncake-shaped trace, blocks of 512" \
   "$agent" analyze --plugin "$plugin" --workload mooncake_trace --workload-config "$cfg" \
   --cache-block-tokens 512 --cache-tokens 1M,4M,16M --ranks 8
 measure_analyze "mooncake-shaped trace, blocks of 16" \

@@ -95,7 +95,10 @@ impl Default for AnalyzeOptions {
     }
 }
 
-/// A distribution's summary.
+/// A distribution's summary: the count, total, mean, smallest and largest
+/// exactly; the percentiles by nearest rank, to 3 significant figures (each the
+/// highest value of its histogram bucket, at most 0.1% above the exact one, and
+/// never above the largest).
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
 pub struct Dist {
     /// Values recorded.
@@ -116,9 +119,15 @@ pub struct Dist {
     pub max: u64,
 }
 
+/// A distribution being recorded: an HDR histogram for the percentiles (3
+/// significant figures), and the count, sum, smallest and largest exactly.
 struct DistBuilder {
+    /// Auto-resizing: it grows to the largest value recorded, so no value is
+    /// clamped (a histogram of fixed bounds would clamp what lies above them).
     h: Histogram<u64>,
     total: u64,
+    min: u64,
+    max: u64,
 }
 
 impl DistBuilder {
@@ -126,25 +135,35 @@ impl DistBuilder {
         Self {
             h: Histogram::new(3).unwrap_or_else(|_| unreachable!("3 significant figures")),
             total: 0,
+            min: u64::MAX,
+            max: 0,
         }
     }
 
     fn record(&mut self, v: u64) {
-        self.h.saturating_record(v);
+        // Growing to hold `v` fails only where a usize cannot index the counts
+        // (not on a 64-bit target); clamping is then the best left.
+        if self.h.record(v).is_err() {
+            self.h.saturating_record(v);
+        }
         self.total = self.total.saturating_add(v);
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
     }
 
     fn finish(&self) -> Option<Dist> {
         let h = &self.h;
+        // A percentile is the highest value of its bucket: within the range seen.
+        let at = |q: f64| h.value_at_quantile(q).clamp(self.min, self.max);
         (!h.is_empty()).then(|| Dist {
             count: h.len(),
             total: self.total,
             mean: self.total as f64 / h.len() as f64,
-            min: h.min(),
-            p50: h.value_at_quantile(0.5),
-            p90: h.value_at_quantile(0.9),
-            p99: h.value_at_quantile(0.99),
-            max: h.max(),
+            min: self.min,
+            p50: at(0.5),
+            p90: at(0.9),
+            p99: at(0.99),
+            max: self.max,
         })
     }
 }
@@ -733,5 +752,124 @@ fn sharing(
         block_references: references,
         sessions_per_block,
         longest_shared_prefixes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::PluginError;
+
+    /// A workload of materialised trajectories.
+    struct Trajectories(VecDeque<Trajectory>);
+
+    impl WorkloadSource for Trajectories {
+        fn info(&self) -> WorkloadInfo {
+            WorkloadInfo {
+                mode: "test".into(),
+                ..WorkloadInfo::default()
+            }
+        }
+
+        fn next_trajectory(&mut self) -> Option<Result<Trajectory, PluginError>> {
+            self.0.pop_front().map(Ok)
+        }
+    }
+
+    /// The nearest-rank percentile of sorted values, as HDR histograms define it.
+    fn nearest_rank(sorted: &[u64], q: f64) -> u64 {
+        let rank = ((q * sorted.len() as f64).ceil() as usize).max(1);
+        sorted[rank - 1]
+    }
+
+    /// Checks `d` against the values it summarises: count, total, mean, min and
+    /// max exactly, the percentiles to 3 significant figures (never below the
+    /// exact value, at most 0.1% above it).
+    fn assert_dist(what: &str, d: Option<Dist>, values: &[u64]) {
+        let d = d.unwrap_or_else(|| panic!("{what}: no distribution"));
+        let mut sorted = values.to_vec();
+        sorted.sort_unstable();
+        let total: u64 = values.iter().sum();
+        assert_eq!(d.count, values.len() as u64, "{what}: count");
+        assert_eq!(d.total, total, "{what}: total");
+        assert_eq!(d.mean, total as f64 / values.len() as f64, "{what}: mean");
+        assert_eq!(d.min, sorted[0], "{what}: min");
+        assert_eq!(d.max, sorted[sorted.len() - 1], "{what}: max");
+        for (name, q, got) in [
+            ("p50", 0.5, d.p50),
+            ("p90", 0.9, d.p90),
+            ("p99", 0.99, d.p99),
+        ] {
+            let want = nearest_rank(&sorted, q);
+            assert!(
+                got >= want && (got - want) as f64 <= want as f64 * 0.001,
+                "{what}: {name} {got}, exact {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn token_distributions_hold_prompts_far_beyond_two_thousand_tokens() {
+        // 300 requests in 120 sessions (1 to 4 turns, the last the rest); prompts
+        // from 1 to over 126,000 tokens (growing within a session), outputs to
+        // 40,000, drawn from a fixed linear congruential sequence.
+        let (mut prompts, mut outputs) = (Vec::new(), Vec::new());
+        let mut x = 12_345u64;
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (x >> 33) % m
+        };
+        let mut trajectories = VecDeque::new();
+        let mut left = 300u64;
+        for s in 0..120u64 {
+            let turns = if s == 119 {
+                left
+            } else {
+                (1 + next(4)).min(left - (119 - s))
+            };
+            left -= turns;
+            let mut lens: Vec<u64> = (0..turns).map(|_| 1 + next(126_195)).collect();
+            lens.sort_unstable();
+            let requests = lens
+                .iter()
+                .map(|&p| {
+                    let out = 1 + next(40_000);
+                    prompts.push(p);
+                    outputs.push(out);
+                    PlannedRequest {
+                        prompt_tokens: Some(p as u32),
+                        output_tokens: Some(out as u32),
+                        ..PlannedRequest::default()
+                    }
+                })
+                .collect();
+            trajectories.push_back(Trajectory::from_vec(format!("s{s}"), requests));
+        }
+        // Most prompts lie beyond what a histogram sized for short ones holds.
+        prompts.sort_unstable();
+        assert_eq!(prompts.len(), 300);
+        assert!(*prompts.last().unwrap_or(&0) > 100_000, "{prompts:?}");
+        assert!(prompts.iter().filter(|&&p| p > 2_047).count() > 250);
+
+        let mut source = Trajectories(trajectories);
+        let a = analyze(&mut source, &AnalyzeOptions::default(), &mut |_| {})
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(a.requests, 300);
+        assert_eq!(a.sessions, 120);
+        assert_dist("prompt tokens", a.prompt_tokens, &prompts);
+        assert_dist("output tokens", a.output_tokens, &outputs);
+    }
+
+    #[test]
+    fn a_distribution_grows_to_any_value() {
+        let mut d = DistBuilder::new();
+        let values = [0, 1, 2_047, 2_048, 1 << 20, u64::from(u32::MAX), 1 << 50];
+        for v in values {
+            d.record(v);
+        }
+        assert_dist("wide", d.finish(), &values);
+        assert_eq!(DistBuilder::new().finish(), None);
     }
 }

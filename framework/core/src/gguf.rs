@@ -6,8 +6,13 @@
 //! Supported: byte-level BPE (`tokenizer.ggml.model = "gpt2"`) with the
 //! pre-tokenizers listed in [`PRE_TOKENIZERS`]; anything else is a clear error that
 //! names what was found and what to pass instead.
+//!
+//! [`tokenizer_digest`] names the tokenizer of a file from those keys alone, so
+//! that what is cached for it (see [`crate::tokens::cache`]) is found without
+//! reading, let alone hashing, gigabytes of tensors.
 
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::{BufReader, Read};
 use std::path::Path;
@@ -152,17 +157,82 @@ impl<R: Read> Reader<R> {
             other => return Err(format!("unknown metadata value type {other}")),
         })
     }
+
+    /// Reads `n` bytes and drops them.
+    fn skip(&mut self, n: u64) -> Result<(), String> {
+        let read = std::io::copy(&mut (&mut self.inner).take(n), &mut std::io::sink())
+            .map_err(|e| format!("truncated metadata: {e}"))?;
+        if read == n {
+            Ok(())
+        } else {
+            Err("truncated metadata: the file ends inside a value".into())
+        }
+    }
+
+    /// Reads past a value as [`value`](Self::value) would read it (with the same
+    /// guards), keeping nothing.
+    fn skip_value(&mut self, ty: u32, depth: u32) -> Result<(), String> {
+        if let Some(n) = fixed_size(ty) {
+            return self.skip(n);
+        }
+        match ty {
+            8 => {
+                let len = self.u64()?;
+                if len > MAX_STRING {
+                    return Err(format!("a metadata string claims {len} bytes"));
+                }
+                self.skip(len)
+            }
+            9 => {
+                if depth > 2 {
+                    return Err("metadata arrays nest too deeply".into());
+                }
+                let item = self.u32()?;
+                let n = self.u64()?;
+                if n > MAX_ARRAY {
+                    return Err(format!("a metadata array claims {n} items"));
+                }
+                match fixed_size(item) {
+                    Some(size) => self.skip(n * size),
+                    None => (0..n).try_for_each(|_| self.skip_value(item, depth + 1)),
+                }
+            }
+            other => Err(format!("unknown metadata value type {other}")),
+        }
+    }
 }
 
-/// Reads the header and metadata of a GGUF file (versions 2 and 3).
-pub fn read_metadata(path: &Path) -> Result<Metadata, String> {
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    read_metadata_from(BufReader::with_capacity(1 << 20, file))
+/// The size of a value of a fixed-size type.
+fn fixed_size(ty: u32) -> Option<u64> {
+    match ty {
+        0 | 1 | 7 => Some(1),
+        2 | 3 => Some(2),
+        4..=6 => Some(4),
+        10..=12 => Some(8),
+        _ => None,
+    }
 }
 
-/// As [`read_metadata`], from any reader positioned at the start of the file.
-pub fn read_metadata_from(inner: impl Read) -> Result<Metadata, String> {
-    let mut r = Reader { inner, version: 0 };
+/// A reader that hashes what passes through it while `on`.
+struct Tee<R> {
+    inner: R,
+    hash: Sha256,
+    on: bool,
+}
+
+impl<R: Read> Read for Tee<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if self.on {
+            self.hash.update(&buf[..n]);
+        }
+        Ok(n)
+    }
+}
+
+/// Reads the header (magic, version, tensor and key counts), checked; sets the
+/// reader's version and returns the counts.
+fn header<R: Read>(r: &mut Reader<R>) -> Result<(u64, u64), String> {
     let magic = r
         .bytes::<4>()
         .map_err(|_| "not a GGUF file (too short)".to_owned())?;
@@ -181,6 +251,19 @@ pub fn read_metadata_from(inner: impl Read) -> Result<Metadata, String> {
     if keys > MAX_KEYS {
         return Err(format!("the header claims {keys} metadata keys"));
     }
+    Ok((tensors, keys))
+}
+
+/// Reads the header and metadata of a GGUF file (versions 2 and 3).
+pub fn read_metadata(path: &Path) -> Result<Metadata, String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    read_metadata_from(BufReader::with_capacity(1 << 20, file))
+}
+
+/// As [`read_metadata`], from any reader positioned at the start of the file.
+pub fn read_metadata_from(inner: impl Read) -> Result<Metadata, String> {
+    let mut r = Reader { inner, version: 0 };
+    let (tensors, keys) = header(&mut r)?;
     let mut values = HashMap::new();
     for _ in 0..keys {
         let key = r.string()?;
@@ -193,6 +276,74 @@ pub fn read_metadata_from(inner: impl Read) -> Result<Metadata, String> {
         tensors,
         values,
     })
+}
+
+/// Bump when [`tokenizer_json`] builds another tokenizer from the same metadata
+/// (the [`PRE_TOKENIZERS`] table is in [`tokenizer_digest`] already).
+const CONVERSION: u32 = 1;
+
+/// The metadata keys that describe the tokenizer.
+const TOKENIZER_KEYS: &str = "tokenizer.ggml.";
+
+/// A digest of the tokenizer a GGUF file holds, from its header and metadata
+/// alone: the tensors are never read, so the cost is that of the vocabulary, not
+/// of the model. Hex SHA-256 over the conversion to a `tokenizer.json` (a
+/// version and the [`PRE_TOKENIZERS`] table), then every `tokenizer.ggml.*` key,
+/// in file order, with its type and its value's bytes as stored. Those keys are
+/// all [`tokenizer_json`] reads, so two files with equal digests give the same
+/// tokenizer, whatever their other metadata and tensors; a file with the same
+/// tokenizer stored otherwise (keys in another order) only has another digest.
+pub fn tokenizer_digest(path: &Path) -> Result<String, String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    tokenizer_digest_from(BufReader::with_capacity(1 << 20, file))
+}
+
+/// As [`tokenizer_digest`], from any reader positioned at the start of the file.
+pub fn tokenizer_digest_from(inner: impl Read) -> Result<String, String> {
+    let mut hash = Sha256::new();
+    hash.update(b"batchbench: the tokenizer of a GGUF file\0");
+    hash.update(CONVERSION.to_le_bytes());
+    let field = |hash: &mut Sha256, bytes: &[u8]| {
+        hash.update((bytes.len() as u64).to_le_bytes());
+        hash.update(bytes);
+    };
+    hash.update((PRE_TOKENIZERS.len() as u64).to_le_bytes());
+    for (names, patterns, ignore_merges) in PRE_TOKENIZERS {
+        for list in [names, patterns] {
+            hash.update((list.len() as u64).to_le_bytes());
+            list.iter().for_each(|s| field(&mut hash, s.as_bytes()));
+        }
+        hash.update([u8::from(*ignore_merges)]);
+    }
+    let mut r = Reader {
+        inner: Tee {
+            inner,
+            hash,
+            on: false,
+        },
+        version: 0,
+    };
+    let (_, keys) = header(&mut r)?;
+    for _ in 0..keys {
+        let key = r.string()?;
+        let ty = r.u32()?;
+        let ours = key.starts_with(TOKENIZER_KEYS);
+        if ours {
+            let hash = &mut r.inner.hash;
+            field(hash, key.as_bytes());
+            hash.update(ty.to_le_bytes());
+        }
+        r.inner.on = ours;
+        let skipped = r.skip_value(ty, 0);
+        r.inner.on = false;
+        skipped.map_err(|e| format!("key {key}: {e}"))?;
+    }
+    Ok(r.inner
+        .hash
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }
 
 /// GPT-2's split pattern.
@@ -371,6 +522,25 @@ pub fn write_metadata(
     out: &mut impl std::io::Write,
     values: &[(&str, MetaValue)],
 ) -> std::io::Result<()> {
+    write_file(out, values, None)
+}
+
+/// Test support: writes a GGUF file holding metadata and one tensor, `data` as
+/// a vector of `i8`, after the metadata at the default 32-byte alignment.
+#[doc(hidden)]
+pub fn write_model(
+    out: &mut impl std::io::Write,
+    values: &[(&str, MetaValue)],
+    data: &[u8],
+) -> std::io::Result<()> {
+    write_file(out, values, Some(data))
+}
+
+fn write_file(
+    out: &mut impl std::io::Write,
+    values: &[(&str, MetaValue)],
+    tensor: Option<&[u8]>,
+) -> std::io::Result<()> {
     fn string(out: &mut impl std::io::Write, s: &str) -> std::io::Result<()> {
         out.write_all(&(s.len() as u64).to_le_bytes())?;
         out.write_all(s.as_bytes())
@@ -400,16 +570,26 @@ pub fn write_metadata(
             }
         }
     }
-    out.write_all(&MAGIC)?;
-    out.write_all(&3u32.to_le_bytes())?;
-    out.write_all(&0u64.to_le_bytes())?;
-    out.write_all(&(values.len() as u64).to_le_bytes())?;
+    let mut head = Vec::new();
+    head.extend_from_slice(&MAGIC);
+    head.extend_from_slice(&3u32.to_le_bytes());
+    head.extend_from_slice(&u64::from(tensor.is_some()).to_le_bytes());
+    head.extend_from_slice(&(values.len() as u64).to_le_bytes());
     for (k, v) in values {
-        string(out, k)?;
-        out.write_all(&type_of(v).to_le_bytes())?;
-        value(out, v)?;
+        string(&mut head, k)?;
+        head.extend_from_slice(&type_of(v).to_le_bytes());
+        value(&mut head, v)?;
     }
-    Ok(())
+    if let Some(data) = tensor {
+        string(&mut head, "weights")?;
+        head.extend_from_slice(&1u32.to_le_bytes()); // dimensions
+        head.extend_from_slice(&(data.len() as u64).to_le_bytes());
+        head.extend_from_slice(&24u32.to_le_bytes()); // GGML_TYPE_I8
+        head.extend_from_slice(&0u64.to_le_bytes()); // offset in the data
+        head.resize(head.len().next_multiple_of(32), 0);
+    }
+    out.write_all(&head)?;
+    out.write_all(tensor.unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -424,6 +604,85 @@ mod tests {
         let mut out = Vec::new();
         write_metadata(&mut out, values).unwrap();
         out
+    }
+
+    fn with_tensor(values: &[(&str, MetaValue)], data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_model(&mut out, values, data).unwrap();
+        out
+    }
+
+    #[test]
+    fn the_tokenizer_digest_reads_the_tokenizer_keys_and_nothing_else() {
+        let tokenizer = |tokens: &[&str]| {
+            vec![
+                ("tokenizer.ggml.model", MetaValue::Str("gpt2".into())),
+                ("tokenizer.ggml.pre", MetaValue::Str("qwen2".into())),
+                ("tokenizer.ggml.tokens", strings(tokens)),
+                (
+                    "tokenizer.ggml.token_type",
+                    MetaValue::Array(vec![MetaValue::Int(1); tokens.len()]),
+                ),
+                ("tokenizer.ggml.merges", strings(&["Ġ a", "Ġa b"])),
+                ("tokenizer.ggml.eos_token_id", MetaValue::Uint(0)),
+            ]
+        };
+        let digest = |bytes: &[u8]| tokenizer_digest_from(bytes).unwrap();
+        let base = tokenizer(&["Ġ", "a", "b", "Ġa", "Ġab"]);
+        let model = |arch: &str, layers: u64| {
+            let mut v = vec![
+                ("general.architecture", MetaValue::Str(arch.into())),
+                ("general.block_count", MetaValue::Uint(layers)),
+            ];
+            v.extend(base.iter().cloned());
+            v
+        };
+        let small = with_tensor(&model("qwen2", 2), &[7; 100]);
+        let d = digest(&small);
+        assert_eq!(d.len(), 64);
+        // Other tensors (bytes and size) and other general metadata: the same
+        // tokenizer, the same digest.
+        let large = with_tensor(&model("qwen3", 64), &vec![1; 1 << 20]);
+        assert_eq!(digest(&large), d);
+        assert_eq!(digest(&file(&base)), d);
+        // The tensors are never read: a file cut right after its metadata, or
+        // with everything after it (tensor list and data) garbage, has the same
+        // digest.
+        let meta_len = file(&model("qwen2", 2)).len();
+        assert_eq!(digest(&small[..meta_len]), d);
+        let mut garbage = small.clone();
+        garbage[meta_len..].fill(0xff);
+        assert_eq!(digest(&garbage), d);
+        // Any change to a tokenizer key changes it: a piece, a merge, a token
+        // type, the pre-tokenizer, a key of its own.
+        let changed = |i: usize, v: MetaValue| {
+            let mut t = base.clone();
+            t[i].1 = v;
+            digest(&file(&t))
+        };
+        let others = [
+            changed(2, strings(&["Ġ", "a", "b", "Ġa", "Ġba"])),
+            changed(4, strings(&["Ġ a", "Ġa c"])),
+            changed(
+                3,
+                MetaValue::Array(vec![
+                    MetaValue::Int(1),
+                    MetaValue::Int(1),
+                    MetaValue::Int(1),
+                    MetaValue::Int(1),
+                    MetaValue::Int(3),
+                ]),
+            ),
+            changed(1, MetaValue::Str("llama-bpe".into())),
+            changed(5, MetaValue::Uint(1)),
+            digest(&file(&base[..5])),
+        ];
+        for (i, o) in others.iter().enumerate() {
+            assert_ne!(*o, d, "change {i}");
+        }
+        // A broken header is an error, as when reading the tokenizer.
+        assert!(tokenizer_digest_from(&small[..10]).is_err());
+        assert!(tokenizer_digest_from(&small[..meta_len - 3]).is_err());
     }
 
     #[test]

@@ -13,8 +13,9 @@
 //!   pre-tokenizer split such text exactly at word boundaries (see [`proof`]), and a
 //!   comparison against the full encoding confirms it. Making a prompt is then
 //!   sampling words and copying bytes, with no tokenizer call, and the proven table
-//!   is cached on disk by the tokenizer file's digest (see [`cache`]), so a later
-//!   run starts without parsing the tokenizer at all;
+//!   is cached on disk by a digest of the tokenizer (of a `tokenizer.json` file, or
+//!   of a GGUF file's tokenizer metadata, not its tensors: see [`cache`]), so a
+//!   later run starts without parsing the tokenizer at all;
 //! - **pre-tokenized**: the proof does not apply, but the model is a BPE without
 //!   dropout and no added token can match such text: every piece is run through the
 //!   normalizer and pre-tokenizer and every split must be a table word, whose model
@@ -194,7 +195,7 @@ impl TokenizerHandle {
     }
 
     /// Loads a `tokenizer.json` or GGUF file, using the proven word table cached
-    /// for this file's digest when there is one (see [`cache`]).
+    /// for this tokenizer's [`cache::key`] when there is one.
     pub fn from_file(spec: &str, path: &Path) -> Result<Self, TokenError> {
         Self::open(spec, path, Some(&cache::cache_dir()))
     }
@@ -218,8 +219,7 @@ impl TokenizerHandle {
         let cached = match cache_dir {
             Some(dir) => Some((
                 dir,
-                cache::file_digest(path)
-                    .map_err(|e| load_err(format!("{}: {e}", path.display())))?,
+                cache::key(path).map_err(|e| load_err(format!("{}: {e}", path.display())))?,
             )),
             None => None,
         };
@@ -846,6 +846,100 @@ mod tests {
         assert!(!looks_like_hub_id("a/b/c"));
         assert!(!looks_like_hub_id("./x"));
         assert!(!looks_like_hub_id("has space/x"));
+    }
+
+    /// The metadata of a byte-level BPE tokenizer (GPT-2's pre-tokenizer) of 300
+    /// two-letter words (`Ġab`, ...): enough words for a proven table.
+    fn word_vocabulary() -> Vec<(&'static str, crate::gguf::MetaValue)> {
+        use crate::gguf::MetaValue;
+        let letters: Vec<char> = ('a'..='z').collect();
+        let mut tokens = vec!["Ġ".to_owned()];
+        let mut merges = Vec::new();
+        tokens.extend(letters.iter().map(char::to_string));
+        for l in &letters {
+            tokens.push(format!("Ġ{l}"));
+            merges.push(format!("Ġ {l}"));
+        }
+        for i in 0..300 {
+            let (a, b) = (letters[i / 26], letters[i % 26]);
+            tokens.push(format!("Ġ{a}{b}"));
+            merges.push(format!("Ġ{a} {b}"));
+        }
+        let strings =
+            |v: Vec<String>| MetaValue::Array(v.into_iter().map(MetaValue::Str).collect());
+        vec![
+            ("tokenizer.ggml.model", MetaValue::Str("gpt2".into())),
+            ("tokenizer.ggml.pre", MetaValue::Str("gpt2".into())),
+            (
+                "tokenizer.ggml.token_type",
+                MetaValue::Array(vec![MetaValue::Int(1); tokens.len()]),
+            ),
+            ("tokenizer.ggml.tokens", strings(tokens)),
+            ("tokenizer.ggml.merges", strings(merges)),
+        ]
+    }
+
+    #[test]
+    fn a_gguf_table_is_cached_by_its_tokenizer_not_its_tensors() {
+        use crate::gguf::{MetaValue, write_model};
+        let cache = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let files = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let write = |name: &str, values: &[(&str, MetaValue)], tensor: &[u8]| {
+            let path = files.path().join(name);
+            let mut out = Vec::new();
+            write_model(&mut out, values, tensor).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(&path, out).unwrap_or_else(|e| panic!("{e}"));
+            path
+        };
+        let load = |path: &Path| {
+            TokenizerHandle::from_file_with_cache("gguf", path, cache.path())
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let mut model = vec![("general.architecture", MetaValue::Str("test".into()))];
+        model.extend(word_vocabulary());
+        let small = write("small.gguf", &model, &[1; 64]);
+
+        let cold = load(&small);
+        assert_eq!(cold.synthesis_path(), SynthesisPath::Proven);
+        assert!(!cold.table_from_cache() && cold.word_count() == 300);
+        let key = cache::key(&small).unwrap_or_else(|e| panic!("{e}"));
+        assert!(key.starts_with("gguf-"), "{key}");
+        let entry = cache::entry_path(cache.path(), &key);
+        assert!(entry.is_file(), "{} was not written", entry.display());
+        let warm = load(&small);
+        assert!(warm.table_from_cache() && !warm.full_loaded());
+        assert_eq!(
+            warm.words().collect::<Vec<_>>(),
+            cold.words().collect::<Vec<_>>()
+        );
+
+        // Another model with the same tokenizer (other tensors, another size,
+        // other general metadata): the same key, the same entry.
+        model[0].1 = MetaValue::Str("other".into());
+        let large = write("large.gguf", &model, &vec![9; 1 << 20]);
+        assert_eq!(cache::key(&large).ok(), Some(key.clone()));
+        let reused = load(&large);
+        assert!(reused.table_from_cache());
+        assert_eq!(reused.count(" ab cd").ok(), Some(2));
+
+        // A changed tokenizer (one merge fewer: `Ġln` is no word any more) has
+        // another key: never the stale table.
+        let mut fewer = word_vocabulary();
+        if let MetaValue::Array(m) = &mut fewer[4].1 {
+            m.pop();
+        }
+        let changed = write("changed.gguf", &fewer, &[1; 64]);
+        assert_ne!(cache::key(&changed).ok(), Some(key.clone()));
+        let fresh = load(&changed);
+        assert!(!fresh.table_from_cache() && fresh.word_count() == 299);
+        assert!(load(&changed).table_from_cache());
+
+        // A damaged entry is rebuilt, as for a tokenizer.json.
+        let good = std::fs::read_to_string(&entry).unwrap_or_default();
+        std::fs::write(&entry, good.replacen("\" ab\"", "\" zz\"", 1))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!load(&small).table_from_cache(), "a damaged entry was used");
+        assert_eq!(std::fs::read_to_string(&entry).unwrap_or_default(), good);
     }
 
     #[test]

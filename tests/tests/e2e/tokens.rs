@@ -181,8 +181,13 @@ fn the_proven_table_is_cached_by_digest_and_a_bad_entry_is_rebuilt() {
     };
     let cold = load();
     assert!(!cold.table_from_cache() && cold.full_loaded());
-    let digest = cache::file_digest(&file).unwrap_or_else(|e| panic!("{e}"));
-    let entry = cache::entry_path(cache.path(), &digest);
+    let key = cache::key(&file).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        Some(&key),
+        cache::file_digest(&file).ok().as_ref(),
+        "a tokenizer.json is keyed by its file's digest"
+    );
+    let entry = cache::entry_path(cache.path(), &key);
     assert!(entry.is_file(), "{} was not written", entry.display());
 
     // Warm: the same table, without parsing the tokenizer, and the same text.
