@@ -19,7 +19,15 @@ ensure_tools() {
   [ -x /usr/bin/time ] || { echo "/usr/bin/time is missing (apt-get install time)" >&2; exit 1; }
 }
 
+# Builds the packages and sets $target (their binaries) and $tok (the Qwen
+# tokenizer). BENCH_BIN_DIR and BENCH_TOKENIZER name a build and a tokenizer.json
+# made elsewhere instead (a machine without cargo or the package index).
 build() { # packages...
+  if [ -n "${BENCH_BIN_DIR:-}" ]; then
+    target="$(cd "$BENCH_BIN_DIR" && pwd)"
+    tok="${BENCH_TOKENIZER:?BENCH_BIN_DIR needs BENCH_TOKENIZER (a tokenizer.json)}"
+    return
+  fi
   local args=()
   for p in "$@"; do args+=(-p "$p"); done
   cargo build --quiet --profile "$profile" "${args[@]}"

@@ -63,12 +63,17 @@ def q(v, p):
     s = sorted(v)
     return s[round((len(s) - 1) * p)] if s else float("nan")
 
-print("timing conformance: |client - server stamps| per token, ms (target: p99 <= 0.5)")
-print(f"  {'case':<36} {'tokens':>7} {'TTFT p50':>9} {'p99':>7} {'max':>7} {'ITL p50':>8} {'p99':>7} {'max':>7} {'sim sched p99':>13}")
-all_ttft, all_itl, all_sched = [], [], []
+def cols(v):
+    return f"{q(v, .5):>7.3f} {q(v, .99):>7.3f} {max(v) if v else float('nan'):>7.3f}"
+
+print("timing conformance: |client - server stamps|, ms (target: p99 <= 0.5)")
+print("  TTFT on a fresh connection includes the client's connect; 'kept': a connection's later requests")
+print(f"  {'case':<30} {'samples':>7}  {'TTFT fresh p50/p99/max':>23}  {'TTFT kept p50/p99/max':>23}  {'ITL p50/p99/max':>23}  {'sim sched p99':>13}")
+total = {"fresh": [], "kept": [], "itl": [], "sched": []}
 for line in open(f"{work}/cases"):
     name, _ = line.split()
-    ttft, itl, sched = [], [], []
+    open_loop = name.startswith("open")
+    got = {"fresh": [], "kept": [], "itl": [], "sched": []}
     client = {}
     for l in open(f"{work}/{name}.jsonl"):
         r = json.loads(l)
@@ -81,16 +86,23 @@ for line in open(f"{work}/cases"):
             tok = r["token_ms"]
             chunks = [us / 1000 for us in s["chunk_us"]]
             assert len(tok) == len(chunks), (r, s)
-            ttft.append(abs(r["ttft_ms"] - (chunks[0] - s["received_us"] / 1000)))
+            err = abs(r["ttft_ms"] - (chunks[0] - s["received_us"] / 1000))
+            # In the closed loop a user's first request opens its connection;
+            # in the open loop a request takes whichever connection is idle.
+            fresh = (not open_loop and r["request_index"] == 0) or r.get("reconnects", 0) > 0
+            got["fresh" if fresh else "kept"].append(err)
             for i in range(1, len(tok)):
-                itl.append(abs((tok[i] - tok[i - 1]) - (chunks[i] - chunks[i - 1])))
-                sched.append(abs((chunks[i] - chunks[i - 1]) - 2.0))
-    all_ttft += ttft; all_itl += itl; all_sched += sched
-    print(f"  {name:<36} {len(itl) + len(ttft):>7} {q(ttft, .5):>9.3f} {q(ttft, .99):>7.3f} {max(ttft):>7.3f} "
-          f"{q(itl, .5):>8.3f} {q(itl, .99):>7.3f} {max(itl):>7.3f} {q(sched, .99):>13.3f}")
-every = all_ttft + all_itl
-p99 = q(every, .99)
-print(f"  {'all cases':<36} {len(every):>7} {q(all_ttft, .5):>9.3f} {q(all_ttft, .99):>7.3f} {max(all_ttft):>7.3f} "
-      f"{q(all_itl, .5):>8.3f} {q(all_itl, .99):>7.3f} {max(all_itl):>7.3f} {q(all_sched, .99):>13.3f}")
-print(f"  every TTFT and ITL: p99 error {p99:.3f} ms against the 0.5 ms target: {'met' if p99 <= 0.5 else 'NOT met'}")
+                got["itl"].append(abs((tok[i] - tok[i - 1]) - (chunks[i] - chunks[i - 1])))
+                got["sched"].append(abs((chunks[i] - chunks[i - 1]) - 2.0))
+    for k in total:
+        total[k] += got[k]
+    n = len(got["fresh"]) + len(got["kept"]) + len(got["itl"])
+    print(f"  {name:<30} {n:>7}  {cols(got['fresh'])}  {cols(got['kept'])}  {cols(got['itl'])}  {q(got['sched'], .99):>13.3f}")
+n = len(total["fresh"]) + len(total["kept"]) + len(total["itl"])
+print(f"  {'all cases':<30} {n:>7}  {cols(total['fresh'])}  {cols(total['kept'])}  {cols(total['itl'])}  {q(total['sched'], .99):>13.3f}")
+kept = total["kept"] + total["itl"]
+every = kept + total["fresh"]
+for what, v in (("every TTFT and ITL", every), ("kept connections (TTFT) and every ITL", kept)):
+    p99 = q(v, .99)
+    print(f"  {what}: p99 error {p99:.3f} ms against the 0.5 ms target: {'met' if p99 <= 0.5 else 'NOT met'}")
 PY

@@ -160,16 +160,21 @@ fn measure(codec: &str, users: u32, per_user: u32, output: usize, extra: &[&str]
     e
 }
 
+/// The bounds: medians that a 40 ms delayed-ACK stall anywhere in the tokens
+/// of kept connections would break many times over, and tails loose enough
+/// for a busy two-core machine running debug builds.
 fn check(what: &str, e: &Errors) {
+    let (ttft50, itl50) = (quantile(&e.ttft, 0.5), quantile(&e.itl, 0.5));
     let (ttft99, itl99) = (quantile(&e.ttft, 0.99), quantile(&e.itl, 0.99));
     let (ttft_max, itl_max) = (quantile(&e.ttft, 1.0), quantile(&e.itl, 1.0));
     eprintln!(
-        "{what}: TTFT error p99 {ttft99:.3} ms max {ttft_max:.3}; ITL error p99 {itl99:.3} ms max {itl_max:.3} ({} tokens); server schedule error p99 {:.3} ms",
+        "{what}: TTFT error p50 {ttft50:.3} p99 {ttft99:.3} max {ttft_max:.3} ms; ITL error p50 {itl50:.3} p99 {itl99:.3} max {itl_max:.3} ms ({} tokens); server schedule error p50 {:.3} ms",
         e.itl.len(),
-        quantile(&e.schedule, 0.99)
+        quantile(&e.schedule, 0.5)
     );
-    assert!(ttft99 < 5.0 && itl99 < 5.0, "{what}: {e:?}");
-    assert!(ttft_max < 25.0 && itl_max < 25.0, "{what}: {e:?}");
+    assert!(ttft50 < 3.0 && itl50 < 1.0, "{what}: {e:?}");
+    assert!(ttft99 < 10.0 && itl99 < 10.0, "{what}: {e:?}");
+    assert!(ttft_max < 30.0 && itl_max < 30.0, "{what}: {e:?}");
     // The simulator keeps its own schedule: 2 ms a token, not 3 (the runtime
     // timer's millisecond steps).
     assert!(quantile(&e.schedule, 0.5) < 0.5, "{what}: {e:?}");
