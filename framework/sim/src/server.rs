@@ -64,8 +64,8 @@ pub struct RequestLog {
     /// work on it), microseconds on the simulator's monotonic clock.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub received_us: Option<f64>,
-    /// With `--stamps`: when each chunk that carried tokens was written (a
-    /// whole reply: once), on the same clock.
+    /// With `--stamps`: when each chunk that carried tokens was taken by the
+    /// connection to be written (a whole reply: once), on the same clock.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub chunk_us: Vec<f64>,
 }
@@ -1051,6 +1051,40 @@ fn receiver_stream(
     futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) })
 }
 
+/// With `--stamps`: when the connection took each chunk of a stream, and
+/// which of them carried tokens (`tokens` of them from the `first`).
+struct WriteStamps {
+    st: Arc<AppState>,
+    seq: u64,
+    first: usize,
+    tokens: usize,
+    taken: Vec<std::time::Instant>,
+}
+
+impl WriteStamps {
+    /// Notes a chunk taken now; the last token chunk's logs them all.
+    fn take(&mut self) {
+        self.taken.push(std::time::Instant::now());
+        if self.taken.len() == self.first + self.tokens {
+            self.st.log_chunks(self.seq, &self.taken[self.first..]);
+        }
+    }
+}
+
+/// `rx` as a response body, each chunk stamped as the connection takes it.
+fn stamped_stream(
+    rx: mpsc::Receiver<Chunk>,
+    stamps: Option<WriteStamps>,
+) -> impl futures_util::Stream<Item = Chunk> + Send + 'static {
+    futures_util::stream::unfold((rx, stamps), |(mut rx, mut stamps)| async move {
+        let item = rx.recv().await?;
+        if let Some(s) = stamps.as_mut() {
+            s.take();
+        }
+        Some((item, (rx, stamps)))
+    })
+}
+
 /// The pause between bytes of a `drip` fault.
 fn drip(st: &AppState, fault: Option<FaultKind>) -> Option<Duration> {
     (fault == Some(FaultKind::Drip)).then(|| Duration::from_secs_f64(st.cfg.drip_ms / 1000.0))
@@ -1211,6 +1245,20 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
         }
         _ => raw,
     };
+    // With --stamps, a token chunk is stamped when the connection takes it to
+    // write it, not when it is queued: the channel and the connection's task
+    // stand between the two. The token chunks follow the stream's opening
+    // events, one per chunk of tokens.
+    let stamps = (st.cfg.stamps && p.fault.is_none()).then(|| {
+        let per = st.cfg.tokens_per_chunk.max(1);
+        WriteStamps {
+            st: st.clone(),
+            seq: p.seq,
+            first: apis::stream_start(p.api, &facts(&p)).len(),
+            tokens: p.completion.div_ceil(per) as usize,
+            taken: Vec::new(),
+        }
+    });
     tokio::spawn(async move {
         let _in_flight = in_flight;
         let f = facts(&p);
@@ -1278,7 +1326,6 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
             written.first().copied().unwrap_or(now),
             written.last().copied().unwrap_or(now),
         );
-        st.log_chunks(p.seq, &written);
         send(apis::stream_end(
             p.api,
             &f,
@@ -1288,7 +1335,7 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
         ))
         .await;
     });
-    let body = receiver_stream(rx);
+    let body = stamped_stream(rx, stamps);
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache")
