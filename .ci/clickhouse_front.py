@@ -55,6 +55,9 @@ def multipart(content_type, body):
 def make_handler(front):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # TCP_NODELAY, as ClickHouse itself sets it: a kept connection's
+        # replies leave when written, not after the client's delayed ACK.
+        disable_nagle_algorithm = True
 
         def log_message(self, *args):  # quiet
             pass

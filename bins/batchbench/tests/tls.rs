@@ -90,6 +90,7 @@ const SERVER: &str = r#"
 import http.server, json, ssl, sys
 cert, key = sys.argv[1], sys.argv[2]
 class H(http.server.BaseHTTPRequestHandler):
+    disable_nagle_algorithm = True  # TCP_NODELAY, as real servers set it
     def do_POST(self):
         self.rfile.read(int(self.headers.get("content-length", 0)))
         body = json.dumps({"id": "x", "object": "chat.completion", "model": "m",

@@ -688,6 +688,7 @@ mod wire_tests {
         let count = accepted.clone();
         tokio::spawn(async move {
             while let Ok((mut sock, _)) = listener.accept().await {
+                let _ = sock.set_nodelay(true);
                 count.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
