@@ -938,31 +938,38 @@ async fn sleep(d: Duration) {
 
 /// How a response's tokens are timed.
 enum Pace {
-    /// The per-request model: the TTFT, then a decode interval per token, on
-    /// a schedule from the request's arrival (`due`: when the next tokens are
-    /// due), kept by the pacer to within a fraction of a millisecond.
-    Timed {
-        due: std::time::Instant,
-        ttft: Duration,
-        decode: Duration,
-        pacer: Arc<Pacer>,
-    },
+    /// The per-request model.
+    Timed(Schedule),
     /// The worker's batch makes the tokens: one message per token.
     Batched(mpsc::UnboundedReceiver<()>),
+}
+
+/// The per-request model: the TTFT, then a decode interval per token, on a
+/// schedule from the request's arrival, kept by the pacer to within a
+/// fraction of a millisecond.
+struct Schedule {
+    /// When the next tokens are due.
+    due: std::time::Instant,
+    ttft: Duration,
+    decode: Duration,
+    pacer: Arc<Pacer>,
+}
+
+impl Schedule {
+    /// Moves the schedule on by `by` and waits for it.
+    async fn wait(&mut self, by: Duration) {
+        self.due += by;
+        self.pacer.until(self.due).await;
+    }
 }
 
 impl Pace {
     /// Waits for the next `n` tokens (`first`: they start the reply).
     async fn next(&mut self, first: bool, n: u32) {
         match self {
-            Self::Timed {
-                due,
-                ttft,
-                decode,
-                pacer,
-            } => {
-                *due += if first { *ttft } else { *decode * n };
-                pacer.until(*due).await;
+            Self::Timed(s) => {
+                let by = if first { s.ttft } else { s.decode * n };
+                s.wait(by).await;
             }
             Self::Batched(rx) => {
                 for _ in 0..n {
@@ -978,17 +985,11 @@ impl Pace {
     /// was made (none for no token).
     async fn all(&mut self, n: u32) -> Option<std::time::Instant> {
         match self {
-            Self::Timed {
-                due,
-                ttft,
-                decode,
-                pacer,
-            } => {
+            Self::Timed(s) => {
                 // The TTFT, then a decode interval per output token; the
                 // first token counts as made at the TTFT.
-                let first = *due + *ttft;
-                *due = first + *decode * n;
-                pacer.until(*due).await;
+                let first = s.due + s.ttft;
+                s.wait(s.ttft + s.decode * n).await;
                 (n > 0).then_some(first)
             }
             Self::Batched(_) => {
@@ -1033,12 +1034,12 @@ fn pace(st: &AppState, p: &Plan) -> (Pace, InFlight) {
     g.running.fetch_add(1, Ordering::Relaxed);
     let decode = Duration::from_secs_f64(st.cfg.decode_ms_per_token.max(0.0) / 1000.0);
     (
-        Pace::Timed {
+        Pace::Timed(Schedule {
             due: std::time::Instant::now(),
             ttft: ttft(st, p),
             decode,
             pacer: st.pacer.clone(),
-        },
+        }),
         InFlight(Some(g)),
     )
 }
