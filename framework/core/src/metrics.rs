@@ -366,7 +366,9 @@ impl Metrics {
         self.requests += 1;
         self.retries += u64::from(rec.retries);
         self.reconnects += u64::from(rec.reconnects);
-        self.retry_time += rec.timing.retry_time();
+        if rec.retries > 0 {
+            self.retry_time += rec.timing.retry_time();
+        }
         self.images += rec.images;
         self.image_bytes += rec.image_bytes;
         self.live_block_fallbacks += u64::from(rec.live_block_fallbacks);
@@ -388,8 +390,12 @@ impl Metrics {
             None => {
                 self.successes += 1;
                 self.latency.record(rec.latency);
-                self.latency_all_attempts
-                    .record(rec.latency + rec.timing.retry_time());
+                let retried = if rec.retries > 0 {
+                    rec.timing.retry_time()
+                } else {
+                    Duration::ZERO
+                };
+                self.latency_all_attempts.record(rec.latency + retried);
                 if let Some(t) = &rec.server_timing {
                     self.server.record(t, rec.latency, rec.ttft);
                 }

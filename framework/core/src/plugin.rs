@@ -471,9 +471,10 @@ impl SendTiming {
             .saturating_sub(self.queue_wait)
     }
 
-    /// The time failed attempts and their backoff cost, before the last
-    /// attempt: added to the request's latency, it gives its latency over all
-    /// attempts.
+    /// The time before the last attempt: for a retried request, what its
+    /// failed attempts and their backoff cost (added to its latency, its
+    /// latency over all attempts); for a reconnected one, the moment its kept
+    /// connection took to turn out closed.
     pub fn retry_time(&self) -> std::time::Duration {
         self.last_attempt.saturating_sub(self.sent)
     }

@@ -831,6 +831,11 @@ mod wire_tests {
         Reset,
         /// Sends the head and part of the body, then closes.
         Truncate,
+        /// Sends part of the response head, then closes.
+        PartialHead,
+        /// Answers `ok`, then closes the connection once it has been idle
+        /// for 200 ms (a keep-alive timeout).
+        AnswerIdleClose,
     }
 
     /// A server that does `script(connection, request on it)` with each
@@ -866,12 +871,20 @@ mod wire_tests {
                             Act::Truncate => {
                                 b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\npartial"
                             }
+                            Act::PartialHead => b"HTTP/1.1 200 OK\r\ncontent-",
+                            Act::AnswerIdleClose => {
+                                b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+                            }
                         };
                         if sock.write_all(out).await.is_err() {
                             return;
                         }
                         match script(conn, req) {
-                            Act::Truncate => return,
+                            Act::Truncate | Act::PartialHead => return,
+                            Act::AnswerIdleClose => {
+                                tokio::time::sleep(Duration::from_millis(200)).await;
+                                return;
+                            }
                             Act::AnswerClose => {
                                 // Open, silent: only the header says it is done.
                                 std::future::pending::<()>().await;
@@ -941,6 +954,56 @@ mod wire_tests {
         }
         assert_eq!(accepted.load(Ordering::SeqCst), 3);
         assert!(t.connection_counts().unwrap().closes_after_every_response());
+    }
+
+    /// A kept connection that ends after part of its response arrived is no
+    /// reconnect: the server saw the request, so it is a failure, retried with
+    /// backoff like any other.
+    #[tokio::test]
+    async fn a_close_after_part_of_the_head_is_a_retried_failure_not_a_reconnect() {
+        let (url, accepted) = scripted_server(|conn, req| {
+            if conn == 0 && req == 1 {
+                Act::PartialHead
+            } else {
+                Act::Answer
+            }
+        })
+        .await;
+        let t = retrying(url, 1, Duration::from_millis(1));
+        assert!(send(&t, &["{}"], &[]).await.result.is_ok());
+        let out = send(&t, &["{}"], &[]).await;
+        assert!(out.result.is_ok(), "{:?}", out.result);
+        assert_eq!((out.retries, out.reconnects), (1, 0));
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    /// A connection closed on the server's idle timeout, long after its
+    /// response, costs a reconnect but does not make the server one that
+    /// closes every connection after its response.
+    #[tokio::test]
+    async fn an_idle_timeout_is_a_reconnect_but_not_a_server_that_closes_every_connection() {
+        let (url, _) = scripted_server(|_, _| Act::AnswerIdleClose).await;
+        let t = retrying(url, 0, Duration::ZERO);
+        assert!(send(&t, &["{}"], &[]).await.result.is_ok());
+        let Wire::Plain(origin) = &t.wire else {
+            unreachable!("a plain URL")
+        };
+        // Until the client has seen the server's close.
+        let start = Instant::now();
+        while !origin.idle_all_closed() {
+            assert!(start.elapsed() < Duration::from_secs(10), "no close seen");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let out = send(&t, &["{}"], &[]).await;
+        assert!(out.result.is_ok(), "{:?}", out.result);
+        assert_eq!((out.retries, out.reconnects), (0, 1));
+        let c = t.connection_counts().unwrap();
+        assert_eq!(
+            (c.closed_after_response, c.closed_when_idle),
+            (0, 1),
+            "{c:?}"
+        );
+        assert!(!c.closes_after_every_response(), "{c:?}");
     }
 
     /// A server that keeps its connections is not reported as closing them.

@@ -366,12 +366,9 @@ impl AppState {
         })
     }
 
-    /// With `--stamps` and `--record-requests`: the chunks' write times, into
-    /// the request's log entry.
+    /// With `--stamps`: the chunks' write times, into the log entry of the
+    /// request `seq`.
     fn log_chunks(&self, seq: u64, chunks: &[std::time::Instant]) {
-        if !(self.cfg.stamps && self.cfg.record_requests) {
-            return;
-        }
         let stamps: Vec<f64> = chunks.iter().map(|t| self.stamp(*t)).collect();
         let mut log = lock(&self.log);
         if let Some(e) = log.iter_mut().rev().find(|e| e.seq == seq) {
@@ -740,6 +737,8 @@ struct Plan {
     items: u64,
     /// Arrival order.
     seq: u64,
+    /// Whether it has an entry in the request log (not once the log is full).
+    logged: bool,
     /// When it arrived.
     received: std::time::Instant,
     /// Responses API: store the reply under `id`, after the messages of the
@@ -865,9 +864,11 @@ async fn serve(
     if let Some(f) = fault {
         *lock(&st.faults).entry(f.as_str().to_owned()).or_insert(0) += 1;
     }
+    let mut logged = false;
     if st.cfg.record_requests {
         let mut log = lock(&st.log);
         if log.len() < MAX_LOG {
+            logged = true;
             log.push(RequestLog {
                 seq,
                 worker,
@@ -906,6 +907,7 @@ async fn serve(
     let plan = Plan {
         api,
         seq,
+        logged,
         received,
         id: apis::response_id(api, seq),
         store,
@@ -1224,7 +1226,9 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
                 (content_type, Body::from_stream(receiver_stream(rx))).into_response()
             }
             _ => {
-                st.log_chunks(p.seq, &[std::time::Instant::now()]);
+                if st.cfg.stamps && p.logged && p.fault.is_none() {
+                    st.log_chunks(p.seq, &[std::time::Instant::now()]);
+                }
                 (content_type, body).into_response()
             }
         };
@@ -1250,7 +1254,7 @@ async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Response {
     // write it, not when it is queued: the channel and the connection's task
     // stand between the two. The token chunks follow the stream's opening
     // events, one per chunk of tokens.
-    let stamps = (st.cfg.stamps && p.fault.is_none()).then(|| {
+    let stamps = (st.cfg.stamps && p.logged && p.fault.is_none()).then(|| {
         let per = st.cfg.tokens_per_chunk.max(1);
         WriteStamps {
             st: st.clone(),

@@ -103,7 +103,7 @@ impl RequestCodec for OpenAiCompletions {
             content: choice.text.map(Cow::into_owned).unwrap_or_default(),
             usage: r.usage.map(WireUsage::into_usage),
             finish_reason: choice.finish_reason.map(Cow::into_owned),
-            server_timing: r.timings.map(WireTimings::into_server_timing),
+            server_timing: r.timings.and_then(WireTimings::into_server_timing),
             ..Reply::default()
         })
     }
@@ -159,8 +159,8 @@ impl CompletionsEvents {
         if let Some(u) = chunk.usage {
             self.reply.usage = Some(u.into_usage());
         }
-        if let Some(t) = chunk.timings {
-            self.reply.server_timing = Some(t.into_server_timing());
+        if let Some(t) = chunk.timings.and_then(WireTimings::into_server_timing) {
+            self.reply.server_timing = Some(t);
         }
         if let Some(choice) = chunk.choices.into_iter().next() {
             if let Some(t) = choice.text.filter(|t| !t.is_empty()) {

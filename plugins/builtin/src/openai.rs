@@ -204,7 +204,7 @@ impl RequestCodec for OpenAiChat {
                 .map(|c| c.into_owned()),
             usage: r.usage.map(WireUsage::into_usage),
             finish_reason: choice.finish_reason.map(|c| c.into_owned()),
-            server_timing: r.timings.map(WireTimings::into_server_timing),
+            server_timing: r.timings.and_then(WireTimings::into_server_timing),
             ..Reply::default()
         })
     }
@@ -241,13 +241,14 @@ pub(crate) struct WireTimings {
 }
 
 impl WireTimings {
-    pub(crate) fn into_server_timing(self) -> ServerTiming {
-        ServerTiming {
+    /// The timings, when the object carries a time at all.
+    pub(crate) fn into_server_timing(self) -> Option<ServerTiming> {
+        (self.prompt_ms.is_some() || self.predicted_ms.is_some()).then_some(ServerTiming {
             prompt_ms: self.prompt_ms,
             predicted_ms: self.predicted_ms,
             total_ms: None,
             cached_tokens: self.cache_n,
-        }
+        })
     }
 }
 
@@ -331,8 +332,8 @@ impl SseEvents for ChatEvents {
         if let Some(u) = chunk.usage {
             self.reply.usage = Some(u.into_usage());
         }
-        if let Some(t) = chunk.timings {
-            self.reply.server_timing = Some(t.into_server_timing());
+        if let Some(t) = chunk.timings.and_then(WireTimings::into_server_timing) {
+            self.reply.server_timing = Some(t);
         }
         if let Some(choice) = chunk.choices.into_iter().next() {
             if let Some(d) = choice.delta.or(choice.message) {
@@ -547,6 +548,36 @@ mod tests {
             })
         );
         assert!(codec(false).decode(b"{not json").is_err());
+    }
+
+    /// llama.cpp's own `timings`, in a whole reply and on a stream's last
+    /// chunk; an object without a time is no timing.
+    #[test]
+    fn llama_cpp_timings_are_read_in_json_and_streams() {
+        let body = br#"{"choices":[{"message":{"content":"a"},"finish_reason":"length"}],
+            "timings":{"cache_n":3,"prompt_n":7,"prompt_ms":12.5,"predicted_n":2,"predicted_ms":30.25}}"#;
+        let r = codec(false).decode(body).unwrap_or_else(|e| panic!("{e}"));
+        let want = ServerTiming {
+            prompt_ms: Some(12.5),
+            predicted_ms: Some(30.25),
+            total_ms: None,
+            cached_tokens: Some(3),
+        };
+        assert_eq!(r.server_timing, Some(want));
+        assert_eq!(want.server_ms(), Some(42.75));
+        let empty = br#"{"choices":[{"message":{"content":"a"}}],"timings":{}}"#;
+        let r = codec(false).decode(empty).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.server_timing, None);
+        let stream = concat!(
+            "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"length\"}],\"timings\":{\"cache_n\":3,\"prompt_ms\":12.5,\"predicted_ms\":30.25}}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let mut d = codec(true).stream_decoder();
+        d.feed(stream.as_bytes(), Instant::now())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let r = d.finish().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.server_timing, Some(want));
     }
 
     #[test]

@@ -14,8 +14,10 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper::header::{HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, Uri};
-use std::sync::Mutex;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 /// Where requests go and the connections kept open to it.
@@ -41,19 +43,101 @@ pub(super) struct Origin {
 /// connection and counts a reconnect, so each close costs one count, whatever
 /// the order in which the close and the next request arrive.
 enum Kept {
-    /// Open, with the responses it has carried.
-    Open(SendRequest<Chunks>, u32),
+    /// Open, and when it was given back.
+    Open(Conn, Instant),
     /// Closed by the server (or `Connection: close`) after a response.
     Closed,
 }
 
-/// Counters of the connections' life, read by [`Origin::report`].
+/// One connection: its sender, what it has seen, and the responses it has
+/// carried.
+struct Conn {
+    sender: SendRequest<Chunks>,
+    life: Arc<Life>,
+    served: u32,
+}
+
+/// What a connection's socket has seen, kept beside it.
+#[derive(Debug, Default)]
+struct Life {
+    /// Bytes read from the server.
+    read: AtomicU64,
+    /// When the connection ended (the server closed it, or it failed).
+    ended: OnceLock<Instant>,
+}
+
+/// A close seen within this of a connection's last response is the server
+/// closing after its response; a later one is its idle timeout. (Shorter in
+/// the unit tests, which close a connection on its idle timeout.)
+const CLOSE_AFTER_RESPONSE: Duration = if cfg!(test) {
+    Duration::from_millis(50)
+} else {
+    Duration::from_secs(1)
+};
+
+/// Counters of the connections' life, read by [`Origin::counts`].
 #[derive(Debug, Default)]
 struct Counts {
     opened: AtomicU64,
     responses: AtomicU64,
     reused: AtomicU64,
     closed_after_response: AtomicU64,
+    closed_when_idle: AtomicU64,
+}
+
+/// A TCP stream that counts the bytes it reads: a kept connection that ends
+/// before any byte of its request's response is told apart from one that
+/// ends in the middle of it.
+struct Counted {
+    tcp: tokio::net::TcpStream,
+    life: Arc<Life>,
+}
+
+impl tokio::io::AsyncRead for Counted {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let r = Pin::new(&mut this.tcp).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = r {
+            let n = (buf.filled().len() - before) as u64;
+            this.life.read.fetch_add(n, Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+impl tokio::io::AsyncWrite for Counted {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().tcp).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().tcp).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
+    }
 }
 
 impl std::fmt::Debug for Origin {
@@ -68,9 +152,8 @@ impl std::fmt::Debug for Origin {
 
 /// A connection lent to one request; [`Origin::give_back`] returns it.
 pub(super) struct Lent {
-    sender: SendRequest<Chunks>,
-    /// Responses it carried before this one.
-    served: u32,
+    /// The connection, with the responses it carried before this one.
+    conn: Conn,
     /// The response said `Connection: close`.
     close: bool,
 }
@@ -79,7 +162,8 @@ pub(super) struct Lent {
 pub(super) struct Sent {
     pub(super) response: Response<Incoming>,
     pub(super) lent: Lent,
-    /// When the request went out on the connection that answered it.
+    /// When the request went out on the connection that answered it (a new
+    /// connection's handshake included, as for any request that opens one).
     pub(super) at: Instant,
 }
 
@@ -92,9 +176,13 @@ pub struct ConnectionCounts {
     pub responses: u64,
     /// Of those, responses on a connection that had carried one before.
     pub reused: u64,
-    /// Connections the server closed after a response (an EOF or reset on
-    /// the next request, a close seen while idle, or `Connection: close`).
+    /// Connections the server closed right after a response (within a
+    /// second: `Connection: close`, or a close seen while the connection was
+    /// idle or as an EOF or reset on the next request).
     pub closed_after_response: u64,
+    /// Connections the server closed later while they were idle (its
+    /// keep-alive timeout).
+    pub closed_when_idle: u64,
 }
 
 impl ConnectionCounts {
@@ -162,6 +250,7 @@ impl Origin {
             responses: c.responses.load(Ordering::Relaxed),
             reused: c.reused.load(Ordering::Relaxed),
             closed_after_response: c.closed_after_response.load(Ordering::Relaxed),
+            closed_when_idle: c.closed_when_idle.load(Ordering::Relaxed),
         }
     }
 
@@ -209,55 +298,62 @@ impl Origin {
         let mut req = self.request(body, extra_headers)?;
         match self.take_idle() {
             None => {}
-            Some(Kept::Closed) => self.reconnecting(reconnected),
-            Some(Kept::Open(mut sender, served)) => {
-                if sender.ready().await.is_err() {
-                    self.reconnecting(reconnected);
+            // Counted when the close was seen, at the response's end.
+            Some(Kept::Closed) => *reconnected = true,
+            Some(Kept::Open(mut conn, given_back)) => {
+                if conn.sender.ready().await.is_err() {
+                    self.closed_while_kept(&conn, given_back, reconnected);
                 } else {
+                    let read = conn.life.read.load(Ordering::Relaxed);
                     let at = Instant::now();
-                    match sender.try_send_request(req).await {
-                        Ok(response) => return Ok(self.answered(response, sender, served, at)),
+                    match conn.sender.try_send_request(req).await {
+                        Ok(response) => return Ok(self.answered(response, conn, at)),
                         Err(mut e) => {
                             req = match e.take_message() {
                                 // Closed before the request went out.
                                 Some(unsent) => unsent,
                                 None => {
                                     let e = e.into_error();
-                                    if !closed_before_response(&e) {
+                                    // Sent: only a close before any byte of
+                                    // the response may send it again.
+                                    let nothing_back =
+                                        conn.life.read.load(Ordering::Relaxed) == read;
+                                    if !(nothing_back && closed_before_response(&e)) {
                                         return Err(failure("sending the request", &e));
                                     }
                                     self.request(body, extra_headers)?
                                 }
                             };
-                            self.reconnecting(reconnected);
+                            self.closed_while_kept(&conn, given_back, reconnected);
                         }
                     }
                 }
             }
         }
-        let mut sender = self.connect().await?;
+        // A new connection's handshake is part of its first request's time.
         let at = Instant::now();
-        match sender.send_request(req).await {
-            Ok(response) => Ok(self.answered(response, sender, 0, at)),
+        let mut conn = self.connect().await?;
+        match conn.sender.send_request(req).await {
+            Ok(response) => Ok(self.answered(response, conn, at)),
             Err(e) => Err(failure("sending the request", &e)),
         }
     }
 
-    /// A kept connection was found closed: the request takes a new one.
-    fn reconnecting(&self, reconnected: &mut bool) {
+    /// A kept connection was found closed: the request takes a new one. A
+    /// close within [`CLOSE_AFTER_RESPONSE`] of its last response is the
+    /// server closing after it; a later one, its idle timeout.
+    fn closed_while_kept(&self, conn: &Conn, given_back: Instant, reconnected: &mut bool) {
         *reconnected = true;
-        self.counts
-            .closed_after_response
-            .fetch_add(1, Ordering::Relaxed);
+        let ended = conn.life.ended.get().copied().unwrap_or_else(Instant::now);
+        let counter = if ended.saturating_duration_since(given_back) <= CLOSE_AFTER_RESPONSE {
+            &self.counts.closed_after_response
+        } else {
+            &self.counts.closed_when_idle
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn answered(
-        &self,
-        response: Response<Incoming>,
-        sender: SendRequest<Chunks>,
-        served: u32,
-        at: Instant,
-    ) -> Sent {
+    fn answered(&self, response: Response<Incoming>, conn: Conn, at: Instant) -> Sent {
         let close = response
             .headers()
             .get_all(hyper::header::CONNECTION)
@@ -268,11 +364,7 @@ impl Origin {
             });
         Sent {
             response,
-            lent: Lent {
-                sender,
-                served,
-                close,
-            },
+            lent: Lent { conn, close },
             at,
         }
     }
@@ -282,13 +374,16 @@ impl Origin {
     pub(super) fn give_back(&self, lent: Lent) {
         let c = &self.counts;
         c.responses.fetch_add(1, Ordering::Relaxed);
-        if lent.served > 0 {
+        let Lent { mut conn, close } = lent;
+        if conn.served > 0 {
             c.reused.fetch_add(1, Ordering::Relaxed);
         }
-        let kept = if lent.close || lent.sender.is_closed() {
+        let kept = if close || conn.sender.is_closed() {
+            c.closed_after_response.fetch_add(1, Ordering::Relaxed);
             Kept::Closed
         } else {
-            Kept::Open(lent.sender, lent.served.saturating_add(1))
+            conn.served = conn.served.saturating_add(1);
+            Kept::Open(conn, Instant::now())
         };
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < self.max_idle {
@@ -296,16 +391,24 @@ impl Origin {
         }
     }
 
-    /// The newest kept slot. An open connection found closed is a closed one.
-    fn take_idle(&self) -> Option<Kept> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.pop().map(|k| match k {
-            Kept::Open(s, _) if s.is_closed() => Kept::Closed,
-            k => k,
+    /// Whether every kept connection has been seen closed.
+    #[cfg(test)]
+    pub(super) fn idle_all_closed(&self) -> bool {
+        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.iter().all(|k| match k {
+            Kept::Open(c, _) => c.life.ended.get().is_some(),
+            Kept::Closed => true,
         })
     }
 
-    async fn connect(&self) -> Result<SendRequest<Chunks>, Failure> {
+    /// The newest kept slot (an open connection found closed fails its
+    /// `ready`).
+    fn take_idle(&self) -> Option<Kept> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.pop()
+    }
+
+    async fn connect(&self) -> Result<Conn, Failure> {
         let addr = (self.host.as_str(), self.port);
         let tcp =
             match tokio::time::timeout(self.connect_timeout, tokio::net::TcpStream::connect(addr))
@@ -332,14 +435,25 @@ impl Origin {
             };
         let _ = tcp.set_nodelay(true);
         self.counts.opened.fetch_add(1, Ordering::Relaxed);
-        let (sender, conn) = http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+        let life = Arc::new(Life::default());
+        let io = Counted {
+            tcp,
+            life: life.clone(),
+        };
+        let (sender, conn) = http1::handshake(hyper_util::rt::TokioIo::new(io))
             .await
             .map_err(|e| failure("opening the connection", &e))?;
+        let ended = life.clone();
         tokio::spawn(async move {
             // Its errors reach the request that was on it.
             let _ = conn.await;
+            let _ = ended.ended.set(Instant::now());
         });
-        Ok(sender)
+        Ok(Conn {
+            sender,
+            life,
+            served: 0,
+        })
     }
 }
 
