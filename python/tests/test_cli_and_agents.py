@@ -53,24 +53,30 @@ def test_a_run_through_the_console_script(qwen, tmp_path):
 
 
 def test_ctrl_c_prints_a_partial_summary_and_exits_130(qwen):
-    p = subprocess.Popen(
-        [
-            str(SCRIPTS / "batchbench"),
-            "--host", "sim://?decode-ms-per-token=20",
-            "--tokenizer-model", qwen,
-            "--users", "2", "--requests-per-user", "100",
-            "--input-tokens", "16", "--output-tokens", "50", "-q",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        # A harness that starts the suite in the background leaves SIGINT ignored,
-        # and a child inherits that: give it the default, as a terminal would.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    time.sleep(2.0)
-    p.send_signal(signal.SIGINT)
-    stdout, stderr = p.communicate(timeout=30)
+    with batchbench.Simulator(qwen, decode_ms_per_token=20) as slow:
+        p = subprocess.Popen(
+            [
+                str(SCRIPTS / "batchbench"),
+                "--host", slow.url,
+                "--tokenizer-model", qwen,
+                "--users", "2", "--requests-per-user", "100",
+                "--input-tokens", "16", "--output-tokens", "50", "-q",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            # A harness that starts the suite in the background leaves SIGINT ignored,
+            # and a child inherits that: give it the default, as a terminal would.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        # Interrupt once the run is under way: its handler is registered before
+        # the first request reaches the server.
+        deadline = time.monotonic() + 60
+        while slow.stats()["requests"] < 1:
+            assert time.monotonic() < deadline, "no request reached the simulator in a minute"
+            time.sleep(0.02)
+        p.send_signal(signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=30)
     assert p.returncode == 130, stderr
     assert "interrupted" in stderr
     assert "batchbench summary" in stdout

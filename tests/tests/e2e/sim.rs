@@ -284,13 +284,27 @@ fn a_full_batch_queues_the_rest_and_metrics_say_so_under_vllm_names() {
                 })
             })
             .collect();
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        let during = reqwest::get(format!("{}/metrics", client_base(&url)))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .text()
-            .await
-            .unwrap_or_default();
+        // Once all ten have arrived (none can finish before its ten 50 ms
+        // steps): four in the batch, six queued.
+        let start = std::time::Instant::now();
+        let during = loop {
+            let m = reqwest::get(format!("{}/metrics", client_base(&url)))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .text()
+                .await
+                .unwrap_or_default();
+            let seen =
+                gauge(&m, "vllm:num_requests_running") + gauge(&m, "vllm:num_requests_waiting");
+            if seen >= 10.0 {
+                break m;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(30),
+                "the ten requests never all arrived:\n{m}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        };
         let mut texts = Vec::new();
         for s in sends {
             texts.push(s.await.unwrap_or_default());
