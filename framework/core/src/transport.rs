@@ -802,19 +802,25 @@ mod wire_tests {
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
     }
 
+    /// Three requests succeed without a retry, each after the first on a
+    /// new connection, counted as a reconnect.
+    async fn each_request_after_the_first_reconnects(t: &Transport, accepted: &AtomicUsize) {
+        for i in 0..3 {
+            let out = send(t, &["{}"], &[]).await;
+            assert!(out.result.is_ok(), "request {i}: {:?}", out.result);
+            assert_eq!(out.retries, 0, "request {i}");
+            assert_eq!(out.reconnects, u32::from(i > 0), "request {i}");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 3);
+    }
+
     #[tokio::test]
     async fn a_connection_the_server_closed_is_replaced_before_anything_fails() {
         let (url, accepted) = echo_server(1).await;
         let t = transport(url, None, &[]);
         // Whether the close arrives before the next request or after it went
         // out, the request gets a new connection and nothing fails.
-        for i in 0..3 {
-            let out = send(&t, &["{}"], &[]).await;
-            assert!(out.result.is_ok(), "request {i}: {:?}", out.result);
-            assert_eq!(out.retries, 0, "request {i}");
-            assert_eq!(out.reconnects, u32::from(i > 0), "request {i}");
-        }
-        assert_eq!(accepted.load(Ordering::SeqCst), 3);
+        each_request_after_the_first_reconnects(&t, &accepted).await;
     }
 
     /// What a scripted server does with one request.
@@ -946,13 +952,7 @@ mod wire_tests {
     async fn connection_close_is_honoured_without_a_retry() {
         let (url, accepted) = scripted_server(|_, _| Act::AnswerClose).await;
         let t = retrying(url, 2, Duration::from_secs(60));
-        for i in 0..3 {
-            let out = send(&t, &["{}"], &[]).await;
-            assert!(out.result.is_ok(), "request {i}: {:?}", out.result);
-            assert_eq!(out.retries, 0, "request {i}");
-            assert_eq!(out.reconnects, u32::from(i > 0), "request {i}");
-        }
-        assert_eq!(accepted.load(Ordering::SeqCst), 3);
+        each_request_after_the_first_reconnects(&t, &accepted).await;
         assert!(t.connection_counts().unwrap().closes_after_every_response());
     }
 
