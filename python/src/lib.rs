@@ -7,13 +7,13 @@
 //! GIL while it waits, and `Run.cancel` is how a `KeyboardInterrupt` reaches the
 //! engine.
 
-use batchbench_core::dist::{LengthDist, LogNormalFlags, lognormal_from_flags};
-use batchbench_core::engine::DryRunStats;
-use batchbench_core::plugin::{PluginError, Reporter, RequestRecord, WorkloadInfo};
-use batchbench_core::record::Summary;
-use batchbench_core::registry;
-use batchbench_core::rng;
-use batchbench_core::spec::{LoadSpec, PluginSpec, Release, RunSpec};
+use batchbench_contract::dist::{LengthDist, LogNormalFlags, lognormal_from_flags};
+use batchbench_contract::plugin::{PluginError, Reporter, RequestRecord, WorkloadInfo};
+use batchbench_contract::record::Summary;
+use batchbench_contract::registry;
+use batchbench_contract::rng;
+use batchbench_contract::spec::{LoadSpec, PluginSpec, Release, RunSpec};
+use batchbench_engine::run::DryRunStats;
 use batchbench_plugins::bodies::{RequestBodiesConfig, RequestEntry};
 use batchbench_run::assemble::{self, Host, Outcome as RunOutcome, Profile};
 use batchbench_run::commands::{agent, batchbench};
@@ -247,13 +247,13 @@ fn lognormal(name: &str, l: &LogNormal) -> Result<LengthDist, String> {
 }
 
 fn default_timeout() -> f64 {
-    batchbench_core::spec::defaults::REQUEST_TIMEOUT_SECS
+    batchbench_contract::spec::defaults::REQUEST_TIMEOUT_SECS
 }
 fn default_retries() -> u32 {
-    batchbench_core::spec::defaults::MAX_RETRIES
+    batchbench_contract::spec::defaults::MAX_RETRIES
 }
 fn default_retry_delay() -> u64 {
-    batchbench_core::spec::defaults::RETRY_DELAY_MS
+    batchbench_contract::spec::defaults::RETRY_DELAY_MS
 }
 
 #[derive(Debug, Deserialize)]
@@ -296,7 +296,7 @@ struct BenchmarkConfig {
     load: Option<LoadSpec>,
     /// The run's SLO bounds (`ttft_p99<=500ms`, `e2e<=20s`).
     #[serde(default)]
-    slo: Vec<batchbench_core::slo::SloBound>,
+    slo: Vec<batchbench_contract::slo::SloBound>,
 }
 
 /// Collects every request as a record (the report's `records`).
@@ -464,7 +464,7 @@ fn benchmark_spec(cfg: &BenchmarkConfig) -> Result<RunSpec, Outcome> {
     t.max_retries = cfg.max_retries;
     t.retry_delay_ms = cfg.retry_delay_ms;
     t.headers = cfg.headers.clone();
-    let default_codec = batchbench_core::spec::defaults::CODEC;
+    let default_codec = batchbench_contract::spec::defaults::CODEC;
     let name = cfg
         .codec
         .clone()
@@ -637,7 +637,7 @@ fn generate(options: &str, model: &str) -> Result<Value, (&'static str, String)>
         .build()
         .map_err(|e| ("run", e.to_string()))?;
     let tok = rt
-        .block_on(batchbench_core::tokens::load(&o.tokenizer_model))
+        .block_on(batchbench_engine::tokens::load(&o.tokenizer_model))
         .map_err(|e| ("tokenizer", e.to_string()))?;
     let seed = o.seed.unwrap_or(0);
     let shared_key = rng::derive(seed, &[PURPOSE_GENERATE_SHARED]);
@@ -696,7 +696,7 @@ fn count_tokens(
             Err(e) => return Outcome::Error("run", e.to_string()),
         };
         match rt
-            .block_on(batchbench_core::tokens::load(&tokenizer_model))
+            .block_on(batchbench_engine::tokens::load(&tokenizer_model))
             .and_then(|t| {
                 texts
                     .iter()
@@ -737,7 +737,7 @@ impl Simulator {
                 .build()
                 .map_err(|e| ("run", e.to_string()))?;
             let tok = rt
-                .block_on(batchbench_core::tokens::load(&tokenizer_model))
+                .block_on(batchbench_engine::tokens::load(&tokenizer_model))
                 .map_err(|e| ("tokenizer", e.to_string()))?;
             let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
             let sim = rt

@@ -1,7 +1,7 @@
 //! Helpers shared by the end-to-end tests: real tokenizer files, a simulator on
 //! its own runtime, in-process runs of the CLIs, and result-file readers.
 
-use batchbench_core::tokens::TokenizerHandle;
+use batchbench_engine::tokens::TokenizerHandle;
 use batchbench_simulator::{RequestLog, Sim, SimConfig, SimStats};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -13,7 +13,7 @@ pub fn tokenizer_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("BATCHBENCH_TOKENIZERS") {
         return PathBuf::from(d);
     }
-    batchbench_core::tokens::cache::cache_dir().join("tokenizers")
+    batchbench_engine::tokens::cache::cache_dir().join("tokenizers")
 }
 
 /// Path of a real tokenizer (`qwen`, `llama3.2`, `deepseek`). Panics with the fix
@@ -56,7 +56,7 @@ pub fn check_synthesis_property(
     checked: &TokenizerHandle,
     cases: u64,
 ) {
-    use batchbench_core::rng::Stream;
+    use batchbench_contract::rng::Stream;
     let mut rng = Stream::new(0x7e57_0000 ^ cases);
     for case in 0..cases {
         let n = 1 + rng.below(if case % 10 == 0 { 3000 } else { 300 }) as usize;
@@ -112,7 +112,7 @@ pub struct SimServer {
 impl SimServer {
     /// Starts a simulator with `cfg` and the named tokenizer on a free port.
     pub fn start(cfg: SimConfig, tok: &str) -> Self {
-        batchbench_core::transport::install_crypto_provider();
+        batchbench_engine::transport::install_crypto_provider();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()

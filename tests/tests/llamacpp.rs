@@ -7,7 +7,7 @@
 //! Each run is a few short requests: on two shared cores the server does about one
 //! per second.
 
-use batchbench_core::tokens::TokenizerHandle;
+use batchbench_engine::tokens::TokenizerHandle;
 use batchbench_tests::{RunResult, run_agent, run_batchbench, run_series};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -61,7 +61,7 @@ fn server() -> &'static Server {
 }
 
 fn post(url: &str, path: &str, body: &Value) -> Value {
-    batchbench_core::transport::install_crypto_provider();
+    batchbench_engine::transport::install_crypto_provider();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -169,7 +169,7 @@ fn the_proof_holds_for_the_gguf_tokenizer_and_agrees_with_full_encoding_and_the_
         TokenizerHandle::from_file_uncached(&name, &s.model).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         proven.synthesis_path(),
-        batchbench_core::tokens::SynthesisPath::Proven,
+        batchbench_engine::tokens::SynthesisPath::Proven,
         "SmolLM2 (GGUF)"
     );
     let checked = TokenizerHandle::from_file_uncached(&name, &s.model)

@@ -11,8 +11,8 @@
 //! (`BENCH_SMOKE=1`: a short run, to prove it works). `bench/plugins.sh` builds
 //! everything and runs it.
 
-use batchbench_core::plugin::{PluginError, RouteContext, RouteExtras, Router};
-use batchbench_core::registry::{self, BuildContext};
+use batchbench_contract::plugin::{PluginError, RouteContext, RouteExtras, Router};
+use batchbench_contract::registry::{self, BuildContext};
 use serde::Deserialize;
 use serde_json::json;
 use std::hint::black_box;
@@ -36,7 +36,7 @@ impl Router for StaticHeader {
     }
 }
 
-batchbench_core::register_router! {
+batchbench_contract::register_router! {
     name: "static_header_builtin",
     description: "adds one fixed header (benchmark reference)",
     example: r#"{"header": "X-Team", "value": "inference"}"#,

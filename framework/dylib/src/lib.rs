@@ -1,5 +1,5 @@
 //! The native plugin host: loads a shared library that exports the C ABI of
-//! [`batchbench_core::abi`] (written by `batchbench-plugin-sdk`'s
+//! [`batchbench_contract::abi`] (written by `batchbench-plugin-sdk`'s
 //! `export_plugins!`) and registers its plugins beside the built-ins.
 //!
 //! The ABI version symbol is resolved and checked before anything else in the
@@ -11,19 +11,19 @@
 
 #![allow(unsafe_code)] // the C ABI boundary; every block states its contract
 
-use batchbench_core::abi::{
+use batchbench_contract::abi::{
     ABI_VERSION, OwnedBytes, PluginTable, TABLE_SYMBOL, VERSION_SYMBOL, method, status,
 };
-use batchbench_core::plan::Trajectory;
-use batchbench_core::plugin::{
+use batchbench_contract::plan::Trajectory;
+use batchbench_contract::plugin::{
     BodyWriter, CodecError, EncodeRequest, PluginError, Reply, Reporter, RequestCodec,
     RequestRecord, RouteContext, RouteExtras, Router, StreamDecoder, TrajectoryRecord,
     WorkloadInfo, WorkloadSource,
 };
-use batchbench_core::record::RunInfo;
-use batchbench_core::record::Summary;
-use batchbench_core::registry::{self, BuildContext, Kind, Loaded, LoadedPlugin, PluginInfo};
-use batchbench_core::wire::{
+use batchbench_contract::record::RunInfo;
+use batchbench_contract::record::Summary;
+use batchbench_contract::registry::{self, BuildContext, Kind, Loaded, LoadedPlugin, PluginInfo};
+use batchbench_contract::wire::{
     WireEncodeRequest, WireReply, WireRequestRecord, WireRouteContext, WireRouteExtras,
     WireTrajectory,
 };
@@ -323,7 +323,7 @@ impl Drop for DylibStream {
 struct DylibReporter(Instance);
 
 /// The `{"run", "summary"}` input of `on_finish` (the shape of
-/// [`FinishInput`](batchbench_core::abi::FinishInput)), serialised without copies.
+/// [`FinishInput`](batchbench_contract::abi::FinishInput)), serialised without copies.
 #[derive(serde::Serialize)]
 struct FinishRef<'a> {
     run: &'a RunInfo,

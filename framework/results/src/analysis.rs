@@ -4,7 +4,7 @@
 
 use crate::report::{grid, page, section};
 use crate::svg::{Chart, Rule, Scale, Series, Style, esc};
-use batchbench_core::analysis::{Analysis, Dist};
+use batchbench_contract::analysis::{Analysis, Dist};
 use std::fmt::Write as _;
 
 fn dist_row(o: &mut String, name: &str, d: Option<&Dist>) {
@@ -182,7 +182,7 @@ pub fn render(a: &Analysis, title: &str, generated: &str) -> String {
     let mut caches = String::from(
         "<table class=\"summary\"><thead><tr><th>cache</th><th>rank</th><th>requests</th><th>prompt tokens</th><th>cached tokens</th><th>hit rate</th></tr></thead><tbody>",
     );
-    let mut row = |name: &str, f: &batchbench_core::analysis::CacheFigures| {
+    let mut row = |name: &str, f: &batchbench_contract::analysis::CacheFigures| {
         let _ = write!(
             caches,
             "<tr><th>{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}%</td></tr>",

@@ -13,7 +13,7 @@
 //! (throughput, goodput) are judged on the figure.
 
 use crate::RunDir;
-use batchbench_core::record::{LatencyStats, Summary};
+use batchbench_contract::record::{LatencyStats, Summary};
 use std::fmt::Write as _;
 
 /// The latency families compared, with their names in thresholds.
@@ -161,7 +161,7 @@ pub fn quantile_test(a: &[[u64; 2]], b: &[[u64; 2]], q: f64) -> Option<f64> {
     }
     let mut pooled: Vec<[u64; 2]> = a.iter().chain(b).copied().collect();
     pooled.sort_unstable_by_key(|[v, _]| *v);
-    let threshold = batchbench_core::results::bucket_quantile(&pooled, q)?;
+    let threshold = batchbench_contract::results::bucket_quantile(&pooled, q)?;
     let above = |x: &[[u64; 2]]| -> u64 {
         x.iter()
             .filter(|[v, _]| *v > threshold)

@@ -2,7 +2,7 @@
 //! anything: the HTML report ([`report`]), the comparison of two runs as a CI
 //! gate ([`compare`]) and the llm-d Benchmark Report ([`llmd`]).
 //!
-//! A run's directory is described in [`batchbench_core::results`]; a series'
+//! A run's directory is described in [`batchbench_contract::results`]; a series'
 //! (`sweep`, `capacity`) holds `index.json` and a run directory per run. Every
 //! file is checked as it is read: a missing directory, one from a newer format
 //! version, a run that never finished writing (no `run.json`) or a truncated or
@@ -15,8 +15,8 @@ pub mod report;
 pub mod svg;
 pub mod yaml;
 
-use batchbench_core::results::series::{SERIES_VERSION, SeriesDoc};
-use batchbench_core::results::{self, Histograms, RunDoc, TimeSeries, files};
+use batchbench_contract::results::series::{SERIES_VERSION, SeriesDoc};
+use batchbench_contract::results::{self, Histograms, RunDoc, TimeSeries, files};
 use serde::Deserialize;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};

@@ -15,8 +15,8 @@
 //! observability.
 
 use crate::RunDir;
-use batchbench_core::results::bucket_quantile;
-use batchbench_core::timefmt::rfc3339;
+use batchbench_contract::results::bucket_quantile;
+use batchbench_contract::timefmt::rfc3339;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 

@@ -5,8 +5,8 @@
 
 use crate::svg::{Chart, PALETTE, Rule, Scale, Series, Style, esc, short};
 use crate::{Loaded, RequestLine, RunDir, SeriesDir};
-use batchbench_core::record::LatencyStats;
-use batchbench_core::slo::{SloBound, SloMetric};
+use batchbench_contract::record::LatencyStats;
+use batchbench_contract::slo::{SloBound, SloMetric};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -560,7 +560,9 @@ fn summary_section(shown: &[Shown<'_>]) -> String {
         ("target", |r| esc(&r.doc.run.url)),
         ("workload", |r| esc(&r.doc.run.workload.mode)),
         ("started (UTC)", |r| {
-            esc(&batchbench_core::timefmt::rfc3339(r.doc.run.started_unix))
+            esc(&batchbench_contract::timefmt::rfc3339(
+                r.doc.run.started_unix,
+            ))
         }),
         ("duration (s)", |r| {
             format!("{:.2}", r.doc.summary.total_duration_seconds)
@@ -760,12 +762,13 @@ fn series_section(label: &str, s: &SeriesDir) -> String {
     let d = &s.doc;
     let x = format!("{} ({})", d.dimension, d.unit);
     let points = &d.points;
-    let by = |f: fn(&batchbench_core::results::series::Point) -> Option<f64>| -> Vec<(f64, f64)> {
-        points
-            .iter()
-            .map(|p| (p.value, f(p).unwrap_or(f64::NAN)))
-            .collect()
-    };
+    let by =
+        |f: fn(&batchbench_contract::results::series::Point) -> Option<f64>| -> Vec<(f64, f64)> {
+            points
+                .iter()
+                .map(|p| (p.value, f(p).unwrap_or(f64::NAN)))
+                .collect()
+        };
     let mut tput = Chart::new(
         "series-throughput",
         "Throughput and goodput against load",
@@ -795,7 +798,7 @@ fn series_section(label: &str, s: &SeriesDir) -> String {
     type Fig = (
         &'static str,
         SloMetric,
-        fn(&batchbench_core::results::series::Point) -> Option<f64>,
+        fn(&batchbench_contract::results::series::Point) -> Option<f64>,
     );
     let figs: [Fig; 4] = [
         ("e2e p50", SloMetric::E2e, |p| {

@@ -7,7 +7,7 @@ use crate::assemble::{self, AnalyzeSettings};
 use crate::exit::{self, Failure};
 use crate::flags;
 use crate::series::Front;
-use batchbench_core::analysis::{Analysis, CacheFigures, Dist};
+use batchbench_contract::analysis::{Analysis, CacheFigures, Dist};
 use clap::{Args, FromArgMatches};
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -148,7 +148,7 @@ fn run(front: &Front, m: &clap::ArgMatches, args: &[OsString]) -> Result<(), Fai
         let html = batchbench_results::analysis::render(
             &analysis,
             &title,
-            &batchbench_core::timefmt::rfc3339(now),
+            &batchbench_contract::timefmt::rfc3339(now),
         );
         std::fs::write(p, html)
             .map_err(|e| Failure::failed(anyhow::anyhow!("cannot write {}: {e}", p.display())))?;
@@ -177,16 +177,16 @@ pub fn to_json(a: &Analysis) -> Result<String, Failure> {
 
 /// The replay workload of a manifest, with the spec's overheads and order.
 pub fn replay_workload(
-    spec: &batchbench_core::spec::RunSpec,
+    spec: &batchbench_contract::spec::RunSpec,
     path: &std::path::Path,
-) -> Result<batchbench_core::spec::PluginSpec, Failure> {
+) -> Result<batchbench_contract::spec::PluginSpec, Failure> {
     let cfg = batchbench_plugins::replay::ReplayConfig {
         path: path.to_path_buf(),
-        order_by_start: spec.admission.mode == batchbench_core::spec::AdmissionMode::OpenLoop,
+        order_by_start: spec.admission.mode == batchbench_contract::spec::AdmissionMode::OpenLoop,
         initial_overhead_tokens: spec.template.initial_overhead_tokens,
         turn_overhead_tokens: spec.template.turn_overhead_tokens,
     };
-    batchbench_core::spec::PluginSpec::typed(REPLAY, &cfg).map_err(Failure::failed_msg)
+    batchbench_contract::spec::PluginSpec::typed(REPLAY, &cfg).map_err(Failure::failed_msg)
 }
 
 /// The built-in replay workload.

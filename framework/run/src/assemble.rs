@@ -10,13 +10,13 @@
 
 use crate::exit::{Failure, engine_failure, plugin_failure, runtime};
 use crate::progress::Progress;
-use batchbench_core::engine::{DryRunStats, Engine, EngineOptions, RunOutput};
-use batchbench_core::plugin::{Reporter, Router, WorkloadInfo, WorkloadSource};
-use batchbench_core::registry::{self, BuildContext};
-use batchbench_core::shard::ShardedSource;
-use batchbench_core::spec::{AdmissionMode, PluginSpec, RunSpec};
-use batchbench_core::tokens::TokenizerHandle;
-use batchbench_core::transport::{TargetConfig, TlsConfig, Transport, join_url};
+use batchbench_contract::plugin::{Reporter, Router, WorkloadInfo, WorkloadSource};
+use batchbench_contract::registry::{self, BuildContext};
+use batchbench_contract::spec::{AdmissionMode, PluginSpec, RunSpec};
+use batchbench_engine::run::{DryRunStats, Engine, EngineOptions, RunOutput};
+use batchbench_engine::shard::ShardedSource;
+use batchbench_engine::tokens::TokenizerHandle;
+use batchbench_engine::transport::{TargetConfig, TlsConfig, Transport, join_url};
 use batchbench_simulator::{Sim, SimConfig};
 use std::path::Path;
 use std::sync::Arc;
@@ -30,7 +30,7 @@ pub struct Profile {
     /// The command, for messages (`batchbench`, `batchbench-agent`).
     pub command: &'static str,
     /// The CSV columns, in order, in groups: `name` (a field of the run record,
-    /// see [`RunInfo::fields`](batchbench_core::record::RunInfo::fields)) or
+    /// see [`RunInfo::fields`](batchbench_contract::record::RunInfo::fields)) or
     /// `name=field` (a column named differently from its field).
     pub csv_columns: &'static [&'static [&'static str]],
     /// The record's flat configuration view (`run.config` of the JSON summary).
@@ -85,7 +85,7 @@ pub fn fresh_seed() -> u64 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    batchbench_core::rng::mix64(t ^ u64::from(std::process::id()).rotate_left(32))
+    batchbench_contract::rng::mix64(t ^ u64::from(std::process::id()).rotate_left(32))
 }
 
 /// The simulator config of a `sim://?k=v` host.
@@ -170,7 +170,7 @@ pub fn check(spec: &RunSpec) -> Result<(), Failure> {
         ));
     }
     if let Some(ca) = &spec.target.ca_cert {
-        batchbench_core::transport::TlsConfig::read_ca(ca).map_err(|e| Failure::bad(e.0))?;
+        batchbench_engine::transport::TlsConfig::read_ca(ca).map_err(|e| Failure::bad(e.0))?;
     }
     let m = &spec.server_metrics;
     if !(m.interval_secs.is_finite() && (0.05..=3600.0).contains(&m.interval_secs)) {
@@ -230,7 +230,7 @@ fn check_shard(spec: &RunSpec) -> Result<(), Failure> {
 /// target's, the metrics endpoints') replaced by `***`; the API key is never in
 /// a spec at all.
 fn recorded_spec(spec: &RunSpec) -> RunSpec {
-    use batchbench_core::record::redact_url;
+    use batchbench_contract::record::redact_url;
     let mut s = spec.clone();
     s.target.host = redact_url(&s.target.host);
     for u in &mut s.server_metrics.urls {
@@ -249,7 +249,7 @@ pub fn check_output_dir(dir: &Path) -> Result<(), Failure> {
     if dir.exists() && !dir.is_dir() {
         return Err(bad("exists and is not a directory"));
     }
-    if dir.join(batchbench_core::results::files::RUN).exists() {
+    if dir.join(batchbench_contract::results::files::RUN).exists() {
         return Err(bad(
             "already holds a run's results (run.json): choose another directory or remove it",
         ));
@@ -448,9 +448,9 @@ type Counted = Arc<std::sync::OnceLock<Arc<TokenizerHandle>>>;
 
 /// Counts with the run's tokenizer, loaded on the first call (on a runtime of
 /// its own: sources count while they are built, outside the run's runtime).
-fn token_counter(spec: &RunSpec, cell: Counted) -> batchbench_core::registry::TokenCounter {
+fn token_counter(spec: &RunSpec, cell: Counted) -> batchbench_contract::registry::TokenCounter {
     let spec = spec.clone();
-    batchbench_core::registry::TokenCounter::new(move |text| {
+    batchbench_contract::registry::TokenCounter::new(move |text| {
         let tok = match cell.get() {
             Some(t) => t.clone(),
             None => {
@@ -473,8 +473,8 @@ fn token_counter(spec: &RunSpec, cell: Counted) -> batchbench_core::registry::To
 pub fn analyze(
     mut spec: RunSpec,
     settings: &AnalyzeSettings,
-) -> Result<batchbench_core::analysis::Analysis, Failure> {
-    use batchbench_core::analysis::{AnalyzeOptions, Routing};
+) -> Result<batchbench_contract::analysis::Analysis, Failure> {
+    use batchbench_engine::analysis::{AnalyzeOptions, Routing};
     if let Some(shard) = spec.shard {
         return Err(Failure::bad(format!(
             "--shard {shard}: analyze describes the whole workload; drop --shard"
@@ -524,7 +524,7 @@ pub fn analyze(
     }
     let opts = AnalyzeOptions {
         block_tokens: spec.target.cache_block_tokens(),
-        overheads: batchbench_core::prefix::Overheads {
+        overheads: batchbench_engine::prefix::Overheads {
             initial: spec.template.initial_overhead_tokens,
             turn: spec.template.turn_overhead_tokens,
         },
@@ -538,14 +538,14 @@ pub fn analyze(
         session_rate: spec
             .load
             .rate
-            .filter(|_| spec.load.release == batchbench_core::spec::Release::Sessions),
+            .filter(|_| spec.load.release == batchbench_contract::spec::Release::Sessions),
         time_scale: spec.admission.time_scale,
         latency_ms: settings.latency_ms,
         top: settings.top,
     };
     let total = info.planned_requests.unwrap_or(0);
     let hook = prep.hook();
-    let out = batchbench_core::analysis::analyze(source.as_mut(), &opts, &mut |done| {
+    let out = batchbench_engine::analysis::analyze(source.as_mut(), &opts, &mut |done| {
         hook.report("analysing requests", done, total.max(done));
     })
     .map_err(engine_failure);
@@ -560,7 +560,7 @@ pub async fn load_tokenizer(spec: &RunSpec) -> Result<Arc<TokenizerHandle>, Fail
     } else {
         "--model (as tokenizer; pass --tokenizer-model)"
     };
-    batchbench_core::tokens::load(spec.target.tokenizer())
+    batchbench_engine::tokens::load(spec.target.tokenizer())
         .await
         .map_err(|e| Failure::bad(format!("{flag}: {e}")))
 }
@@ -623,10 +623,8 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
     // config fails the same way it would fail a run.
     if spec.output.dry_run {
         let stats = match host.plan_out.as_mut() {
-            Some(out) => batchbench_core::engine::dry_run(source.as_mut(), out),
-            None => {
-                batchbench_core::engine::dry_run(source.as_mut(), &mut std::io::stdout().lock())
-            }
+            Some(out) => batchbench_engine::run::dry_run(source.as_mut(), out),
+            None => batchbench_engine::run::dry_run(source.as_mut(), &mut std::io::stdout().lock()),
         }
         .map_err(engine_failure)?;
         let line = (profile.dry_run_line)(&stats);
@@ -725,7 +723,7 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
             },
             max_response_bytes: t
                 .max_response_bytes
-                .unwrap_or(batchbench_core::transport::MAX_RESPONSE_BYTES),
+                .unwrap_or(batchbench_engine::transport::MAX_RESPONSE_BYTES),
         })
         .map_err(|e| Failure::bad(format!("--host/--endpoint: {e}")))?;
         // A host (the Python package) cancels through its own token; the CLI

@@ -2,7 +2,7 @@
 //! records as `run.spec` in its `--summary-json`), `--print-config` writes one.
 
 use crate::exit::Failure;
-use batchbench_core::spec::RunSpec;
+use batchbench_contract::spec::RunSpec;
 use std::path::Path;
 
 /// Reads a run spec. A `.json` file, or one whose first character is `{`, is
@@ -63,7 +63,7 @@ pub fn to_toml(spec: &RunSpec) -> Result<String, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use batchbench_core::spec::PluginSpec;
+    use batchbench_contract::spec::PluginSpec;
 
     #[test]
     fn a_spec_round_trips_through_toml_and_json() {

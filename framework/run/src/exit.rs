@@ -1,7 +1,7 @@
 //! Exit codes and the failures that carry them.
 
-use batchbench_core::engine::EngineError;
-use batchbench_core::plugin::PluginError;
+use batchbench_contract::plugin::PluginError;
+use batchbench_engine::run::EngineError;
 
 /// Exit code of a run that completed.
 pub const EXIT_OK: i32 = 0;

@@ -6,9 +6,9 @@
 //! default included; the defaults are the spec's own ([`defaults`]).
 
 use crate::exit::Failure;
-use batchbench_core::dist::{LengthDist, LogNormalFlags, lognormal_from_flags};
-use batchbench_core::slo::{SloBound, SloMetric};
-use batchbench_core::spec::{
+use batchbench_contract::dist::{LengthDist, LogNormalFlags, lognormal_from_flags};
+use batchbench_contract::slo::{SloBound, SloMetric};
+use batchbench_contract::spec::{
     Arrival, AtDeadline, ImageFormat, ImageSpec, PluginSpec, Release, RunSpec, Stage, defaults,
 };
 use batchbench_plugins::openai::OpenAiChatConfig;
@@ -138,7 +138,7 @@ pub fn length(
             format!("--{family}-lognorm-max"),
         ),
     };
-    match d.and_then(|d| d.beyond(batchbench_core::dist::MAX_TOKENS, &what, &max)) {
+    match d.and_then(|d| d.beyond(batchbench_contract::dist::MAX_TOKENS, &what, &max)) {
         Some(m) => Err(Failure::bad(m)),
         None => Ok(d),
     }
@@ -236,7 +236,7 @@ pub fn stages(s: &str) -> Result<Stages, String> {
         .map(Stages)
 }
 
-/// An SLO: comma-separated bounds (see [`batchbench_core::slo`]).
+/// An SLO: comma-separated bounds (see [`batchbench_contract::slo`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SloBounds(pub Vec<SloBound>);
 
@@ -405,8 +405,8 @@ pub struct ShardArgs {
     /// position in the workload is I modulo N, with their share of the arrivals
     /// and of the caps. The N shards of one --seed together send exactly the
     /// requests of the unsharded run; `merge` joins their --output-dir.
-    #[arg(long, value_parser = batchbench_core::shard::Shard::parse, value_name = "I/N", help_heading = "Distributed", conflicts_with = "shards")]
-    pub shard: Option<batchbench_core::shard::Shard>,
+    #[arg(long, value_parser = batchbench_contract::shard::Shard::parse, value_name = "I/N", help_heading = "Distributed", conflicts_with = "shards")]
+    pub shard: Option<batchbench_contract::shard::Shard>,
     /// Run shard $JOB_COMPLETION_INDEX of N: the index a Kubernetes Indexed Job
     /// gives each pod.
     #[arg(long, value_parser = shard_count, value_name = "N", help_heading = "Distributed")]
@@ -425,7 +425,7 @@ fn shard_count(s: &str) -> Result<u32, String> {
     let n: u32 = s
         .parse()
         .map_err(|_| format!("expected a whole number of shards, got {s:?}"))?;
-    batchbench_core::shard::Shard::new(0, n)?;
+    batchbench_contract::shard::Shard::new(0, n)?;
     Ok(n)
 }
 
@@ -438,7 +438,7 @@ impl ShardArgs {
         }
         if let Some(n) = self.shards {
             let index = std::env::var(JOB_INDEX_ENV).ok();
-            let s = batchbench_core::shard::Shard::from_job_index(n, index.as_deref())
+            let s = batchbench_contract::shard::Shard::from_job_index(n, index.as_deref())
                 .map_err(Failure::bad)?;
             spec.shard = Some(s);
         }
@@ -975,4 +975,14 @@ pub fn chat_options(spec: &RunSpec) -> OpenAiChatConfig {
         sglang: on("sglang"),
         ignore_eos: on("ignore_eos"),
     }
+}
+
+/// One line on stderr when the API key came on the command line, where other
+/// users of the machine can read it (the process list, shell history). Hosts
+/// that run the command in process (the Python package) pass no command line
+/// to anyone and get no warning.
+pub fn warn_api_key_flag(program: &str, env: &str) {
+    eprintln!(
+        "{program}: warning: --api-key on the command line can be read by other users of this machine (process list, shell history); set {env} instead (--api-key-env names another variable)"
+    );
 }

@@ -1,7 +1,7 @@
 //! From intent to a running engine, once for every front end.
 //!
 //! Flags (`batchbench`, `batchbench-agent`), a `--config` file or a Python dict
-//! resolve into one typed [`RunSpec`](batchbench_core::spec::RunSpec); then
+//! resolve into one typed [`RunSpec`](batchbench_contract::spec::RunSpec); then
 //! [`assemble::execute`] builds the plugins, the target, the transport and the
 //! engine from it and runs it. No front end builds any of these itself.
 //!

@@ -14,13 +14,13 @@
 
 use crate::assemble::{self, Profile};
 use crate::exit::{self, Failure};
-use batchbench_core::engine::{Tally, summarize};
-use batchbench_core::metrics::{Latency, Metrics};
-use batchbench_core::plugin::{PluginError, Reporter, TrajectoryRecord, WorkloadInfo};
-use batchbench_core::record::{MergedShard, RunInfo, Summary};
-use batchbench_core::registry::BuildContext;
-use batchbench_core::results::{Histograms, RunDoc, ServerScrape, files};
-use batchbench_core::spec::{OutputSpec, RunSpec};
+use batchbench_contract::plugin::{PluginError, Reporter, TrajectoryRecord, WorkloadInfo};
+use batchbench_contract::record::{MergedShard, RunInfo, Summary};
+use batchbench_contract::registry::BuildContext;
+use batchbench_contract::results::{Histograms, RunDoc, ServerScrape, files};
+use batchbench_contract::spec::{OutputSpec, RunSpec};
+use batchbench_engine::metrics::{Latency, Metrics};
+use batchbench_engine::run::{Tally, summarize};
 use batchbench_plugins::requests_jsonl::RecordLine;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -589,7 +589,7 @@ fn cpu_verdicts(summary: &mut Summary, shards: &[ShardDir]) {
             let v = s.doc.summary.load.as_ref()?.verdict.as_ref()?;
             let cpu = v
                 .split("; ")
-                .find(|p| p.starts_with(batchbench_core::engine::CLIENT_CPU_VERDICT))?;
+                .find(|p| p.starts_with(batchbench_engine::run::CLIENT_CPU_VERDICT))?;
             Some(format!("shard {}: {cpu}", s.spec.shard()))
         })
         .collect();

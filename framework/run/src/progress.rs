@@ -1,7 +1,7 @@
 //! The progress bar: a reporter like any other, on stderr.
 
-use batchbench_core::plugin::{PluginError, Reporter, RequestRecord};
-use batchbench_core::record::{RunInfo, Summary};
+use batchbench_contract::plugin::{PluginError, Reporter, RequestRecord};
+use batchbench_contract::record::{RunInfo, Summary};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 
@@ -86,9 +86,9 @@ impl PrepBar {
     }
 
     /// The hook plugins report to.
-    pub fn hook(&self) -> batchbench_core::registry::Preparation {
+    pub fn hook(&self) -> batchbench_contract::registry::Preparation {
         let state = self.state.clone();
-        batchbench_core::registry::Preparation::new(move |what, done, total| {
+        batchbench_contract::registry::Preparation::new(move |what, done, total| {
             let Ok(mut s) = state.lock() else {
                 return;
             };

@@ -66,7 +66,7 @@ pub fn write(dirs: &[PathBuf], output: &Path) -> Result<Written, Failure> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
-    let html = render(&inputs, &batchbench_core::timefmt::rfc3339(now));
+    let html = render(&inputs, &batchbench_contract::timefmt::rfc3339(now));
     let mut tmp = output.as_os_str().to_owned();
     tmp.push(".part");
     let io = |e: std::io::Error| Failure::failed_msg(format!("{}: {e}", output.display()));

@@ -12,15 +12,15 @@
 //! The results directory (`--output-dir`) holds `index.json` (the series: its
 //! points and their figures, rewritten after every point), `results.csv` (a row
 //! per run, unless `--results-csv` names another file) and, per run, a results
-//! directory (`run-000`, ...; see [`batchbench_core::results`]) with the run's
+//! directory (`run-000`, ...; see [`batchbench_contract::results`]) with the run's
 //! `summary.json` beside it.
 
 use crate::assemble::{self, Host, Outcome, Profile};
 use crate::exit::{self, Failure};
 use crate::flags;
-use batchbench_core::record::Summary;
-use batchbench_core::slo::SloResult;
-use batchbench_core::spec::RunSpec;
+use batchbench_contract::record::Summary;
+use batchbench_contract::slo::SloResult;
+use batchbench_contract::spec::RunSpec;
 use clap::{Args, FromArgMatches};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -165,7 +165,7 @@ impl Kind {
     }
 }
 
-pub use batchbench_core::results::series::{
+pub use batchbench_contract::results::series::{
     BoundVerdict, Capacity, Estimate, Point, SERIES_VERSION, SeriesDoc,
 };
 
@@ -323,7 +323,7 @@ fn default_dir(kind: Kind) -> PathBuf {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
-    let stamp: String = batchbench_core::timefmt::rfc3339(now)
+    let stamp: String = batchbench_contract::timefmt::rfc3339(now)
         .chars()
         .filter(|c| c.is_ascii_alphanumeric())
         .take(15)
@@ -383,7 +383,7 @@ impl Series<'_> {
         let seed = if trial == 0 {
             self.seed
         } else {
-            batchbench_core::rng::derive(self.seed, &[trial])
+            batchbench_contract::rng::derive(self.seed, &[trial])
         };
         spec.seed = Some(seed);
         let name = format!("run-{:03}", self.runs);
@@ -506,7 +506,7 @@ fn redacted(argv: &[OsString]) -> Vec<String> {
 /// How a point is judged: the SLO and the failures allowed.
 #[derive(Debug, Clone)]
 struct Judge {
-    bounds: Vec<batchbench_core::slo::SloBound>,
+    bounds: Vec<batchbench_contract::slo::SloBound>,
     max_failure_rate: f64,
     near: f64,
 }
@@ -518,7 +518,7 @@ struct Figures {
 }
 
 fn figures(value: f64, runs: &[Summary], judge: &Judge) -> Figures {
-    let load = |f: fn(&batchbench_core::record::LoadReport) -> Option<f64>| {
+    let load = |f: fn(&batchbench_contract::record::LoadReport) -> Option<f64>| {
         Estimate::of_some(runs.iter().map(|s| s.load.as_ref().and_then(f)))
     };
     let e2e = |p99: bool| {
@@ -986,7 +986,7 @@ fn run_plan(p: Plan<'_>, cancel: Option<CancellationToken>) -> Result<i32, Failu
         api_key,
     } = p;
     if cancel.is_none() && api_key.is_some() {
-        crate::commands::warn_api_key_flag(front.program, &base.target.api_key_env);
+        crate::flags::warn_api_key_flag(front.program, &base.target.api_key_env);
     }
     std::fs::create_dir_all(&dir)
         .map_err(|e| Failure::bad(format!("--output-dir {}: {e}", dir.display())))?;

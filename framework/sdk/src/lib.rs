@@ -39,20 +39,20 @@
 
 #![allow(unsafe_code)] // the C ABI boundary; every block states its contract
 
-pub use batchbench_core::abi;
-pub use batchbench_core::plan;
-pub use batchbench_core::plugin;
-pub use batchbench_core::record::RunInfo;
-pub use batchbench_core::record::Summary;
-pub use batchbench_core::registry::{BuildContext, parse_config};
-pub use batchbench_core::wire;
+pub use batchbench_contract::abi;
+pub use batchbench_contract::plan;
+pub use batchbench_contract::plugin;
+pub use batchbench_contract::record::RunInfo;
+pub use batchbench_contract::record::Summary;
+pub use batchbench_contract::registry::{BuildContext, parse_config};
+pub use batchbench_contract::wire;
 
 use abi::{OwnedBytes, PluginTable, method, status};
-use batchbench_core::plugin::{
+use batchbench_contract::plugin::{
     BodyWriter, EncodeRequest, PluginError, Reporter, RequestCodec, RouteExtras, Router,
     StreamDecoder, WorkloadSource,
 };
-use batchbench_core::wire::{
+use batchbench_contract::wire::{
     WireEncodeRequest, WireReply, WireRequestRecord, WireRouteContext, WireRouteExtras,
     WireTrajectory,
 };

@@ -61,9 +61,9 @@ fn image(data: &str, what: &str) -> Result<(u64, u64), String> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(b64.trim())
         .map_err(|e| format!("{what}: the image is not valid base64: {e}"))?;
-    let (w, h) = batchbench_core::images::dimensions(&bytes)
+    let (w, h) = batchbench_engine::images::dimensions(&bytes)
         .ok_or_else(|| format!("{what}: the image is neither a PNG nor a JPEG"))?;
-    Ok((image_tokens(w, h), crate::server::fnv_bytes(&bytes)))
+    Ok((image_tokens(w, h), fnv_bytes(&bytes)))
 }
 
 /// A content's text and images: a string, or an array of parts (`text` /
@@ -677,7 +677,7 @@ fn plain_body(api: Api, f: &ReplyFacts<'_>, text: &str) -> Value {
             // Unit vectors of a few dimensions, a function of the response id.
             let data: Vec<Value> = (0..f.items)
                 .map(|i| {
-                    let x = (crate::server::fnv_str(f.id) ^ i) % 1000;
+                    let x = (fnv_str(f.id) ^ i) % 1000;
                     let v = x as f64 / 1000.0;
                     json!({"object": "embedding", "index": i,
                         "embedding": [v, (1.0 - v * v).max(0.0).sqrt(), 0.0, 0.0]})
@@ -852,6 +852,22 @@ pub fn response_id(api: Api, seq: u64) -> String {
         Api::Generate => format!("gen-sim-{seq}"),
         Api::Embeddings => format!("embd-sim-{seq}"),
     }
+}
+
+/// FNV-1a of a string.
+pub(crate) fn fnv_str(s: &str) -> u64 {
+    fnv(s.as_bytes())
+}
+
+/// FNV-1a of bytes.
+pub(crate) fn fnv_bytes(b: &[u8]) -> u64 {
+    fnv(b)
+}
+
+pub(crate) fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 #[cfg(test)]

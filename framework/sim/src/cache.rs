@@ -1,6 +1,6 @@
 //! A prefix cache of hashed token blocks with LRU eviction.
 
-use batchbench_core::prefix::LruCache;
+use batchbench_engine::prefix::LruCache;
 
 /// One worker's prefix cache: the prompt's full blocks of token ids, hashed in
 /// a chain, in an LRU cache of block hashes (the one `analyze` uses).
@@ -28,7 +28,7 @@ impl PrefixCache {
             .chunks_exact(self.block)
             .map(|chunk| {
                 for &t in chunk {
-                    hash = batchbench_core::rng::mix64(
+                    hash = batchbench_contract::rng::mix64(
                         hash ^ u64::from(t).wrapping_mul(0x100000001b3),
                     );
                 }

@@ -47,7 +47,7 @@ where
 fn serve(args: Args) -> anyhow::Result<()> {
     let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     rt.block_on(async {
-        let tok = batchbench_core::tokens::load(&args.tokenizer_model).await?;
+        let tok = batchbench_engine::tokens::load(&args.tokenizer_model).await?;
         let addr: SocketAddr = format!("{}:{}", args.host, args.port)
             .parse()
             .with_context(|| format!("invalid address {}:{}", args.host, args.port))?;

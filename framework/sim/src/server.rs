@@ -1,6 +1,6 @@
 //! The HTTP server of the simulator.
 
-use crate::apis::{self, Api, Msg, Prompt};
+use crate::apis::{self, Api, Msg, Prompt, fnv};
 use crate::batch::{self, Admission, Gauges};
 use crate::cache::PrefixCache;
 use crate::{FaultKind, SimConfig};
@@ -9,9 +9,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use batchbench_core::pacer::Pacer;
-use batchbench_core::rng::{self, Stream};
-use batchbench_core::tokens::TokenizerHandle;
+use batchbench_contract::rng::{self, Stream};
+use batchbench_engine::pacer::Pacer;
+use batchbench_engine::tokens::TokenizerHandle;
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
@@ -182,7 +182,7 @@ impl AppState {
             return Ok(Arc::from(Vec::new()));
         }
         // Synthetic text on a proven table: table lookups give the full
-        // encoding's ids (see batchbench_core::tokens::proof).
+        // encoding's ids (see batchbench_engine::tokens::proof).
         if let Some(ids) = self.tok.proven_ids(text) {
             return Ok(ids.into());
         }
@@ -571,22 +571,6 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-/// FNV-1a of a string.
-pub(crate) fn fnv_str(s: &str) -> u64 {
-    fnv(s.as_bytes())
-}
-
-/// FNV-1a of bytes.
-pub(crate) fn fnv_bytes(b: &[u8]) -> u64 {
-    fnv(b)
-}
-
-fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 /// Role marker ids, standing in for the template's role headers.

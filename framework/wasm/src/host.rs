@@ -2,15 +2,15 @@
 //! plugin traits.
 
 use crate::sandbox::Sandbox;
-use batchbench_core::plan::Trajectory;
-use batchbench_core::plugin::{
+use batchbench_contract::plan::Trajectory;
+use batchbench_contract::plugin::{
     PluginError, Reporter, RequestRecord, RouteContext, RouteExtras, Router, TrajectoryRecord,
     WorkloadInfo, WorkloadSource,
 };
-use batchbench_core::record::RunInfo;
-use batchbench_core::record::Summary;
-use batchbench_core::registry::{self, BuildContext, Loaded, LoadedPlugin, PluginInfo};
-use batchbench_core::wire::{WireRequestRecord, WireRouteExtras, WireTrajectory};
+use batchbench_contract::record::RunInfo;
+use batchbench_contract::record::Summary;
+use batchbench_contract::registry::{self, BuildContext, Loaded, LoadedPlugin, PluginInfo};
+use batchbench_contract::wire::{WireRequestRecord, WireRouteExtras, WireTrajectory};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};

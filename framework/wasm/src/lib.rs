@@ -12,12 +12,12 @@
 //!
 //! ```no_run
 //! batchbench_wasm::load(std::path::Path::new("header_router.wasm"))?;
-//! let router = batchbench_core::registry::router(
+//! let router = batchbench_contract::registry::router(
 //!     "header_router",
 //!     &serde_json::json!({"header": "X-Team", "value": "a"}),
 //!     &Default::default(),
 //! )?;
-//! # Ok::<(), batchbench_core::plugin::PluginError>(())
+//! # Ok::<(), batchbench_contract::plugin::PluginError>(())
 //! ```
 
 mod host;

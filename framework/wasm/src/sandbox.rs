@@ -1,6 +1,6 @@
 //! What a plugin instance may touch: the `sandbox` object of its config.
 
-use batchbench_core::plugin::PluginError;
+use batchbench_contract::plugin::PluginError;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

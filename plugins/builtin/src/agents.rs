@@ -7,11 +7,11 @@
 //! every (agent, turn) has its own random stream, so the plan never depends on
 //! scheduling order.
 
-use batchbench_core::dist::{LengthDist, MAX_TOKENS};
-use batchbench_core::plan::{PlannedRequest, Trajectory};
-use batchbench_core::plugin::{PluginError, WorkloadInfo, WorkloadSource};
-use batchbench_core::registry::BuildContext;
-use batchbench_core::rng::Stream;
+use batchbench_contract::dist::{LengthDist, MAX_TOKENS};
+use batchbench_contract::plan::{PlannedRequest, Trajectory};
+use batchbench_contract::plugin::{PluginError, WorkloadInfo, WorkloadSource};
+use batchbench_contract::registry::BuildContext;
+use batchbench_contract::rng::Stream;
 use serde::{Deserialize, Serialize};
 
 /// Config of [`SyntheticAgents`].
@@ -148,7 +148,7 @@ impl WorkloadSource for SyntheticAgents {
     }
 }
 
-batchbench_core::register_workload! {
+batchbench_contract::register_workload! {
     name: "synthetic_agents",
     description: "stateful agent loops: each turn resends the growing conversation plus a synthetic tool result",
     example: r#"{"agents": 4, "input": {"kind": "fixed", "value": 256}, "output": {"kind": "fixed", "value": 64}, "environment": {"kind": "log_normal", "mu": 4.85, "sigma": 0.6, "max": 1024}, "tool_invocations": {"kind": "fixed", "value": 8}, "tool_call_latency_ms": {"kind": "fixed", "value": 250}}"#,

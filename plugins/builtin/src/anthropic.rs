@@ -17,11 +17,11 @@ use crate::wire_util::{
     SseEvents, SseStream, error_message, fields, json_str, json_value, raw_with_fields,
     tool_function, w,
 };
-use batchbench_core::conversation::{Conversation, Message, Role};
-use batchbench_core::plugin::{
+use batchbench_contract::conversation::{Conversation, Message, Role};
+use batchbench_contract::plugin::{
     BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, StreamDecoder, Usage,
 };
-use batchbench_core::registry::BuildContext;
+use batchbench_contract::registry::BuildContext;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Instant;
@@ -510,7 +510,7 @@ impl SseEvents for MessagesEvents {
     }
 }
 
-batchbench_core::register_codec! {
+batchbench_contract::register_codec! {
     name: "anthropic_messages",
     description: "Anthropic Messages API (/v1/messages, JSON and SSE events): content blocks, tool_use and tool_result, x-api-key",
     example: r#"{"version": "2023-06-01", "max_tokens": 4096, "min_tokens": true}"#,
@@ -521,7 +521,7 @@ batchbench_core::register_codec! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use batchbench_core::conversation::turn;
+    use batchbench_contract::conversation::turn;
     use std::sync::Arc;
 
     fn encode(conv: &Conversation, output: Option<(u32, u32)>) -> Value {

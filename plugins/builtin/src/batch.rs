@@ -1,11 +1,13 @@
 //! `finite_batch`: `users` concurrent users, each sending `requests_per_user`
 //! independent requests one after another (the `batchbench` workload).
 
-use batchbench_core::dist::{LengthDist, MAX_TOKENS};
-use batchbench_core::plan::{Block, BlockRole, Blocks, PlannedRequest, SharedPrefix, Trajectory};
-use batchbench_core::plugin::{PluginError, WorkloadInfo, WorkloadSource};
-use batchbench_core::registry::BuildContext;
-use batchbench_core::rng::{self, Stream};
+use batchbench_contract::dist::{LengthDist, MAX_TOKENS};
+use batchbench_contract::plan::{
+    Block, BlockRole, Blocks, PlannedRequest, SharedPrefix, Trajectory,
+};
+use batchbench_contract::plugin::{PluginError, WorkloadInfo, WorkloadSource};
+use batchbench_contract::registry::BuildContext;
+use batchbench_contract::rng::{self, Stream};
 use serde::{Deserialize, Serialize};
 
 /// Config of [`FiniteBatch`].
@@ -178,7 +180,7 @@ impl WorkloadSource for FiniteBatch {
     }
 }
 
-batchbench_core::register_workload! {
+batchbench_contract::register_workload! {
     name: "finite_batch",
     description: "users x requests-per-user independent requests with fixed, varied or log-normal lengths",
     example: r#"{"users": 2, "requests_per_user": 3, "input": {"kind": "fixed", "value": 128, "vary": 16}, "output": {"kind": "log_normal", "mu": 4.0, "sigma": 0.5, "max": 256}, "prefix_overlap": 0.25}"#,

@@ -7,11 +7,11 @@
 //! every user sending, recycling entries, until `duration_secs` have passed since
 //! the first request was planned (requests in flight then complete).
 
-use batchbench_core::dist::LengthDist;
-use batchbench_core::plan::{PlannedRequest, RawBody, Trajectory};
-use batchbench_core::plugin::{PluginError, WorkloadInfo, WorkloadSource};
-use batchbench_core::registry::BuildContext;
-use batchbench_core::rng::Stream;
+use batchbench_contract::dist::LengthDist;
+use batchbench_contract::plan::{PlannedRequest, RawBody, Trajectory};
+use batchbench_contract::plugin::{PluginError, WorkloadInfo, WorkloadSource};
+use batchbench_contract::registry::BuildContext;
+use batchbench_contract::rng::Stream;
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -185,7 +185,7 @@ impl WorkloadSource for RequestBodies {
     }
 }
 
-batchbench_core::register_workload! {
+batchbench_contract::register_workload! {
     name: "request_bodies",
     description: "users sending caller-written request bodies verbatim, finite or for a duration (the Python run_benchmark workload)",
     example: r#"{"users": 2, "requests_per_user": 3, "requests": [{"body": {"messages": [{"role": "user", "content": "ping"}], "max_tokens": 4}, "line_idx": 0, "input_tokens": 1}]}"#,

@@ -8,12 +8,12 @@
 //! Output constraints go out as `min_tokens` / `max_tokens` (or SGLang's
 //! `min_new_tokens` / `max_new_tokens`); streaming asks for usage in the stream.
 
-use crate::openai::{OpenAiChatConfig, WireTimings, WireUsage};
+use crate::openai::{OpenAiChatConfig, WireTimings, WireUsage, run_fields};
 use crate::wire_util::{SseEvents, SseStream, error_in_200, fields, json_str, raw_with_fields, w};
-use batchbench_core::plugin::{
+use batchbench_contract::plugin::{
     BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, StreamDecoder,
 };
-use batchbench_core::registry::BuildContext;
+use batchbench_contract::registry::BuildContext;
 use serde::Deserialize;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -33,40 +33,6 @@ impl OpenAiCompletions {
     pub fn new(cfg: OpenAiCompletionsConfig, _ctx: &BuildContext) -> Result<Self, PluginError> {
         Ok(Self { cfg })
     }
-}
-
-/// The fields the run controls: output bounds, `ignore_eos`, streaming with
-/// usage, and the routers' fields.
-pub(crate) fn run_fields<'a>(
-    cfg: &OpenAiChatConfig,
-    req: &'a EncodeRequest<'_>,
-) -> Vec<(&'a str, Value)> {
-    let mut set: Vec<(&str, Value)> = Vec::new();
-    if let Some((min, max)) = req.output {
-        let (min_f, max_f) = if cfg.sglang {
-            ("min_new_tokens", "max_new_tokens")
-        } else {
-            ("min_tokens", "max_tokens")
-        };
-        set.push((max_f, Value::from(max)));
-        if min > 0 {
-            set.push((min_f, Value::from(min)));
-        }
-    }
-    if cfg.ignore_eos {
-        set.push(("ignore_eos", Value::Bool(true)));
-    }
-    if req.stream {
-        set.push(("stream", Value::Bool(true)));
-        set.push((
-            "stream_options",
-            serde_json::json!({ "include_usage": true }),
-        ));
-    }
-    for (k, v) in req.extra_fields {
-        set.push((k.as_str(), v.clone()));
-    }
-    set
 }
 
 impl RequestCodec for OpenAiCompletions {
@@ -193,7 +159,7 @@ impl SseEvents for CompletionsEvents {
     }
 }
 
-batchbench_core::register_codec! {
+batchbench_contract::register_codec! {
     name: "openai_completions",
     description: "OpenAI completions (/v1/completions, JSON and SSE): the conversation as one prompt string, no chat template",
     example: r#"{"sglang": false, "ignore_eos": true}"#,
@@ -204,7 +170,7 @@ batchbench_core::register_codec! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use batchbench_core::conversation::{Conversation, Message, Role};
+    use batchbench_contract::conversation::{Conversation, Message, Role};
 
     #[test]
     fn encodes_the_prompt_and_the_runs_fields() {

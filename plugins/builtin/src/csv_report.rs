@@ -3,9 +3,9 @@
 //! ([`RunInfo::fields`]), so the reporter knows nothing of the command that uses
 //! it. A column that names no field is refused before anything is sent.
 
-use batchbench_core::plugin::{PluginError, Reporter};
-use batchbench_core::record::{RunInfo, Summary};
-use batchbench_core::registry::BuildContext;
+use batchbench_contract::plugin::{PluginError, Reporter};
+use batchbench_contract::record::{RunInfo, Summary};
+use batchbench_contract::registry::BuildContext;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::BufRead;
@@ -167,7 +167,7 @@ impl Reporter for CsvReport {
     }
 }
 
-batchbench_core::register_reporter! {
+batchbench_contract::register_reporter! {
     name: "csv",
     description: "appends one CSV row per run (header on a new file): the run record's fields you name as columns",
     example: r#"{"path": "results.csv", "columns": ["timestamp", "model", "total_requests", "rps=requests_per_second", "latency_p99_ms"]}"#,

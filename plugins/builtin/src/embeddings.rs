@@ -8,10 +8,10 @@
 //! run that streams reads the body whole all the same.
 
 use crate::wire_util::{error_in_200, fields, json_str, raw_with_fields, w};
-use batchbench_core::plugin::{
+use batchbench_contract::plugin::{
     BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, StreamDecoder, Usage,
 };
-use batchbench_core::registry::BuildContext;
+use batchbench_contract::registry::BuildContext;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Instant;
@@ -162,7 +162,7 @@ impl StreamDecoder for WholeBody {
     }
 }
 
-batchbench_core::register_codec! {
+batchbench_contract::register_codec! {
     name: "openai_embeddings",
     description: "OpenAI embeddings (/v1/embeddings): each message one input (batchbench --batch-size N), usage in tokens and items",
     example: r#"{"encoding_format": "float"}"#,
@@ -173,7 +173,7 @@ batchbench_core::register_codec! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use batchbench_core::conversation::{Conversation, Message, Role};
+    use batchbench_contract::conversation::{Conversation, Message, Role};
 
     #[test]
     fn each_message_is_an_input_and_the_reply_counts_vectors() {

@@ -1,10 +1,10 @@
 //! `agent_events`: one JSON line per trajectory (agent), written as each one ends,
 //! so an interrupted run still leaves complete lines.
 
-use batchbench_core::plugin::{PluginError, Reporter, TrajectoryRecord};
-use batchbench_core::record::RunInfo;
-use batchbench_core::record::Summary;
-use batchbench_core::registry::BuildContext;
+use batchbench_contract::plugin::{PluginError, Reporter, TrajectoryRecord};
+use batchbench_contract::record::RunInfo;
+use batchbench_contract::record::Summary;
+use batchbench_contract::registry::BuildContext;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::PathBuf;
@@ -64,7 +64,7 @@ impl Reporter for AgentEvents {
     }
 }
 
-batchbench_core::register_reporter! {
+batchbench_contract::register_reporter! {
     name: "agent_events",
     description: "one JSON line per trajectory: admission, queue wait, routing slot, DP rank, runtime, completion",
     example: r#"{"path": "agent-events.jsonl"}"#,

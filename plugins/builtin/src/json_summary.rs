@@ -1,10 +1,10 @@
 //! `json_summary`: writes the run facts and the whole summary as one JSON document
 //! (also after Ctrl+C, with `"interrupted": true`).
 
-use batchbench_core::plugin::{PluginError, Reporter};
-use batchbench_core::record::RunInfo;
-use batchbench_core::record::Summary;
-use batchbench_core::registry::BuildContext;
+use batchbench_contract::plugin::{PluginError, Reporter};
+use batchbench_contract::record::RunInfo;
+use batchbench_contract::record::Summary;
+use batchbench_contract::registry::BuildContext;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -61,7 +61,7 @@ impl Reporter for JsonSummary {
     }
 }
 
-batchbench_core::register_reporter! {
+batchbench_contract::register_reporter! {
     name: "json_summary",
     description: "the run facts and the complete summary as one JSON document",
     example: r#"{"path": "summary.json"}"#,

@@ -46,7 +46,7 @@ pub mod routers;
 pub mod sglang;
 pub mod summary;
 mod wire_util;
-pub use batchbench_core::timefmt;
+pub use batchbench_contract::timefmt;
 
 /// Names of every built-in plugin, by kind: the contract the registry test checks.
 pub const BUILTINS: &[(&str, &str)] = &[

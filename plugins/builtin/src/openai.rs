@@ -9,13 +9,14 @@
 //! never the role-only chunk.
 
 use crate::wire_util::{SseEvents, SseStream, error_in_200, json_str, num_field, w};
-use batchbench_core::conversation::{Conversation, Message};
-use batchbench_core::plugin::{
+use batchbench_contract::conversation::{Conversation, Message};
+use batchbench_contract::plugin::{
     BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, ServerTiming,
     StreamDecoder, Usage,
 };
-use batchbench_core::registry::BuildContext;
+use batchbench_contract::registry::BuildContext;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::time::Instant;
 
 /// Config of [`OpenAiChat`].
@@ -129,6 +130,40 @@ pub fn write_messages(out: &mut BodyWriter, conv: &Conversation) -> Result<(), C
     Ok(())
 }
 
+/// The fields the run controls: output bounds, `ignore_eos`, streaming with
+/// usage, and the routers' fields (the chat and completions codecs' alike).
+pub(crate) fn run_fields<'a>(
+    cfg: &OpenAiChatConfig,
+    req: &'a EncodeRequest<'_>,
+) -> Vec<(&'a str, Value)> {
+    let mut set: Vec<(&str, Value)> = Vec::new();
+    if let Some((min, max)) = req.output {
+        let (min_f, max_f) = if cfg.sglang {
+            ("min_new_tokens", "max_new_tokens")
+        } else {
+            ("min_tokens", "max_tokens")
+        };
+        set.push((max_f, Value::from(max)));
+        if min > 0 {
+            set.push((min_f, Value::from(min)));
+        }
+    }
+    if cfg.ignore_eos {
+        set.push(("ignore_eos", Value::Bool(true)));
+    }
+    if req.stream {
+        set.push(("stream", Value::Bool(true)));
+        set.push((
+            "stream_options",
+            serde_json::json!({ "include_usage": true }),
+        ));
+    }
+    for (k, v) in req.extra_fields {
+        set.push((k.as_str(), v.clone()));
+    }
+    set
+}
+
 impl RequestCodec for OpenAiChat {
     fn supports_images(&self) -> bool {
         true
@@ -137,7 +172,7 @@ impl RequestCodec for OpenAiChat {
     fn encode(&self, req: &EncodeRequest<'_>, out: &mut BodyWriter) -> Result<(), CodecError> {
         if let Some(raw) = req.raw_body {
             // A verbatim body, with what the run controls set on top.
-            let set = crate::completions::run_fields(&self.cfg, req);
+            let set = run_fields(&self.cfg, req);
             return crate::wire_util::raw_with_fields(raw, req.model, set, out);
         }
         w(out, "{\"model\":");
@@ -379,7 +414,7 @@ impl SseEvents for ChatEvents {
     }
 }
 
-batchbench_core::register_codec! {
+batchbench_contract::register_codec! {
     name: "openai_chat",
     description: "OpenAI chat completions (JSON and SSE); min/max_tokens or SGLang min/max_new_tokens",
     example: r#"{"sglang": false, "ignore_eos": true}"#,
@@ -390,7 +425,7 @@ batchbench_core::register_codec! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use batchbench_core::conversation::{Role, ToolCall};
+    use batchbench_contract::conversation::{Role, ToolCall};
     use std::sync::Arc;
 
     fn codec(sglang: bool) -> OpenAiChat {

@@ -1,10 +1,10 @@
 //! `replay_jsonl`: trajectory replay from a JSONL manifest (schema versions 1 and 2,
 //! mixed freely). The manifest model and its parser are part of the contract
-//! ([`batchbench_core::manifest`]), so other plugins (ClickHouse) reuse them.
+//! ([`batchbench_contract::manifest`]), so other plugins (ClickHouse) reuse them.
 
-pub use batchbench_core::manifest::{Manifest, Replay, ReplayConfig, digest, load};
+pub use batchbench_contract::manifest::{Manifest, Replay, ReplayConfig, digest, load};
 
-batchbench_core::register_workload! {
+batchbench_contract::register_workload! {
     name: "replay_jsonl",
     description: "trajectory replay from a JSONL manifest (schema versions 1 and 2: token shapes, shared-prefix blocks, think times, start offsets)",
     example: r#"{"path": "examples/trajectory-replay/plans-v2.jsonl", "order_by_start": true}"#,

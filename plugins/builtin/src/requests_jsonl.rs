@@ -2,10 +2,10 @@
 //! plots: outcome, latency, TTFT, planned against server-counted prompt tokens,
 //! server-reported and estimated cached tokens.
 
-use batchbench_core::plugin::{PluginError, Reporter, RequestRecord, ServerTiming};
-use batchbench_core::record::RunInfo;
-use batchbench_core::record::Summary;
-use batchbench_core::registry::BuildContext;
+use batchbench_contract::plugin::{PluginError, Reporter, RequestRecord, ServerTiming};
+use batchbench_contract::record::RunInfo;
+use batchbench_contract::record::Summary;
+use batchbench_contract::registry::BuildContext;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::PathBuf;
@@ -281,10 +281,10 @@ impl RecordLine {
     }
 
     /// The request as the engine's wire record (whose
-    /// [`record`](batchbench_core::wire::WireRequestRecord::record) gives it
+    /// [`record`](batchbench_contract::wire::WireRequestRecord::record) gives it
     /// back as the run reported it).
-    pub fn into_wire(self) -> batchbench_core::wire::WireRequestRecord {
-        use batchbench_core::plugin::Usage;
+    pub fn into_wire(self) -> batchbench_contract::wire::WireRequestRecord {
+        use batchbench_contract::plugin::Usage;
         let usage = self.prompt_tokens.map(|p| Usage {
             prompt_tokens: p,
             completion_tokens: self.completion_tokens.unwrap_or(0),
@@ -293,7 +293,7 @@ impl RecordLine {
             items: self.items,
         });
         let last_attempt = self.end_ms - self.latency_ms;
-        batchbench_core::wire::WireRequestRecord {
+        batchbench_contract::wire::WireRequestRecord {
             agent_id: self.agent_id,
             trajectory_id: self.trajectory_id,
             request_index: self.request_index,
@@ -361,7 +361,7 @@ impl Reporter for RequestsJsonl {
     }
 }
 
-batchbench_core::register_reporter! {
+batchbench_contract::register_reporter! {
     name: "requests_jsonl",
     description: "one JSON line per request: outcome, latency, TTFT, planned vs server-counted prompt tokens, cached tokens",
     example: r#"{"path": "requests.jsonl"}"#,
@@ -372,7 +372,7 @@ batchbench_core::register_reporter! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use batchbench_core::plugin::{FailureKind, SendTiming, Usage};
+    use batchbench_contract::plugin::{FailureKind, SendTiming, Usage};
     use std::time::Duration;
 
     /// A line read back gives the line it was written from: a merge replays
@@ -401,7 +401,7 @@ mod tests {
                 items: None,
             }),
             estimated_cached_tokens: 64,
-            cache_estimate: batchbench_core::prefix::Estimate {
+            cache_estimate: batchbench_contract::prefix::Estimate {
                 global: 96,
                 rank: Some(48),
             },

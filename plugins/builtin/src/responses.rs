@@ -22,11 +22,11 @@ use crate::wire_util::{
     SseEvents, SseStream, error_message, fields, json_str, json_value, raw_with_fields,
     tool_function, w,
 };
-use batchbench_core::conversation::{Conversation, Message, Role};
-use batchbench_core::plugin::{
+use batchbench_contract::conversation::{Conversation, Message, Role};
+use batchbench_contract::plugin::{
     BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, StreamDecoder, Usage,
 };
-use batchbench_core::registry::BuildContext;
+use batchbench_contract::registry::BuildContext;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Instant;
@@ -463,7 +463,7 @@ impl SseEvents for ResponsesEvents {
     }
 }
 
-batchbench_core::register_codec! {
+batchbench_contract::register_codec! {
     name: "openai_responses",
     description: "OpenAI Responses API (/v1/responses, JSON and SSE events); stateless, or stateful with previous_response_id",
     example: r#"{"stateful": true, "min_tokens": true, "ignore_eos": false}"#,
@@ -474,7 +474,7 @@ batchbench_core::register_codec! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use batchbench_core::conversation::turn;
+    use batchbench_contract::conversation::turn;
     use std::sync::Arc;
 
     fn encode(codec: &OpenAiResponses, conv: &Conversation) -> Value {
@@ -494,11 +494,14 @@ mod tests {
     }
 
     fn agent_turn(conv: &mut Conversation, reply: &str, id: &str, result: &str) {
-        conv.messages.push(turn::reply(Reply {
-            content: reply.into(),
-            response_id: Some(id.into()),
-            ..Reply::default()
-        }));
+        conv.messages.push(
+            Reply {
+                content: reply.into(),
+                response_id: Some(id.into()),
+                ..Reply::default()
+            }
+            .into_message(),
+        );
         let call = turn::agent_call_id(0, 1);
         turn::call(
             &mut conv.messages,

@@ -1,5 +1,5 @@
 //! `results_dir`: the versioned results directory of one run (`--output-dir`),
-//! the files [`batchbench_core::results`] describes. `requests.jsonl` and
+//! the files [`batchbench_contract::results`] describes. `requests.jsonl` and
 //! `trajectories.jsonl` grow as requests and trajectories end; the histograms,
 //! the time series and last `run.json` are written whole when the run ends (also
 //! after Ctrl+C), so a directory without `run.json` is one whose run never
@@ -7,10 +7,10 @@
 
 use crate::events::{AgentEvents, AgentEventsConfig};
 use crate::requests_jsonl::{RequestsJsonl, RequestsJsonlConfig};
-use batchbench_core::plugin::{PluginError, Reporter, RequestRecord, TrajectoryRecord};
-use batchbench_core::record::{RunInfo, Summary};
-use batchbench_core::registry::BuildContext;
-use batchbench_core::results::{
+use batchbench_contract::plugin::{PluginError, Reporter, RequestRecord, TrajectoryRecord};
+use batchbench_contract::record::{RunInfo, Summary};
+use batchbench_contract::registry::BuildContext;
+use batchbench_contract::results::{
     self, Histograms, RequestSpan, RunDoc, ServerScrape, TimeSeriesBuilder, files,
 };
 use serde::{Deserialize, Serialize};
@@ -169,7 +169,7 @@ impl Reporter for ResultsDir {
     }
 }
 
-batchbench_core::register_reporter! {
+batchbench_contract::register_reporter! {
     name: "results_dir",
     description: "a versioned results directory: run record, per-request and per-trajectory lines, histograms, time series",
     example: r#"{"path": "results/run-1"}"#,

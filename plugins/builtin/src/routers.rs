@@ -1,9 +1,9 @@
 //! Routers: per-agent identity (`user_tag`) and deterministic data-parallel
 //! routing (`dp_rank`).
 
-use batchbench_core::plugin::{PluginError, RouteContext, RouteExtras, Router};
-use batchbench_core::registry::BuildContext;
-use batchbench_core::rng::Stream;
+use batchbench_contract::plugin::{PluginError, RouteContext, RouteExtras, Router};
+use batchbench_contract::registry::BuildContext;
+use batchbench_contract::rng::Stream;
 use serde::{Deserialize, Serialize};
 
 /// Config of [`UserTag`].
@@ -64,7 +64,7 @@ impl Router for UserTag {
     }
 }
 
-batchbench_core::register_router! {
+batchbench_contract::register_router! {
     name: "user_tag",
     description: "user field and X-SMG-Routing-Key header, stable per agent (seeded UUID or <prefix>-<agent_id>)",
     example: r#"{"prefix": "bench"}"#,
@@ -115,7 +115,7 @@ impl Router for DpRank {
     }
 }
 
-batchbench_core::register_router! {
+batchbench_contract::register_router! {
     name: "dp_rank",
     description: "X-SMG-Target-Worker: routing_slot % ranks (deterministic data-parallel routing)",
     example: r#"{"ranks": 4}"#,

@@ -9,11 +9,11 @@
 //! what it holds beyond the previous one.
 
 use crate::wire_util::{SseEvents, SseStream, error_in_200, fields, raw_with_fields, w};
-use batchbench_core::plugin::{
+use batchbench_contract::plugin::{
     BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, ServerTiming,
     StreamDecoder, Usage,
 };
-use batchbench_core::registry::BuildContext;
+use batchbench_contract::registry::BuildContext;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Instant;
@@ -47,7 +47,7 @@ pub struct SglangGenerateConfig {
 pub struct SglangGenerate {
     cfg: SglangGenerateConfig,
     /// The run's tokenizer, for `input_ids`.
-    tokens: batchbench_core::registry::TokenCounter,
+    tokens: batchbench_contract::registry::TokenCounter,
 }
 
 impl SglangGenerate {
@@ -293,7 +293,7 @@ impl SseEvents for GenerateEvents {
     }
 }
 
-batchbench_core::register_codec! {
+batchbench_contract::register_codec! {
     name: "sglang_generate",
     description: "SGLang's native /generate (JSON and SSE): text prompt, sampling_params, meta_info usage and cached tokens",
     example: r#"{"ignore_eos": true, "sampling_params": {"temperature": 0}}"#,
@@ -304,7 +304,7 @@ batchbench_core::register_codec! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use batchbench_core::conversation::{Conversation, Message, Role};
+    use batchbench_contract::conversation::{Conversation, Message, Role};
 
     #[test]
     fn encodes_text_and_sampling_params() {

@@ -1,10 +1,10 @@
 //! `console_summary`: the human-readable report, printed on stdout at the end
 //! of a run (also after Ctrl+C, marked partial).
 
-use batchbench_core::plugin::{PluginError, Reporter};
-use batchbench_core::record::RunInfo;
-use batchbench_core::record::{LatencyStats, LoadReport, Summary};
-use batchbench_core::registry::BuildContext;
+use batchbench_contract::plugin::{PluginError, Reporter};
+use batchbench_contract::record::RunInfo;
+use batchbench_contract::record::{LatencyStats, LoadReport, Summary};
+use batchbench_contract::registry::BuildContext;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 use std::io::Write as _;
@@ -235,7 +235,7 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
 }
 
 /// The server's own timings beside the client's.
-fn server_timing(o: &mut String, t: &batchbench_core::record::ServerTimingReport) {
+fn server_timing(o: &mut String, t: &batchbench_contract::record::ServerTimingReport) {
     let _ = writeln!(
         o,
         "  server-side timings (ms, the server's own clock; {} requests)",
@@ -256,7 +256,7 @@ fn server_timing(o: &mut String, t: &batchbench_core::record::ServerTimingReport
 }
 
 /// The server's metrics: the scrapes, then each common metric's mean and max.
-fn server_metrics(o: &mut String, m: &batchbench_core::record::ServerMetricsReport) {
+fn server_metrics(o: &mut String, m: &batchbench_contract::record::ServerMetricsReport) {
     let _ = writeln!(o, "  server metrics");
     let _ = writeln!(
         o,
@@ -286,7 +286,7 @@ fn server_metrics(o: &mut String, m: &batchbench_core::record::ServerMetricsRepo
 }
 
 /// The SLO lines: a verdict per bound, then goodput.
-fn slo(o: &mut String, r: &batchbench_core::slo::SloReport) {
+fn slo(o: &mut String, r: &batchbench_contract::slo::SloReport) {
     let _ = writeln!(o, "  SLO");
     for b in &r.bounds {
         let verdict = if b.met { "pass" } else { "FAIL" };
@@ -380,7 +380,7 @@ impl Reporter for ConsoleSummary {
     }
 }
 
-batchbench_core::register_reporter! {
+batchbench_contract::register_reporter! {
     name: "console_summary",
     description: "the human-readable summary (totals, throughput, failures, latency percentiles)",
     example: r#"{"stderr": false}"#,

@@ -2,8 +2,8 @@
 //! the run's fields on top, a conversation flattened into one prompt, and the
 //! lines of a server-sent event stream.
 
-use batchbench_core::conversation::Conversation;
-use batchbench_core::plugin::{BodyWriter, CodecError, Reply, StreamDecoder};
+use batchbench_contract::conversation::Conversation;
+use batchbench_contract::plugin::{BodyWriter, CodecError, Reply, StreamDecoder};
 use serde_json::Value;
 use std::io::Write;
 
@@ -275,7 +275,7 @@ mod tests {
     }
 
     use super::*;
-    use batchbench_core::conversation::{Message, Role};
+    use batchbench_contract::conversation::{Message, Role};
 
     fn flat(conv: &Conversation) -> String {
         let mut out = BodyWriter::default();
@@ -291,11 +291,12 @@ mod tests {
             .push(Message::new(Role::User, "hello \"world\"\n"));
         assert_eq!(flat(&conv), "hello \"world\"\n", "one message is its text");
         let mut a = Message::new(Role::Assistant, "ok");
-        a.tool_calls.push(batchbench_core::conversation::ToolCall {
-            id: "c".into(),
-            name: "f".into(),
-            arguments: "{}".into(),
-        });
+        a.tool_calls
+            .push(batchbench_contract::conversation::ToolCall {
+                id: "c".into(),
+                name: "f".into(),
+                arguments: "{}".into(),
+            });
         conv.messages.push(a);
         conv.messages.push(Message::new(Role::Tool, "result"));
         let grown = flat(&conv);

@@ -3,7 +3,7 @@
 //! table and column names checked as identifiers, rows streamed.
 
 use crate::rows::Row;
-use batchbench_core::timefmt;
+use batchbench_contract::timefmt;
 use serde::Deserialize;
 
 /// Where and how to read.

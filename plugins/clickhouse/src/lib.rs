@@ -14,11 +14,11 @@ pub mod rows;
 /// The plugins this crate registers, by kind: the contract the registry test checks.
 pub const PLUGINS: &[(&str, &str)] = &[("workload", "clickhouse")];
 
-use batchbench_core::manifest::{self as replay, Replay, ReplayConfig};
-use batchbench_core::plan::Trajectory;
-use batchbench_core::plugin::{PluginError, WorkloadInfo, WorkloadSource};
-use batchbench_core::registry::BuildContext;
-use batchbench_core::timefmt;
+use batchbench_contract::manifest::{self as replay, Replay, ReplayConfig};
+use batchbench_contract::plan::Trajectory;
+use batchbench_contract::plugin::{PluginError, WorkloadInfo, WorkloadSource};
+use batchbench_contract::registry::BuildContext;
+use batchbench_contract::timefmt;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -388,7 +388,7 @@ impl WorkloadSource for ClickHouseWorkload {
     }
 }
 
-batchbench_core::register_workload! {
+batchbench_contract::register_workload! {
     name: "clickhouse",
     description: "sessions reconstructed from a ClickHouse prompt-chain window (CLICKHOUSE_URL), replayed directly",
     example: r#"{"start": "2026-09-01T09:00:00Z", "end": "2026-09-01T10:00:00Z", "rows_jsonl": "examples/clickhouse/rows.jsonl", "model": "vendor/model-a", "sample": 0.5, "seed": 7}"#,

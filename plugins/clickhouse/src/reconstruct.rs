@@ -2,7 +2,7 @@
 //! rules existing users depend on (see the book's ClickHouse page).
 
 use crate::rows::Row;
-use batchbench_core::plan::BlockRole;
+use batchbench_contract::plan::BlockRole;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 

@@ -2,7 +2,7 @@
 //! columns (null where the join found nothing). The same shape is dumped by
 //! `--dump-rows-jsonl` and read back by `--rows-jsonl`.
 
-use batchbench_core::timefmt;
+use batchbench_contract::timefmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// One fetched row.

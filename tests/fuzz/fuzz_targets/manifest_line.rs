@@ -2,7 +2,7 @@
 //! error or a plan, never a panic.
 #![no_main]
 
-use batchbench_core::manifest::{ReplayConfig, check_line};
+use batchbench_contract::manifest::{ReplayConfig, check_line};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -3,7 +3,7 @@
 //! SGLang's generate, embeddings): a reply or a decode error, never a panic.
 #![no_main]
 
-use batchbench_core::registry::{self, BuildContext};
+use batchbench_contract::registry::{self, BuildContext};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

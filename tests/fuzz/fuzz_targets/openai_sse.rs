@@ -3,12 +3,12 @@
 //! whatever the cuts, since TCP may deliver any split.
 #![no_main]
 
-use batchbench_core::registry::{self, BuildContext};
+use batchbench_contract::registry::{self, BuildContext};
 use libfuzzer_sys::fuzz_target;
 use std::time::Instant;
 
 fn decode(
-    codec: &dyn batchbench_core::plugin::RequestCodec,
+    codec: &dyn batchbench_contract::plugin::RequestCodec,
     parts: &[&[u8]],
 ) -> Result<(String, Option<String>), String> {
     let mut d = codec.stream_decoder();

@@ -2,8 +2,8 @@
 //! route extras and a reply, each checked as the hosts check them.
 #![no_main]
 
-use batchbench_core::plugin::RouteExtras;
-use batchbench_core::wire::{WireReply, WireRouteExtras, WireTrajectory};
+use batchbench_contract::plugin::RouteExtras;
+use batchbench_contract::wire::{WireReply, WireRouteExtras, WireTrajectory};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -3,11 +3,11 @@
 //! the shape of a line the real renderer writes (the same label, and the same
 //! words and punctuation around the figures).
 
-use batchbench_core::plugin::WorkloadInfo;
-use batchbench_core::record::{
+use batchbench_contract::plugin::WorkloadInfo;
+use batchbench_contract::record::{
     FailureExample, LatencyStats, LoadReport, RunInfo, StageReport, Summary,
 };
-use batchbench_core::spec::Arrival;
+use batchbench_contract::spec::Arrival;
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -165,12 +165,12 @@ fn rendered_shapes() -> BTreeSet<String> {
     // A shard's run and a merge of shards add a line each.
     let mut sharded = info.clone();
     let mut spec = batchbench_run::commands::batchbench::default_spec();
-    spec.shard = Some(batchbench_core::shard::Shard { index: 1, count: 4 });
+    spec.shard = Some(batchbench_contract::shard::Shard { index: 1, count: 4 });
     sharded.spec = Some(spec);
     sharded.start_skew_ms = Some(0.25);
     let mut merged = info.clone();
     merged.merged_shards = (0..4)
-        .map(|i| batchbench_core::record::MergedShard {
+        .map(|i| batchbench_contract::record::MergedShard {
             index: i,
             offset_seconds: f64::from(i) * 1e-4,
             ..Default::default()

@@ -1,14 +1,14 @@
 //! The plugin contract: every built-in is registered (a crate that is not linked
 //! loses its registrations silently) and every example config parses and builds.
 
-use batchbench_core::registry;
+use batchbench_contract::registry;
 use batchbench_plugins as _;
 
 // A plugin registered from a crate that is not part of batchbench, exactly as the
 // book shows a plugin author doing it.
 mod external {
-    use batchbench_core::plugin::{PluginError, RouteContext, RouteExtras, Router};
-    use batchbench_core::registry::BuildContext;
+    use batchbench_contract::plugin::{PluginError, RouteContext, RouteExtras, Router};
+    use batchbench_contract::registry::BuildContext;
 
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -29,7 +29,7 @@ mod external {
         }
     }
 
-    batchbench_core::register_router! {
+    batchbench_contract::register_router! {
         name: "team_header",
         description: "adds an X-Team header to every request",
         example: r#"{"team": "inference"}"#,
@@ -43,8 +43,8 @@ fn an_external_crate_registers_like_a_builtin() {
     let ctx = registry::BuildContext::default();
     let r = registry::router("team_header", &serde_json::json!({"team": "x"}), &ctx)
         .unwrap_or_else(|e| panic!("{e}"));
-    let mut extras = batchbench_core::plugin::RouteExtras::default();
-    let route = batchbench_core::plugin::RouteContext {
+    let mut extras = batchbench_contract::plugin::RouteExtras::default();
+    let route = batchbench_contract::plugin::RouteContext {
         seed: 0,
         agent_id: 0,
         routing_slot: 0,

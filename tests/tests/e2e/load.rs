@@ -430,10 +430,10 @@ fn load_flags_round_trip_through_a_config_file_and_flags_override_it() {
     let a = agent::resolve_args(["batchbench-agent", "--session-rate", "3"])
         .unwrap_or_else(|f| panic!("{}", f.error));
     assert_eq!(a.load.rate, Some(3.0));
-    assert_eq!(a.load.release, batchbench_core::spec::Release::Sessions);
+    assert_eq!(a.load.release, batchbench_contract::spec::Release::Sessions);
     assert_eq!(
         a.admission.mode,
-        batchbench_core::spec::AdmissionMode::OpenLoop
+        batchbench_contract::spec::AdmissionMode::OpenLoop
     );
 }
 

@@ -4,7 +4,7 @@
 //! merge of their results directories adds counts and histograms exactly and
 //! refuses a shard that is missing, doubled or of another run.
 
-use batchbench_core::metrics::Latency;
+use batchbench_engine::metrics::Latency;
 use batchbench_run::exit::EXIT_BAD_INPUT;
 use batchbench_tests::{
     SimServer, read_json, read_jsonl, run_agent, run_batchbench, tokenizer_path,
@@ -219,7 +219,7 @@ fn shard_dirs(root: &Path, args: &[&str]) -> (PathBuf, Vec<PathBuf>) {
 }
 
 fn merge(dirs: &[PathBuf], out: &Path) -> Result<batchbench_run::merge::Merged, String> {
-    let output = batchbench_core::spec::OutputSpec {
+    let output = batchbench_contract::spec::OutputSpec {
         output_dir: Some(out.to_owned()),
         ..Default::default()
     };
@@ -511,7 +511,7 @@ fn a_start_time_starts_the_clock_and_records_the_skew() {
         .unwrap_or_default()
         .as_secs_f64();
     let at = now + 1.5;
-    let stamp = batchbench_core::timefmt::rfc3339(at);
+    let stamp = batchbench_contract::timefmt::rfc3339(at);
     let d = tmp.path().join("run");
     let ds = d.display().to_string();
     let tok = tok();
@@ -530,7 +530,7 @@ fn a_start_time_starts_the_clock_and_records_the_skew() {
     let started = doc["run"]["started_unix"].as_f64().unwrap_or(0.0);
     let skew = doc["run"]["start_skew_ms"].as_f64().unwrap_or(f64::NAN);
     // Millisecond stamps: the clock starts at the stamp, not before it.
-    let stamped = batchbench_core::timefmt::parse_ms(&stamp).unwrap_or(0) as f64 / 1000.0;
+    let stamped = batchbench_contract::timefmt::parse_ms(&stamp).unwrap_or(0) as f64 / 1000.0;
     assert!(started >= stamped, "{started} < {stamped}");
     assert!((0.0..1000.0).contains(&skew), "skew {skew} ms");
     assert!((started - stamped - skew / 1000.0).abs() < 1e-6);

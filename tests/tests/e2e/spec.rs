@@ -2,9 +2,9 @@
 //! exact rerun from the spec a run recorded, and bad output paths refused before
 //! anything is sent.
 
-use batchbench_core::plan::{PlannedRequest, Trajectory};
-use batchbench_core::plugin::{PluginError, WorkloadInfo, WorkloadSource};
-use batchbench_core::registry::BuildContext;
+use batchbench_contract::plan::{PlannedRequest, Trajectory};
+use batchbench_contract::plugin::{PluginError, WorkloadInfo, WorkloadSource};
+use batchbench_contract::registry::BuildContext;
 use batchbench_simulator::SimConfig;
 use batchbench_tests::{SimServer, run_agent, run_batchbench, tokenizer_path};
 use std::path::Path;
@@ -55,7 +55,7 @@ mod unplanned {
         }
     }
 
-    batchbench_core::register_workload! {
+    batchbench_contract::register_workload! {
         name: "unplanned_sessions",
         description: "test: sessions of one request, count not announced",
         example: r#"{"sessions": 2}"#,

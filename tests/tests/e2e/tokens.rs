@@ -1,7 +1,7 @@
 //! Exact-length synthesis with real byte-level BPE tokenizers.
 
-use batchbench_core::rng;
-use batchbench_core::tokens::{SynthesisPath, TokenizerHandle, cache};
+use batchbench_contract::rng;
+use batchbench_engine::tokens::{SynthesisPath, TokenizerHandle, cache};
 use batchbench_tests::tokenizer;
 
 const TOKENIZERS: [&str; 3] = ["qwen", "llama3.2", "deepseek"];
@@ -81,14 +81,14 @@ fn unreadable_tokenizer_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let bad = dir.path().join("tokenizer.json");
     std::fs::write(&bad, "{ not a tokenizer").unwrap_or_else(|e| panic!("{e}"));
-    let e = batchbench_core::tokens::TokenizerHandle::load(&bad.display().to_string())
+    let e = batchbench_engine::tokens::TokenizerHandle::load(&bad.display().to_string())
         .unwrap_err()
         .to_string();
     assert!(
         e.contains("cannot load tokenizer") && e.contains(&bad.display().to_string()),
         "{e}"
     );
-    let e = batchbench_core::tokens::TokenizerHandle::load(
+    let e = batchbench_engine::tokens::TokenizerHandle::load(
         &dir.path().join("nothing").display().to_string(),
     )
     .unwrap_err()
@@ -245,7 +245,7 @@ fn the_proven_table_is_cached_by_digest_and_a_bad_entry_is_rebuilt() {
 /// pre-tokenizer name. Test fixture code: a malformed input is a test bug.
 #[allow(clippy::unwrap_used)]
 fn gguf_from_tokenizer_json(json_path: &std::path::Path, pre: &str, out: &std::path::Path) {
-    use batchbench_core::gguf::{MetaValue, write_metadata};
+    use batchbench_engine::gguf::{MetaValue, write_metadata};
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(json_path).unwrap()).unwrap();
     let mut pieces: Vec<(u64, String, i64)> = doc["model"]["vocab"]
@@ -326,7 +326,7 @@ fn a_gguf_tokenizer_encodes_like_the_models_tokenizer_json() {
         let json = batchbench_tests::tokenizer_path(name);
         let gguf = dir.path().join(format!("{name}.gguf"));
         gguf_from_tokenizer_json(&json, pre, &gguf);
-        let ours = batchbench_core::tokens::TokenizerHandle::from_file(name, &gguf)
+        let ours = batchbench_engine::tokens::TokenizerHandle::from_file(name, &gguf)
             .unwrap_or_else(|e| panic!("{e}"));
         let reference = tokenizer(name);
         let mut texts: Vec<String> = corpus.iter().map(|t| (*t).to_owned()).collect();

@@ -11,10 +11,10 @@ use crate::flags::{
     self, ConfigArgs, Given, LoadArgs, LoadView, OutputArgs, PluginArgs, PluginsView, TargetArgs,
 };
 use crate::series;
-use batchbench_core::dist::{LengthDist, LogNormalFlags};
-use batchbench_core::engine::DryRunStats;
-use batchbench_core::plugin::WorkloadInfo;
-use batchbench_core::spec::{AdmissionMode, PluginSpec, Release, RunSpec, defaults};
+use batchbench_contract::dist::{LengthDist, LogNormalFlags};
+use batchbench_contract::plugin::WorkloadInfo;
+use batchbench_contract::spec::{AdmissionMode, PluginSpec, Release, RunSpec, defaults};
+use batchbench_engine::run::DryRunStats;
 use batchbench_plugins::agents::SyntheticAgentsConfig;
 use batchbench_plugins::replay::ReplayConfig;
 use batchbench_plugins::routers::{DpRankConfig, UserTagConfig};

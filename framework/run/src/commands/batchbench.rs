@@ -10,11 +10,11 @@ use crate::flags::{
     self, ConfigArgs, Given, LoadArgs, LoadView, OutputArgs, PluginArgs, PluginsView, TargetArgs,
 };
 use crate::series;
-use batchbench_core::dist::{LengthDist, LogNormalFlags};
-use batchbench_core::engine::DryRunStats;
-use batchbench_core::plugin::WorkloadInfo;
-use batchbench_core::registry;
-use batchbench_core::spec::{PluginSpec, Release, RunSpec};
+use batchbench_contract::dist::{LengthDist, LogNormalFlags};
+use batchbench_contract::plugin::WorkloadInfo;
+use batchbench_contract::registry;
+use batchbench_contract::spec::{PluginSpec, Release, RunSpec};
+use batchbench_engine::run::DryRunStats;
 use batchbench_plugins::batch::FiniteBatchConfig;
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;

@@ -13,7 +13,7 @@ pub mod batchbench;
 use crate::assemble::{self, Host, Outcome, Profile};
 use crate::exit::{self, Failure};
 use crate::flags::{ConfigArgs, Given, TargetArgs};
-use batchbench_core::spec::RunSpec;
+use batchbench_contract::spec::RunSpec;
 use clap::FromArgMatches;
 use std::ffi::OsString;
 use tokio_util::sync::CancellationToken;
@@ -46,16 +46,6 @@ fn bad_args(e: &clap::Error) -> Failure {
     Failure::bad(e.to_string().lines().next().unwrap_or("invalid arguments"))
 }
 
-/// One line on stderr when the API key came on the command line, where other
-/// users of the machine can read it (the process list, shell history). Hosts
-/// that run the command in process (the Python package) pass no command line
-/// to anyone and get no warning.
-pub fn warn_api_key_flag(program: &str, env: &str) {
-    eprintln!(
-        "{program}: warning: --api-key on the command line can be read by other users of this machine (process list, shell history); set {env} instead (--api-key-env names another variable)"
-    );
-}
-
 /// The run spec of parsed flags.
 fn spec_of<F: Front>(f: &F, matches: clap::ArgMatches) -> Result<RunSpec, Failure> {
     f.resolve(&Given::new(matches, f.config().config.is_some()))
@@ -73,7 +63,7 @@ fn launch<F: Front>(
         return Ok(exit::EXIT_OK);
     }
     if cancel.is_none() && f.target().api_key.is_some() {
-        warn_api_key_flag(F::PROFILE.command, &spec.target.api_key_env);
+        crate::flags::warn_api_key_flag(F::PROFILE.command, &spec.target.api_key_env);
     }
     let host = Host {
         cancel,

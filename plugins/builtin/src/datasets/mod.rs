@@ -19,8 +19,8 @@ pub mod prompts;
 pub mod sharegpt;
 pub mod traces;
 
-use batchbench_core::plan::{Block, BlockRole, Blocks, PlannedRequest, Trajectory};
-use batchbench_core::plugin::{PluginError, WorkloadInfo, WorkloadSource};
+use batchbench_contract::plan::{Block, BlockRole, Blocks, PlannedRequest, Trajectory};
+use batchbench_contract::plugin::{PluginError, WorkloadInfo, WorkloadSource};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -150,7 +150,7 @@ impl Listed {
         path: &Path,
         mut items: Vec<Item>,
         limit: Option<usize>,
-        ctx: &batchbench_core::registry::BuildContext,
+        ctx: &batchbench_contract::registry::BuildContext,
     ) -> Result<Self, PluginError> {
         if ctx.endless {
             return Err(PluginError::Config {
@@ -184,7 +184,7 @@ impl Listed {
                 planned_trajectories: Some(items.len() as u64),
                 planned_requests: Some(requests),
                 manifest_path: Some(path.display().to_string()),
-                manifest_sha256: batchbench_core::manifest::digest(path).ok(),
+                manifest_sha256: batchbench_contract::manifest::digest(path).ok(),
                 ..WorkloadInfo::default()
             },
             items: items.into(),
@@ -224,7 +224,7 @@ pub(crate) fn existing(plugin: &str, path: &Path) -> Result<PathBuf, PluginError
 
 /// Counts `text` with the run's tokenizer; `what` names it in an error.
 pub(crate) fn count(
-    ctx: &batchbench_core::registry::BuildContext,
+    ctx: &batchbench_contract::registry::BuildContext,
     text: &str,
     what: impl FnOnce() -> String,
 ) -> Result<u32, PluginError> {

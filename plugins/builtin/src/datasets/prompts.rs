@@ -4,9 +4,9 @@
 //! kept out of the request.
 
 use super::{Item, Listed, bad, existing, lines, object, offsets, text_block, text_request, whole};
-use batchbench_core::plan::BlockRole;
-use batchbench_core::plugin::PluginError;
-use batchbench_core::registry::BuildContext;
+use batchbench_contract::plan::BlockRole;
+use batchbench_contract::plugin::PluginError;
+use batchbench_contract::registry::BuildContext;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -74,7 +74,7 @@ pub fn build(cfg: PromptsJsonlConfig, ctx: &BuildContext) -> Result<Listed, Plug
     Listed::new("prompts_jsonl", &path, items, cfg.limit, ctx)
 }
 
-batchbench_core::register_workload! {
+batchbench_contract::register_workload! {
     name: "prompts_jsonl",
     description: "one prompt per JSONL line ({\"prompt\", \"output_tokens\", \"id\", \"timestamp\", \"metadata\"}), sent verbatim",
     example: r#"{"path": "examples/datasets/prompts.jsonl", "output_tokens": 128}"#,

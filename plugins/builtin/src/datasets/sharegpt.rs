@@ -10,9 +10,9 @@
 //! reply's tokens (counted with the run's tokenizer), or `output_tokens`.
 
 use super::{Item, Listed, count, existing, text_block};
-use batchbench_core::plan::{Block, BlockRole, Blocks, PlannedRequest};
-use batchbench_core::plugin::PluginError;
-use batchbench_core::registry::BuildContext;
+use batchbench_contract::plan::{Block, BlockRole, Blocks, PlannedRequest};
+use batchbench_contract::plugin::PluginError;
+use batchbench_contract::registry::BuildContext;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -242,7 +242,7 @@ pub fn build(cfg: ShareGptConfig, ctx: &BuildContext) -> Result<Listed, PluginEr
     Listed::new("sharegpt", &path, items, cfg.limit, ctx)
 }
 
-batchbench_core::register_workload! {
+batchbench_contract::register_workload! {
     name: "sharegpt",
     description: "ShareGPT conversations (JSON or JSONL): the first user turn per request, or every turn as a session with the real text",
     example: r#"{"path": "examples/datasets/sharegpt.json", "turns": "all", "output_tokens": 128}"#,

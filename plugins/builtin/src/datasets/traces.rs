@@ -12,9 +12,9 @@
 //!   tokens`, `Response tokens`, `Total tokens`, `Log Type`).
 
 use super::{Item, Listed, bad, existing, lines, offsets};
-use batchbench_core::plan::{Block, BlockRole, Blocks, PlannedRequest};
-use batchbench_core::plugin::PluginError;
-use batchbench_core::registry::BuildContext;
+use batchbench_contract::plan::{Block, BlockRole, Blocks, PlannedRequest};
+use batchbench_contract::plugin::PluginError;
+use batchbench_contract::registry::BuildContext;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -151,7 +151,7 @@ pub fn mooncake(cfg: MooncakeConfig, ctx: &BuildContext) -> Result<Listed, Plugi
     Listed::new("mooncake", &path, items, cfg.limit, ctx)
 }
 
-batchbench_core::register_workload! {
+batchbench_contract::register_workload! {
     name: "mooncake",
     description: "a Mooncake trace (timestamp, input_length, output_length, hash_ids of 512-token blocks): shared hash ids become shared prompt prefixes",
     example: r#"{"path": "examples/datasets/mooncake.jsonl", "block_tokens": 512}"#,
@@ -241,7 +241,7 @@ pub fn azure(cfg: CsvTraceConfig, ctx: &BuildContext) -> Result<Listed, PluginEr
     let cols = ["TIMESTAMP", "ContextTokens", "GeneratedTokens"];
     let mut items = Vec::new();
     for (n, row) in csv_rows(&path, &cols)? {
-        let ms = batchbench_core::timefmt::parse_ms(&row[0])
+        let ms = batchbench_contract::timefmt::parse_ms(&row[0])
             .map_err(|e| bad(&path, n, format!("TIMESTAMP: {e}")))?;
         let input = tokens(&path, n, cols[1], &row[1])?;
         let output = tokens(&path, n, cols[2], &row[2])?;
@@ -262,7 +262,7 @@ pub fn azure(cfg: CsvTraceConfig, ctx: &BuildContext) -> Result<Listed, PluginEr
     Listed::new("azure_trace", &path, items, cfg.limit, ctx)
 }
 
-batchbench_core::register_workload! {
+batchbench_contract::register_workload! {
     name: "azure_trace",
     description: "the Azure LLM inference trace CSV (TIMESTAMP, ContextTokens, GeneratedTokens) as exact synthetic requests at their times",
     example: r#"{"path": "examples/datasets/azure.csv"}"#,
@@ -318,7 +318,7 @@ pub fn burstgpt(cfg: CsvTraceConfig, ctx: &BuildContext) -> Result<Listed, Plugi
     Listed::new("burstgpt", &path, items, cfg.limit, ctx)
 }
 
-batchbench_core::register_workload! {
+batchbench_contract::register_workload! {
     name: "burstgpt",
     description: "the BurstGPT CSV (Timestamp, Model, Request tokens, Response tokens) as exact synthetic requests at their times",
     example: r#"{"path": "examples/datasets/burstgpt.csv", "models": ["ChatGPT"]}"#,

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The crate boundaries, checked rather than hoped for:
+#  - the plugin contract side (the contract, results, the built-in plugins, the
+#    SDK and a plugin written with it) pulls in no engine, async runtime, HTTP
+#    client, tokenizer, histogram or WebAssembly runtime; ClickHouse keeps its
+#    own HTTP client but not the engine;
+#  - no module of any crate imports another in a circle (.ci/module-cycles.py);
+#  - every workspace crate builds alone, with only the features it asks for
+#    (a workspace build unifies features and can hide a missing one), and the
+#    contract-side crates' tests pass alone.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tree_of() { cargo tree --locked -p "$1" -e normal --prefix none; }
+
+for crate in batchbench-contract batchbench-results batchbench-plugins batchbench-plugin-sdk jsonl-reporter; do
+  if tree_of "$crate" | grep -E '^(batchbench-engine|tokio|hyper|reqwest|tokenizers|hdrhistogram|wasmtime) '; then
+    echo "$crate depends on the engine or its runtime (above); it must need the contract alone" >&2
+    exit 1
+  fi
+done
+if tree_of batchbench-clickhouse | grep -E '^batchbench-engine '; then
+  echo "batchbench-clickhouse depends on the engine; it must need the contract alone" >&2
+  exit 1
+fi
+echo "contract side: no engine in the trees of the contract, results, built-ins, SDK, ClickHouse"
+
+python3 .ci/module-cycles.py
+
+packages=$(cargo metadata --locked --no-deps --format-version 1 |
+  python3 -c 'import json, sys; print(" ".join(p["name"] for p in json.load(sys.stdin)["packages"]))')
+for crate in $packages; do
+  if ! cargo check --locked --quiet -p "$crate" --all-targets; then
+    echo "$crate does not build alone" >&2
+    exit 1
+  fi
+done
+echo "every crate builds alone: $packages"
+
+cargo test --locked --quiet -p batchbench-contract
+cargo test --locked --quiet -p batchbench-results
+cargo test --locked --quiet -p batchbench-plugins
+cargo test --locked --quiet -p batchbench-plugin-sdk
+cargo test --locked --quiet -p batchbench-clickhouse

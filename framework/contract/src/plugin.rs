@@ -1,0 +1,547 @@
+//! The four plugin traits: the seams of batchbench.
+//!
+//! | trait | job |
+//! |---|---|
+//! | [`WorkloadSource`] | yield trajectories, describe itself for the report |
+//! | [`RequestCodec`] | conversation + plan → HTTP body; response → [`Reply`] |
+//! | [`Router`] | add per-request identity: headers and body fields |
+//! | [`Reporter`] | observe run events and write results |
+//!
+//! Hot-path methods are synchronous and take plain inputs; async is for real I/O only.
+
+use crate::conversation::{Conversation, Message};
+use crate::plan::Trajectory;
+use crate::record::Summary;
+pub use crate::record::WorkloadInfo;
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// An error raised by a plugin, with the plugin's name for context.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PluginError {
+    /// The plugin's configuration is invalid (bad input: exit 2, nothing sent).
+    #[error("{plugin}: invalid configuration: {message}")]
+    Config {
+        /// Plugin name.
+        plugin: String,
+        /// What is wrong, naming the field.
+        message: String,
+    },
+    /// The plan is invalid (bad input: exit 2, nothing sent).
+    #[error("{0}")]
+    Plan(String),
+    /// No plugin of that kind has that name.
+    #[error("no {kind} plugin named '{name}' (registered: {known})")]
+    Unknown {
+        /// Plugin kind.
+        kind: &'static str,
+        /// Requested name.
+        name: String,
+        /// Registered names, comma separated.
+        known: String,
+    },
+    /// Anything else (I/O, a failing external plugin).
+    #[error("{plugin}: {message}")]
+    Failed {
+        /// Plugin name.
+        plugin: String,
+        /// What happened.
+        message: String,
+    },
+}
+
+/// Yields trajectories in admission order; may be infinite.
+pub trait WorkloadSource: Send {
+    /// Describes the workload for the report.
+    fn info(&self) -> WorkloadInfo;
+    /// The next trajectory, `None` when the workload is exhausted.
+    fn next_trajectory(&mut self) -> Option<Result<Trajectory, PluginError>>;
+    /// Describes the workload for the final report. A source that completes part of
+    /// its description in the background (a manifest digest, computed while the run
+    /// goes on so that it does not delay the first request) finishes it here; the
+    /// default is [`WorkloadSource::info`].
+    fn final_info(&mut self) -> WorkloadInfo {
+        self.info()
+    }
+    /// Whether the engine needs a tokenizer to make this workload's prompts
+    /// (exact token counts); a source of fixed or verbatim bodies says `false`,
+    /// and no tokenizer is loaded unless the user names one.
+    fn needs_tokenizer(&self) -> bool {
+        true
+    }
+}
+
+/// What a codec needs to build one request body.
+#[derive(Debug)]
+pub struct EncodeRequest<'a> {
+    /// The `model` field.
+    pub model: &'a str,
+    /// The conversation to send, whole.
+    pub conversation: &'a Conversation,
+    /// `(min, max)` output tokens, if constrained.
+    pub output: Option<(u32, u32)>,
+    /// Whether to stream.
+    pub stream: bool,
+    /// Body fields added by routers.
+    pub extra_fields: &'a [(String, serde_json::Value)],
+    /// A verbatim body to send instead of one built from the conversation (which
+    /// is then empty); the fields above still apply on top of it.
+    pub raw_body: Option<&'a serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Token usage reported by the server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// `usage.prompt_tokens`.
+    pub prompt_tokens: u64,
+    /// `usage.completion_tokens`.
+    pub completion_tokens: u64,
+    /// `usage.prompt_tokens_details.cached_tokens`, when reported.
+    pub cached_tokens: Option<u64>,
+    /// Reasoning tokens, part of `completion_tokens`, when the API reports
+    /// them apart (`completion_tokens_details.reasoning_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+    /// Inputs answered one output each (embeddings), when the API has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<u64>,
+}
+
+/// What a server reported of its own time on one request, on its own clock:
+/// llama.cpp's `timings`, SGLang's `meta_info`. Beside the client's figures it
+/// tells the server's work from the queueing and network around it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerTiming {
+    /// Prompt processing (prefill), in milliseconds (llama.cpp
+    /// `timings.prompt_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_ms: Option<f64>,
+    /// Generation (decode), in milliseconds (llama.cpp
+    /// `timings.predicted_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_ms: Option<f64>,
+    /// The request from arrival to its last token, in milliseconds (SGLang
+    /// `meta_info.e2e_latency`; prompt plus generation where only those are
+    /// given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_ms: Option<f64>,
+    /// Prompt tokens the server took from its cache (llama.cpp
+    /// `timings.cache_n`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+}
+
+impl ServerTiming {
+    /// The server's whole time on the request: `total_ms`, else prompt plus
+    /// generation.
+    pub fn server_ms(&self) -> Option<f64> {
+        self.total_ms.or(match (self.prompt_ms, self.predicted_ms) {
+            (Some(p), Some(g)) => Some(p + g),
+            _ => None,
+        })
+    }
+}
+
+/// A decoded model response.
+#[derive(Debug, Clone, Default)]
+pub struct Reply {
+    /// Assistant content.
+    pub content: String,
+    /// Reasoning output (`reasoning_content` or `reasoning`).
+    pub reasoning: Option<String>,
+    /// Usage, when the server reported it.
+    pub usage: Option<Usage>,
+    /// `finish_reason` of the first choice.
+    pub finish_reason: Option<String>,
+    /// Streaming: arrival of the first content or reasoning token.
+    pub first_token_at: Option<Instant>,
+    /// Streaming: arrival of the first reasoning token, where the API tells
+    /// reasoning from content.
+    pub first_reasoning_at: Option<Instant>,
+    /// Streaming: arrival and byte length of each content-bearing chunk.
+    pub chunks: Vec<(Instant, u32)>,
+    /// The server's id of this response, where it keeps conversation state
+    /// under it (the Responses API's `previous_response_id`).
+    pub response_id: Option<String>,
+    /// The server's own timings of the request, where it reports them.
+    pub server_timing: Option<ServerTiming>,
+}
+
+impl Reply {
+    /// The model's turn this reply is: an assistant message of its content
+    /// and reasoning, under the id the server keeps the conversation by.
+    pub fn into_message(self) -> Message {
+        let mut m =
+            crate::conversation::turn::assistant(self.content, self.reasoning.map(Into::into));
+        m.response_id = self.response_id.map(Into::into);
+        m
+    }
+}
+
+/// A codec failure: the response could not be understood.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct CodecError(pub String);
+
+/// Incremental decoder of one streamed (SSE) response.
+pub trait StreamDecoder: Send {
+    /// Feeds the next bytes of the body, received at `now`.
+    fn feed(&mut self, bytes: &[u8], now: Instant) -> Result<(), CodecError>;
+    /// Ends the stream; fails when it was cut short.
+    fn finish(&mut self) -> Result<Reply, CodecError>;
+}
+
+/// A request body under construction: bytes written now, and shared immutable
+/// chunks (such as a conversation's cached prefix) sent as they are, uncopied.
+#[derive(Debug, Default)]
+pub struct BodyWriter {
+    parts: Vec<bytes::Bytes>,
+    /// Written bytes not yet cut into a part. The parts cut from it share its
+    /// allocation: a body's written pieces cost one allocation, not one each.
+    buf: bytes::BytesMut,
+    len: usize,
+}
+
+impl BodyWriter {
+    /// What the first write reserves: a chat request's own bytes around its
+    /// shared messages fit.
+    const FIRST_RESERVE: usize = 512;
+
+    /// Appends bytes.
+    pub fn write(&mut self, b: &[u8]) {
+        if self.buf.capacity() == 0 {
+            self.buf.reserve(b.len().max(Self::FIRST_RESERVE));
+        }
+        self.buf.extend_from_slice(b);
+        self.len += b.len();
+    }
+
+    /// Appends a shared chunk without copying it.
+    pub fn push_shared(&mut self, chunk: bytes::Bytes) {
+        if chunk.is_empty() {
+            return;
+        }
+        self.flush();
+        self.len += chunk.len();
+        self.parts.push(chunk);
+    }
+
+    fn flush(&mut self) {
+        if !self.buf.is_empty() {
+            self.parts.push(self.buf.split().freeze());
+        }
+    }
+
+    /// Total length so far.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The body's chunks, in order.
+    pub fn finish(mut self) -> Vec<bytes::Bytes> {
+        self.flush();
+        self.parts
+    }
+}
+
+impl std::io::Write for BodyWriter {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        BodyWriter::write(self, b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Turns conversations into request bodies and responses into replies.
+pub trait RequestCodec: Send + Sync {
+    /// The request path of this API, used when the run names no endpoint.
+    fn endpoint(&self) -> &str {
+        "/v1/chat/completions"
+    }
+    /// The header that carries the API key, verbatim (`x-api-key`); `None`,
+    /// the default: `Authorization: Bearer KEY`.
+    fn api_key_header(&self) -> Option<&str> {
+        None
+    }
+    /// Headers this API needs on every request (a version header); the run's
+    /// own `--header`s win over them.
+    fn headers(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// Whether the codec sends a message's images (`--images-per-request`); a
+    /// run with images and a codec that cannot carry them is refused.
+    fn supports_images(&self) -> bool {
+        false
+    }
+    /// Writes the JSON body of a request to `out`.
+    fn encode(&self, req: &EncodeRequest<'_>, out: &mut BodyWriter) -> Result<(), CodecError>;
+    /// Decodes a complete (non-streamed) response body.
+    fn decode(&self, body: &[u8]) -> Result<Reply, CodecError>;
+    /// A decoder for a streamed response.
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder>;
+}
+
+/// Who a request belongs to, as routers see it.
+#[derive(Debug, Clone, Copy)]
+pub struct RouteContext<'a> {
+    /// The run seed (identities derived from it are reproducible).
+    pub seed: u64,
+    /// Agent index in admission order.
+    pub agent_id: u64,
+    /// Reusable scheduler slot; a replacement inherits its predecessor's.
+    pub routing_slot: u64,
+    /// The trajectory.
+    pub trajectory_id: &'a str,
+    /// Index of the request within the trajectory.
+    pub request_index: u64,
+}
+
+/// What routers add to a request.
+#[derive(Debug, Clone, Default)]
+pub struct RouteExtras {
+    /// HTTP headers.
+    pub headers: Vec<(String, String)>,
+    /// Top-level JSON body fields.
+    pub body_fields: Vec<(String, serde_json::Value)>,
+}
+
+/// Adds per-request identity.
+pub trait Router: Send + Sync {
+    /// Adds headers and body fields for the request described by `ctx`. An error
+    /// stops the run (exit 1): a request must never go out without the identity
+    /// the user asked for.
+    fn decorate(&self, ctx: &RouteContext<'_>, out: &mut RouteExtras) -> Result<(), PluginError>;
+
+    /// The data-parallel rank a routing slot is pinned to, if this router pins
+    /// slots to ranks (reported per trajectory).
+    fn dp_rank(&self, _routing_slot: u64) -> Option<u64> {
+        None
+    }
+}
+
+/// How one request attempt series ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// Non-success HTTP status.
+    Http(u16),
+    /// The request timed out.
+    Timeout,
+    /// Could not connect, or the connection broke.
+    Connect,
+    /// The response could not be decoded.
+    Decode,
+    /// Cancelled by Ctrl+C.
+    Cancelled,
+}
+
+impl FailureKind {
+    /// Parses the [`Display`](std::fmt::Display) form (`http_429`, `timeout`, ...).
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "timeout" => Self::Timeout,
+            "connect" => Self::Connect,
+            "decode" => Self::Decode,
+            "cancelled" => Self::Cancelled,
+            _ => Self::Http(s.strip_prefix("http_")?.parse().ok()?),
+        })
+    }
+}
+
+impl std::fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Http(s) => write!(f, "http_{s}"),
+            Self::Timeout => f.write_str("timeout"),
+            Self::Connect => f.write_str("connect"),
+            Self::Decode => f.write_str("decode"),
+            Self::Cancelled => f.write_str("cancelled"),
+        }
+    }
+}
+
+/// A request outcome, as reporters see it.
+#[derive(Debug, Clone)]
+pub struct RequestRecord<'a> {
+    /// Agent index.
+    pub agent_id: u64,
+    /// Trajectory id.
+    pub trajectory_id: &'a str,
+    /// Request index within the trajectory.
+    pub request_index: u64,
+    /// Planned absolute prompt tokens.
+    pub planned_prompt_tokens: Option<u32>,
+    /// Attempts made beyond the first.
+    pub retries: u32,
+    /// Times a kept connection turned out closed by the server and the
+    /// request went out again at once on a new one (no backoff, not a retry).
+    pub reconnects: u32,
+    /// Latency of the final attempt, from the send that got the response to
+    /// the last byte (`timing` gives the time before it: failed attempts and
+    /// their backoff).
+    pub latency: std::time::Duration,
+    /// The server's own timings of the request, where it reported them.
+    pub server_timing: Option<ServerTiming>,
+    /// Usage on success.
+    pub usage: Option<Usage>,
+    /// This request's contribution to the perfect-prefix-cache estimate: the
+    /// conversation's preceding prompt tokens, capped by this prompt's.
+    pub estimated_cached_tokens: u64,
+    /// What a perfect prefix cache shared by every request of the run (and, when
+    /// the run routes to data-parallel ranks, one per rank) would have cached of
+    /// this prompt, in send order (see [`crate::prefix`]); zero for a failure.
+    pub cache_estimate: crate::prefix::Estimate,
+    /// Live blocks of this request generated from their seed for want of a reply.
+    pub live_block_fallbacks: u32,
+    /// Time to first token (streaming).
+    pub ttft: Option<std::time::Duration>,
+    /// Time to the first reasoning token (streaming, where the API tells
+    /// reasoning from content).
+    pub ttfrt: Option<std::time::Duration>,
+    /// Images the request carried (`--images-per-request`).
+    pub images: u64,
+    /// Their encoded bytes.
+    pub image_bytes: u64,
+    /// Time per output token after the first (streamed, two tokens or more).
+    pub tpot: Option<std::time::Duration>,
+    /// The longest per-token gap between two streamed chunks.
+    pub itl_max: Option<std::time::Duration>,
+    /// When each chunk that carried tokens arrived, from the send of the last
+    /// attempt (streamed; empty unless the run records token times).
+    pub token_times: Vec<std::time::Duration>,
+    /// Whether the request met every per-request SLO bound: present for a
+    /// measured (not warmup) success of a run with per-request bounds.
+    pub slo_met: Option<bool>,
+    /// The failure, if the request failed.
+    pub failure: Option<(FailureKind, &'a str)>,
+    /// When it was due and when it went out.
+    pub timing: SendTiming,
+}
+
+/// When a request was due and when it was sent, as offsets from the benchmark
+/// clock start.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SendTiming {
+    /// The intended send time: from the arrival schedule, or (in a closed loop
+    /// and for later turns) when the request became ready to send.
+    pub intended: std::time::Duration,
+    /// When the request was first sent (its first attempt): the client's own
+    /// lag counts to here.
+    pub sent: std::time::Duration,
+    /// When its last attempt was sent (`sent` unless it was retried): the
+    /// request's latency runs from here.
+    pub last_attempt: std::time::Duration,
+    /// When the last attempt's response head (status line and headers)
+    /// arrived, if one did.
+    pub first_byte: Option<std::time::Duration>,
+    /// Time spent waiting for a concurrency slot (`max_concurrency`).
+    pub queue_wait: std::time::Duration,
+    /// A warmup request: sent, but excluded from the statistics.
+    pub warmup: bool,
+    /// An arrival of the schedule: a request released at its arrival time, or
+    /// a session's first request (later turns follow their replies).
+    pub arrival: bool,
+}
+
+impl SendTiming {
+    /// How far the client itself sent the request behind its intended time,
+    /// beyond the concurrency queue (first attempt: retries are not lag).
+    pub fn send_lag(&self) -> std::time::Duration {
+        self.sent
+            .saturating_sub(self.intended)
+            .saturating_sub(self.queue_wait)
+    }
+
+    /// The time before the last attempt: for a retried request, what its
+    /// failed attempts and their backoff cost (added to its latency, its
+    /// latency over all attempts); for a reconnected one, the moment its kept
+    /// connection took to turn out closed.
+    pub fn retry_time(&self) -> std::time::Duration {
+        self.last_attempt.saturating_sub(self.sent)
+    }
+
+    /// The intended send time's lead over the last attempt: added to the
+    /// request's latency, it gives the latency from the intended send time
+    /// (queue, lag, failed attempts and their backoff included).
+    pub fn behind(&self) -> std::time::Duration {
+        self.last_attempt.saturating_sub(self.intended)
+    }
+}
+
+/// A trajectory outcome, as reporters see it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrajectoryRecord {
+    /// Agent index in admission order.
+    pub agent_id: u64,
+    /// Trajectory id.
+    pub trajectory_id: String,
+    /// Routing slot.
+    pub routing_slot: u64,
+    /// DP rank, when perfect routing is on.
+    pub dp_rank: Option<u64>,
+    /// Scheduled admission, seconds from benchmark start.
+    pub scheduled_at_seconds: f64,
+    /// Actual admission.
+    pub admitted_at_seconds: f64,
+    /// Admission minus the moment it became eligible.
+    pub queue_wait_seconds: f64,
+    /// When it finished.
+    pub finished_at_seconds: f64,
+    /// Finish minus admission.
+    pub runtime_seconds: f64,
+    /// All planned requests succeeded.
+    pub completed: bool,
+}
+
+/// Observes a run. Every hook has a no-op default; the engine calls them from one
+/// place at a time, in event order. A per-event hook that fails gets no further
+/// events; the run goes on (its results are valid), every reporter still
+/// finishes, and the first such error ends the run with exit code 1.
+pub trait Reporter: Send {
+    /// Before the first request.
+    fn on_start(&mut self, _run: &crate::record::RunInfo) -> Result<(), PluginError> {
+        Ok(())
+    }
+    /// After each request (all attempts).
+    fn on_request(&mut self, _rec: &RequestRecord<'_>) -> Result<(), PluginError> {
+        Ok(())
+    }
+    /// After each trajectory.
+    fn on_trajectory(&mut self, _rec: &TrajectoryRecord) -> Result<(), PluginError> {
+        Ok(())
+    }
+    /// After each scrape of the server's metrics (`--server-metrics`), failed
+    /// ones too.
+    fn on_server_metrics(
+        &mut self,
+        _scrape: &crate::results::ServerScrape,
+    ) -> Result<(), PluginError> {
+        Ok(())
+    }
+    /// At the end of the run, just before [`on_finish`](Self::on_finish): the
+    /// run's latency distributions, exact and mergeable (see
+    /// [`Histograms`](crate::results::Histograms)).
+    fn on_histograms(
+        &mut self,
+        _histograms: &crate::results::Histograms,
+    ) -> Result<(), PluginError> {
+        Ok(())
+    }
+    /// At the end of the run, also after Ctrl+C with a partial summary.
+    fn on_finish(
+        &mut self,
+        _run: &crate::record::RunInfo,
+        _summary: &Summary,
+    ) -> Result<(), PluginError> {
+        Ok(())
+    }
+}

@@ -1,0 +1,617 @@
+//! The run record: what a run was (its spec and the facts the engine fixed) and
+//! what it measured (the summary). Reporters, the wire documents of external
+//! plugins and result files all speak these types.
+
+use crate::spec::RunSpec;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// How a workload source describes itself in reports.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WorkloadInfo {
+    /// `synthetic`, `trajectory_replay`, `finite_batch`, ...
+    pub mode: String,
+    /// Trajectories planned, when known.
+    pub planned_trajectories: Option<u64>,
+    /// Requests planned, when known.
+    pub planned_requests: Option<u64>,
+    /// Manifest path, for replay sources.
+    pub manifest_path: Option<String>,
+    /// SHA-256 of the manifest.
+    pub manifest_sha256: Option<String>,
+    /// Manifest schema version (the highest seen).
+    pub schema_version: Option<u32>,
+    /// The source draws trajectories (or requests) without end, as a duration
+    /// run asks ([`BuildContext::endless`](crate::registry::BuildContext::endless)).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub endless: bool,
+}
+
+/// What reporters know about the run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// The `model` field.
+    pub model: String,
+    /// Request URL.
+    pub url: String,
+    /// Run seed.
+    pub seed: u64,
+    /// Unix time at the benchmark clock start.
+    pub started_unix: f64,
+    /// Configured maximum of active trajectories.
+    pub max_active: usize,
+    /// The workload source's self-description.
+    pub workload: WorkloadInfo,
+    /// The command's flat view of its configuration, under the names existing
+    /// notebooks and CSV columns read (derived from `spec`).
+    pub config: serde_json::Value,
+    /// The complete spec of the run (its seed resolved): given back as a
+    /// `--config` file, it repeats the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<RunSpec>,
+    /// With a start time (`--start-at`): how long after it the clock really
+    /// started, milliseconds (negative: early).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_skew_ms: Option<f64>,
+    /// A merged directory (`batchbench merge`): the shards it holds, by index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_shards: Vec<MergedShard>,
+}
+
+/// One shard of a merged run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MergedShard {
+    /// The shard's index.
+    pub index: u32,
+    /// The results directory it was read from, as given.
+    pub dir: String,
+    /// Unix time at the shard's clock start.
+    pub started_unix: f64,
+    /// Its clock start after `start_at`, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_skew_ms: Option<f64>,
+    /// Its seconds from its clock start to its end.
+    pub elapsed_seconds: f64,
+    /// Requests it measured (warmup excluded).
+    pub requests: u64,
+    /// The seconds its records were moved by onto the merged clock (its start
+    /// less the earliest shard's).
+    pub offset_seconds: f64,
+}
+
+impl Summary {
+    /// Whether a completed run failed: no measured request succeeded, or the
+    /// failed share is above `max_failure_rate`. The reason, or `None`.
+    pub fn failure_verdict(&self, max_failure_rate: Option<f64>) -> Option<String> {
+        if self.successful_requests == 0 {
+            let cut = self.load.as_ref().map_or(0, |l| l.cut_at_deadline);
+            return Some(if self.total_requests == 0 && cut > 0 {
+                format!("no request was measured ({cut} cut at the deadline)")
+            } else if self.total_requests == 0 {
+                "no request was measured".to_owned()
+            } else {
+                format!(
+                    "no request succeeded ({} of {} failed)",
+                    self.failed_requests, self.total_requests
+                )
+            });
+        }
+        let share = self.failed_requests as f64 / self.total_requests.max(1) as f64;
+        match max_failure_rate {
+            Some(max) if share > max => Some(format!(
+                "{:.2}% of requests failed ({} of {}), above the allowed {:.2}% (--max-failure-rate {max})",
+                100.0 * share,
+                self.failed_requests,
+                self.total_requests,
+                100.0 * max
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// `url` with any credentials of its authority (`user:password@`) replaced by
+/// `***@`, for every place a URL is recorded or printed.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) => (Some(s), r),
+        None => (None, url),
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let Some(at) = authority.rfind('@') else {
+        return url.to_owned();
+    };
+    let host = &authority[at + 1..];
+    match scheme {
+        Some(s) => format!("{s}://***@{host}{tail}"),
+        None => format!("***@{host}{tail}"),
+    }
+}
+
+/// The five figures of each latency family in the flat view.
+const LATENCY_FIGURES: [&str; 5] = ["p50", "p90", "p99", "mean", "max"];
+
+impl RunInfo {
+    /// The run as flat named fields (the names CSV columns and other flat
+    /// exports select from): the command's configuration view, every scalar of
+    /// the summary, the workload's self-description and the run facts, each
+    /// formatted once. The set of names does not depend on the summary's values,
+    /// so a column that names no field can be refused before the run starts.
+    pub fn fields(&self, s: &Summary) -> BTreeMap<String, String> {
+        fn scalar(v: &serde_json::Value) -> String {
+            match v {
+                serde_json::Value::Null => String::new(),
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            }
+        }
+        let opt = |v: Option<String>| v.unwrap_or_default();
+        let mut map = BTreeMap::new();
+        if let serde_json::Value::Object(cfg) = &self.config {
+            for (k, v) in cfg {
+                map.insert(k.clone(), scalar(v));
+            }
+        }
+        if let Ok(serde_json::Value::Object(sum)) = serde_json::to_value(s) {
+            for (k, v) in sum {
+                if !v.is_object() && !v.is_array() {
+                    map.insert(k, scalar(&v));
+                }
+            }
+        }
+        let w = &self.workload;
+        let fixed6 = |x: f64| format!("{x:.6}");
+        let computed: [(&str, String); 18] = [
+            ("timestamp", crate::timefmt::rfc3339(self.started_unix)),
+            ("model", self.model.clone()),
+            ("seed", self.seed.to_string()),
+            ("total_duration_seconds", fixed6(s.total_duration_seconds)),
+            ("requests_per_second", fixed6(s.requests_per_second)),
+            (
+                "prompt_tokens_per_second",
+                fixed6(s.prompt_tokens_per_second),
+            ),
+            (
+                "completion_tokens_per_second",
+                fixed6(s.completion_tokens_per_second),
+            ),
+            ("total_delay_seconds", fixed6(s.total_delay_seconds)),
+            ("retry_seconds", fixed6(s.retry_seconds)),
+            (
+                "server_closes_connections",
+                s.server_closes_connections.to_string(),
+            ),
+            ("last_admitted_seconds", fixed6(s.last_admitted_seconds)),
+            (
+                "failures_by_kind",
+                s.failures_by_kind
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(";"),
+            ),
+            ("workload_mode", w.mode.clone()),
+            ("manifest_path", opt(w.manifest_path.clone())),
+            ("manifest_sha256", opt(w.manifest_sha256.clone())),
+            (
+                "schema_version",
+                opt(w.schema_version.map(|v| v.to_string())),
+            ),
+            (
+                "planned_requests",
+                opt(w.planned_requests.map(|v| v.to_string())),
+            ),
+            (
+                "server_cached_ratio",
+                opt(s.server_cached_tokens.and_then(|c| {
+                    (s.estimated_cached_input_tokens > 0)
+                        .then(|| fixed6(c as f64 / s.estimated_cached_input_tokens as f64))
+                })),
+            ),
+        ];
+        for (k, v) in computed {
+            map.insert(k.to_owned(), v);
+        }
+        let l = s.load.as_ref();
+        for (k, v) in [
+            ("arrival", l.map(|l| l.arrival.clone())),
+            ("target_rate", l.and_then(|l| l.target_rate).map(fixed6)),
+            ("achieved_rate", l.map(|l| fixed6(l.achieved_rate))),
+            ("late_sends", l.map(|l| l.late_sends.to_string())),
+            ("warmup_requests", l.map(|l| l.warmup_requests.to_string())),
+            ("cut_at_deadline", l.map(|l| l.cut_at_deadline.to_string())),
+            ("at_deadline", l.and_then(|l| l.at_deadline.clone())),
+            ("load_verdict", l.and_then(|l| l.verdict.clone())),
+        ] {
+            map.insert(k.to_owned(), opt(v));
+        }
+        let slo = s.slo.as_ref();
+        let joined = |pick: fn(&crate::slo::SloResult) -> bool| {
+            slo.map(|r| {
+                r.bounds
+                    .iter()
+                    .filter(|b| pick(b))
+                    .map(|b| b.bound.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+        };
+        for (k, v) in [
+            ("slo", joined(|_| true)),
+            ("slo_passed", slo.map(|r| r.passed.to_string())),
+            ("slo_failed_bounds", joined(|b| !b.met)),
+            ("good_requests", slo.map(|r| r.good_requests.to_string())),
+            ("goodput", slo.map(|r| fixed6(r.goodput))),
+        ] {
+            map.insert(k.to_owned(), opt(v));
+        }
+        for (family, stats) in [
+            ("latency", s.latency),
+            ("ttft", s.ttft),
+            ("itl", s.itl),
+            ("tpot", s.tpot),
+            ("trajectory_e2e", s.trajectory_e2e),
+            (
+                "latency_from_intended",
+                l.and_then(|l| l.latency_from_intended),
+            ),
+            ("ttft_from_intended", l.and_then(|l| l.ttft_from_intended)),
+            ("queue_wait", l.and_then(|l| l.queue_wait)),
+            ("send_lag", l.and_then(|l| l.send_lag)),
+            ("latency_all_attempts", s.latency_all_attempts),
+            (
+                "server_prompt",
+                s.server_timing.as_ref().and_then(|t| t.prompt),
+            ),
+            (
+                "server_predicted",
+                s.server_timing.as_ref().and_then(|t| t.predicted),
+            ),
+            (
+                "client_minus_server",
+                s.server_timing.as_ref().and_then(|t| t.client_minus_server),
+            ),
+        ] {
+            let values = stats.map(|s| [s.p50_ms, s.p90_ms, s.p99_ms, s.mean_ms, s.max_ms]);
+            for (i, fig) in LATENCY_FIGURES.iter().enumerate() {
+                map.insert(
+                    format!("{family}_{fig}_ms"),
+                    values.map_or_else(String::new, |v| format!("{:.3}", v[i])),
+                );
+            }
+        }
+        map
+    }
+}
+
+/// Percentiles of one distribution, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyStats {
+    /// Samples.
+    pub count: u64,
+    /// Median.
+    pub p50_ms: f64,
+    /// 90th percentile.
+    pub p90_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// Mean.
+    pub mean_ms: f64,
+    /// Maximum.
+    pub max_ms: f64,
+}
+
+/// One failed request, for the failure report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FailureExample {
+    /// Agent index.
+    pub agent_id: u64,
+    /// Trajectory id.
+    pub trajectory_id: String,
+    /// Request index within the trajectory.
+    pub request_index: u64,
+    /// Classification.
+    pub kind: String,
+    /// Server or client message (truncated).
+    pub message: String,
+}
+
+/// The results of a run: what the console, CSV and Python report.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Summary {
+    /// The run was cut short by Ctrl+C.
+    pub interrupted: bool,
+    /// Wall time from the benchmark clock start to the last completion.
+    pub total_duration_seconds: f64,
+    /// Requests that ended.
+    pub total_requests: u64,
+    /// Successes.
+    pub successful_requests: u64,
+    /// Failures.
+    pub failed_requests: u64,
+    /// Retries (excluded from token totals).
+    pub retries: u64,
+    /// Requests sent again at once on a new connection because the server had
+    /// closed the kept one after its previous response: no backoff, nothing
+    /// failed, not retries.
+    pub reconnects: u64,
+    /// The server closed every connection after its first response, although
+    /// it may have advertised keep-alive (every request after a connection's
+    /// first paid a new connection).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub server_closes_connections: bool,
+    /// Seconds that failed attempts and their backoff cost, over all requests.
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub retry_seconds: f64,
+    /// Latency of successes over all their attempts, failed ones and backoff
+    /// included (present when a request was retried; `latency` is the last
+    /// attempt's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_all_attempts: Option<LatencyStats>,
+    /// The server's own timings beside the client's, where the server
+    /// reports them (llama.cpp `timings`, SGLang `meta_info`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_timing: Option<ServerTimingReport>,
+    /// Failures by kind.
+    pub failures_by_kind: BTreeMap<String, u64>,
+    /// The first failures, with context.
+    pub failures: Vec<FailureExample>,
+    /// Sum of `usage.prompt_tokens` over successes.
+    pub total_prompt_tokens: u64,
+    /// Sum of `usage.completion_tokens` over successes.
+    pub total_completion_tokens: u64,
+    /// Estimated cached input tokens under perfect prefix caching.
+    pub estimated_cached_input_tokens: u64,
+    /// Cached input tokens a perfect prefix cache shared by every request would
+    /// give, block by block in send order (see [`crate::prefix`]): unlike
+    /// `estimated_cached_input_tokens` it sees prefixes shared across
+    /// trajectories.
+    pub global_estimated_cached_input_tokens: u64,
+    /// The same with one cache per data-parallel rank under the run's routing
+    /// (present when a router assigns ranks).
+    pub rank_estimated_cached_input_tokens: Option<u64>,
+    /// The block size of those two estimates.
+    pub cache_block_tokens: u32,
+    /// Live blocks generated from their seed for want of a previous reply.
+    pub live_block_fallbacks: u64,
+    /// Server-reported cached tokens (`prompt_tokens_details.cached_tokens`).
+    pub server_cached_tokens: Option<u64>,
+    /// Planned prompt tokens, summed over successes that had a target.
+    pub planned_prompt_tokens: u64,
+    /// Server-counted prompt tokens for those same requests.
+    pub counted_prompt_tokens: u64,
+    /// Worst per-request (server - planned) prompt tokens.
+    pub worst_prompt_drift_tokens: i64,
+    /// Successes per second.
+    pub requests_per_second: f64,
+    /// Prompt tokens per second.
+    pub prompt_tokens_per_second: f64,
+    /// Completion tokens per second.
+    pub completion_tokens_per_second: f64,
+    /// Request latency of successes.
+    pub latency: Option<LatencyStats>,
+    /// Time to first token.
+    pub ttft: Option<LatencyStats>,
+    /// Time to the first reasoning token, where the API tells reasoning apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttfrt: Option<LatencyStats>,
+    /// Reasoning tokens (part of the completion tokens), where the server
+    /// reported them apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_reasoning_tokens: Option<u64>,
+    /// Inputs answered (embeddings: one vector each), where the API counts them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_items: Option<u64>,
+    /// Inputs answered per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub items_per_second: Option<f64>,
+    /// Images sent (`--images-per-request`), resent ones included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub images_sent: Option<u64>,
+    /// Their encoded bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_image_bytes: Option<u64>,
+    /// Inter-token latency (per token).
+    pub itl: Option<LatencyStats>,
+    /// Time per output token (per request).
+    pub tpot: Option<LatencyStats>,
+    /// End-to-end latency of completed trajectories.
+    pub trajectory_e2e: Option<LatencyStats>,
+    /// Trajectories admitted.
+    pub trajectories_started: u64,
+    /// Trajectories completed.
+    pub trajectories_completed: u64,
+    /// Trajectories that ended early.
+    pub trajectories_failed: u64,
+    /// Total think / tool time slept, seconds.
+    pub total_delay_seconds: f64,
+    /// Peak number of trajectories active at once.
+    pub max_active_observed: u64,
+    /// When the last trajectory was admitted, seconds from start.
+    pub last_admitted_seconds: f64,
+    /// From the last admission to the end.
+    pub final_drain_seconds: f64,
+    /// Open loop: trajectories whose admission waited for the active cap.
+    pub late_admissions: u64,
+    /// Open loop: how far any admission slipped behind its schedule, for any reason.
+    pub max_admission_lag_ms: f64,
+    /// Open loop: admission lag behind schedule.
+    pub admission_lag: Option<LatencyStats>,
+    /// The arrival process, when requests were released at a rate (absent: the
+    /// closed loop).
+    pub load: Option<LoadReport>,
+    /// How synthetic prompts were known to be exact: `proven` (once, at load),
+    /// `pre-tokenized` or `encoded` (every piece checked); absent without a
+    /// tokenizer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_synthesis: Option<String>,
+    /// The run against its SLO (`--slo`): each bound's verdict, and goodput;
+    /// absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo: Option<crate::slo::SloReport>,
+    /// Why the run failed although it completed (its command exits 1): no
+    /// measured request succeeded, or more failed than the allowed share.
+    pub run_failed: Option<String>,
+    /// The server's metrics over the run (`--server-metrics`); absent when none
+    /// were scraped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<ServerMetricsReport>,
+}
+
+/// The server's own timings over a run's successes, beside the client's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServerTimingReport {
+    /// Successes whose reply carried the server's timings.
+    pub requests: u64,
+    /// Prompt processing (prefill), as the server timed it.
+    pub prompt: Option<LatencyStats>,
+    /// Generation (decode), as the server timed it.
+    pub predicted: Option<LatencyStats>,
+    /// The server's whole time on a request.
+    pub total: Option<LatencyStats>,
+    /// The client's latency less the server's time: queueing before the
+    /// server's clock starts, and the network.
+    pub client_minus_server: Option<LatencyStats>,
+    /// Time to first token less the server's prompt time.
+    pub ttft_minus_prompt: Option<LatencyStats>,
+    /// Requests whose server time exceeded the client's latency by more than
+    /// a millisecond (the two clocks disagree).
+    pub server_over_client: u64,
+}
+
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
+}
+
+/// What the scrapes of `--server-metrics` saw over a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServerMetricsReport {
+    /// The URLs scraped.
+    pub urls: Vec<String>,
+    /// Seconds between scrapes.
+    pub interval_secs: f64,
+    /// Scrapes made (each URL counts).
+    pub scrapes: u64,
+    /// Scrapes that failed (a connection error, a status other than 200, a
+    /// body with no sample); never fatal to the run.
+    pub failed_scrapes: u64,
+    /// The first failures, `url: why`.
+    pub errors: Vec<String>,
+    /// Each common metric over the successful scrapes (see
+    /// [`ServerScrape`](crate::results::ServerScrape)).
+    pub metrics: BTreeMap<String, MetricSummary>,
+}
+
+/// A server metric over a run's scrapes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct MetricSummary {
+    /// Scrapes that had it.
+    pub samples: u64,
+    /// Their mean.
+    pub mean: f64,
+    /// Their largest.
+    pub max: f64,
+    /// The last.
+    pub last: f64,
+}
+
+impl MetricSummary {
+    /// Adds one value.
+    pub fn add(&mut self, v: f64) {
+        self.samples += 1;
+        self.mean += (v - self.mean) / self.samples as f64;
+        self.max = if self.samples == 1 {
+            v
+        } else {
+            self.max.max(v)
+        };
+        self.last = v;
+    }
+}
+
+/// How an open-loop run kept its schedule, and what the schedule cost.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LoadReport {
+    /// `poisson`, `constant` or `gamma`.
+    pub arrival: String,
+    /// `requests` or `sessions`.
+    pub release: String,
+    /// The target rate (absent with stages).
+    pub target_rate: Option<f64>,
+    /// Arrivals per second as they were really sent: the arrivals sent, less
+    /// one, over the time from the first send to the last.
+    pub achieved_rate: f64,
+    /// Arrivals released.
+    pub arrivals: u64,
+    /// Latency from the intended send time: what a user arriving on schedule saw.
+    pub latency_from_intended: Option<LatencyStats>,
+    /// Time to first token from the intended send time.
+    pub ttft_from_intended: Option<LatencyStats>,
+    /// Wait for a concurrency slot (`max_concurrency`).
+    pub queue_wait: Option<LatencyStats>,
+    /// The client's own delay behind the schedule, beyond the queue.
+    pub send_lag: Option<LatencyStats>,
+    /// Requests sent more than 1 ms behind schedule (beyond the queue).
+    pub late_sends: u64,
+    /// Warmup requests sent and excluded from the statistics.
+    pub warmup_requests: u64,
+    /// Latency of the successful warmup requests, apart from every other figure.
+    pub warmup_latency: Option<LatencyStats>,
+    /// The run's duration limit, seconds.
+    pub duration_secs: Option<f64>,
+    /// `finish` or `cancel`: requests in flight at the deadline.
+    pub at_deadline: Option<String>,
+    /// Requests cancelled at the deadline (not failures).
+    pub cut_at_deadline: u64,
+    /// Per stage of a rate schedule.
+    pub stages: Vec<StageReport>,
+    /// Who held the requests back when it was not the server: one line, absent
+    /// when the schedule was kept.
+    pub verdict: Option<String>,
+}
+
+/// The figures of one stage of a rate schedule.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StageReport {
+    /// Stage index (0-based).
+    pub stage: usize,
+    /// Stage length, seconds.
+    pub secs: f64,
+    /// Target rate.
+    pub rate: f64,
+    /// Requests that ended.
+    pub requests: u64,
+    /// Successes.
+    pub successful_requests: u64,
+    /// Successes per second of the stage.
+    pub requests_per_second: f64,
+    /// Latency of successes.
+    pub latency: Option<LatencyStats>,
+    /// Latency from the intended send time.
+    pub latency_from_intended: Option<LatencyStats>,
+    /// Time to first token.
+    pub ttft: Option<LatencyStats>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_in_urls_are_redacted() {
+        assert_eq!(
+            redact_url("http://u:p@h:1/x?q=a@b"),
+            "http://***@h:1/x?q=a@b"
+        );
+        assert_eq!(redact_url("https://h/metrics"), "https://h/metrics");
+        assert_eq!(redact_url("sim://?fault-rate=0.1"), "sim://?fault-rate=0.1");
+        assert_eq!(redact_url("user@h"), "***@h");
+    }
+}

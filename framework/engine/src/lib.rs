@@ -1,0 +1,21 @@
+//! The batchbench engine: everything that runs a benchmark, over the plugin
+//! contract of `batchbench-contract`.
+#![warn(missing_docs)]
+
+pub mod analysis;
+pub mod arrivals;
+pub mod blocks;
+pub mod cpu;
+pub mod gguf;
+pub mod images;
+pub mod metrics;
+pub mod pacer;
+pub mod prefix;
+pub mod run;
+pub mod server_metrics;
+pub mod shard;
+pub mod slo;
+#[cfg(test)]
+mod test_http;
+pub mod tokens;
+pub mod transport;

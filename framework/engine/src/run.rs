@@ -1,0 +1,2048 @@
+//! The engine: admission, the per-trajectory loop, and event fan-out.
+//!
+//! Data flow of one turn: plan → token synthesis (prefetched while the previous
+//! request is in flight; on the proven path plain text is made in place, anything
+//! else on a bounded pool off the async threads) → routers
+//! decorate (headers, body fields) → codec encodes the live conversation with
+//! those fields → HTTP → codec decodes → metrics and reporters → think time →
+//! next turn.
+
+mod load;
+
+use crate::blocks::{self, BlockState};
+use crate::metrics::{Metrics, Summary};
+use crate::tokens::{TokenError, TokenizerHandle};
+use crate::transport::{Outcome, Transport};
+use batchbench_contract::conversation::{Conversation, Message, Role, turn};
+use batchbench_contract::plan::{PlannedRequest, PromptPlan, Trajectory};
+use batchbench_contract::plugin::{
+    BodyWriter, EncodeRequest, PluginError, Reply, Reporter, RequestCodec, RequestRecord,
+    RouteContext, RouteExtras, Router, SendTiming, TrajectoryRecord, WorkloadSource,
+};
+pub use batchbench_contract::record::RunInfo;
+use batchbench_contract::rng;
+use batchbench_contract::spec::{LoadSpec, Release};
+use serde::Serialize;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// The prompt sent when a request has no prompt-length target.
+pub const DEFAULT_PROMPT: &str = "Write a short paragraph about the history of computing.";
+
+/// Stream purposes, so prompts and environment texts never share a stream.
+const PURPOSE_PROMPT: u64 = 1;
+const PURPOSE_ENV: u64 = 2;
+const PURPOSE_IMAGE: u64 = 3;
+
+/// Errors that stop a run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The plan cannot be run as written (bad input: exit 2).
+    #[error("{0}")]
+    Plan(String),
+    /// Text could not be synthesised exactly (bad input: exit 2).
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    /// A plugin failed.
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    /// A reporter could not start: nothing was sent (bad input: exit 2).
+    #[error("{0} (nothing was sent)")]
+    Start(PluginError),
+    /// Anything else.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl EngineError {
+    /// Whether this is bad input (exit 2, nothing was sent).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            Self::Plan(_)
+                | Self::Token(_)
+                | Self::Start(_)
+                | Self::Plugin(PluginError::Config { .. } | PluginError::Plan(_))
+        )
+    }
+}
+
+/// Engine settings that are not plugins.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// The `model` field.
+    pub model: String,
+    /// Run seed.
+    pub seed: u64,
+    /// Trajectories active at once (closed-loop slots).
+    pub max_active: usize,
+    /// Stream responses unless a request says otherwise.
+    pub stream: bool,
+    /// Template tokens of a first or reset request, subtracted from its content.
+    pub initial_overhead_tokens: u32,
+    /// Template tokens of each appended turn, subtracted from its environment.
+    pub turn_overhead_tokens: u32,
+    /// Divides every delay and start offset.
+    pub time_scale: f64,
+    /// Token-synthesis jobs at once.
+    pub synth_workers: usize,
+    /// How trajectories are admitted.
+    pub admission: Admission,
+    /// Open loop: trajectories whose first request is prepared ahead of its offset.
+    pub lookahead: usize,
+    /// When requests are released: the closed loop, or an arrival process; a
+    /// concurrency cap, warmup and a duration.
+    pub load: LoadSpec,
+    /// The latency bounds the run is judged by (none: no verdict, no goodput).
+    pub slo: Vec<batchbench_contract::slo::SloBound>,
+    /// The share of measured requests that may fail before the run fails
+    /// (see [`Summary::run_failed`]).
+    pub max_failure_rate: Option<f64>,
+    /// Prometheus endpoints of the server scraped during the run.
+    pub server_metrics: Vec<String>,
+    /// Time between scrapes.
+    pub metrics_interval: Duration,
+    /// The block size of the prefix-cache estimates.
+    pub cache_block_tokens: u32,
+    /// This run's shard: agent ids and routing slots are the unsharded run's
+    /// (the source must yield only the shard's trajectories, as
+    /// [`ShardedSource`](crate::shard::ShardedSource) does), and arrivals are
+    /// the shard's share of the one schedule.
+    pub shard: batchbench_contract::shard::Shard,
+    /// When the benchmark clock starts, Unix milliseconds (absent: when ready).
+    pub start_at_ms: Option<i64>,
+    /// Synthetic images on every conversation's first user message.
+    pub images: Option<batchbench_contract::spec::ImageSpec>,
+    /// Record each streamed request's token arrival times.
+    pub token_times: bool,
+}
+
+pub use batchbench_contract::spec::AdmissionMode as Admission;
+pub use load::CLIENT_CPU_VERDICT;
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self {
+            model: String::new(),
+            seed: 0,
+            max_active: 1,
+            stream: false,
+            initial_overhead_tokens: 0,
+            turn_overhead_tokens: 0,
+            time_scale: 1.0,
+            synth_workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            admission: Admission::ClosedLoop,
+            lookahead: 256,
+            load: LoadSpec::default(),
+            slo: Vec::new(),
+            max_failure_rate: None,
+            server_metrics: Vec::new(),
+            metrics_interval: Duration::from_secs(1),
+            cache_block_tokens: crate::prefix::DEFAULT_BLOCK_TOKENS,
+            shard: batchbench_contract::shard::Shard::WHOLE,
+            start_at_ms: None,
+            images: None,
+            token_times: false,
+        }
+    }
+}
+
+/// The result of a run.
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    /// Run facts.
+    pub info: RunInfo,
+    /// The summary (partial when interrupted).
+    pub summary: Summary,
+}
+
+struct Collector {
+    metrics: Metrics,
+    reporters: Vec<Box<dyn Reporter>>,
+    /// The first failure of each reporter's per-event hooks: a failed reporter
+    /// gets no further events, and its error ends the run (exit 1) once every
+    /// reporter has finished.
+    failed: Vec<Option<PluginError>>,
+}
+
+impl Collector {
+    /// Calls `hook` on every reporter that has not failed.
+    fn notify(&mut self, mut hook: impl FnMut(&mut dyn Reporter) -> Result<(), PluginError>) {
+        for (r, failed) in self.reporters.iter_mut().zip(&mut self.failed) {
+            if failed.is_none() {
+                if let Err(e) = hook(r.as_mut()) {
+                    *failed = Some(e);
+                }
+            }
+        }
+    }
+}
+
+/// Token synthesis: the tokenizer and the bounded pool its jobs run on.
+struct Synth {
+    seed: u64,
+    tokenizer: Option<Arc<TokenizerHandle>>,
+    pool: Semaphore,
+    texts: blocks::TextCache,
+    images: Option<batchbench_contract::spec::ImageSpec>,
+    /// Makes the images (a PNG's shared body is compressed on first use).
+    image_maker: std::sync::OnceLock<crate::images::ImageMaker>,
+}
+
+struct Shared {
+    opts: EngineOptions,
+    transport: Transport,
+    codec: Arc<dyn RequestCodec>,
+    routers: Vec<Arc<dyn Router>>,
+    synth: Arc<Synth>,
+    /// Stops the run: the host's cancellation (Ctrl+C), a fatal error, or the
+    /// deadline with `at_deadline = cancel`.
+    cancel: CancellationToken,
+    /// The host's own cancellation: the run was interrupted.
+    interrupt: CancellationToken,
+    /// Fires at the end of a duration run: nothing new is sent.
+    deadline: CancellationToken,
+    /// Requests in flight at most (`max_concurrency`).
+    inflight: Option<Semaphore>,
+    /// Precise send times for arrivals (open loop only).
+    pacer: Option<crate::pacer::Pacer>,
+    /// Requests sent so far (warmup counts the first ones).
+    sent: std::sync::atomic::AtomicU64,
+    start: Instant,
+    collector: Mutex<Collector>,
+    /// The prefix-cache estimates, fed in send order.
+    estimator: Mutex<crate::prefix::Estimator>,
+}
+
+impl Shared {
+    fn collector(&self) -> std::sync::MutexGuard<'_, Collector> {
+        self.collector
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Content made ready for a turn before it is sent.
+#[derive(Debug)]
+enum Prepared {
+    /// A fresh conversation opening with this user message, and its images.
+    Fresh(Arc<str>, Images),
+    /// An appended environment (tool result) of this text.
+    Append(Arc<str>),
+    /// A structured prompt, with the block texts synthesised for it.
+    Blocks {
+        fresh: bool,
+        blocks: batchbench_contract::plan::Blocks,
+        made: blocks::Made,
+        /// The images of a fresh conversation's first user message.
+        images: Images,
+    },
+    /// A verbatim body.
+    Raw(batchbench_contract::plan::RawBody),
+}
+
+/// The images of a conversation's first user message.
+type Images = Vec<Arc<batchbench_contract::conversation::Image>>;
+
+impl Prepared {
+    /// Where the images of a turn that opens a conversation go.
+    fn images_mut(&mut self) -> Option<&mut Images> {
+        match self {
+            Self::Fresh(_, images)
+            | Self::Blocks {
+                fresh: true,
+                images,
+                ..
+            } => Some(images),
+            _ => None,
+        }
+    }
+}
+
+/// What a preparation job needs, copied out of the plan so it can run anywhere.
+#[derive(Debug, Clone)]
+struct PrepJob {
+    trajectory_id: Arc<str>,
+    agent_id: u64,
+    request_index: u64,
+    kind: PrepKind,
+}
+
+#[derive(Debug, Clone)]
+enum PrepKind {
+    Fixed,
+    Raw(batchbench_contract::plan::RawBody),
+    Fresh {
+        tokens: u32,
+        prefix: Option<(u64, u32)>,
+    },
+    Append {
+        tokens: u32,
+    },
+    Blocks {
+        fresh: bool,
+        blocks: batchbench_contract::plan::Blocks,
+        needs: Vec<blocks::Need>,
+    },
+}
+
+/// A run: plugins, options and the target, ready to go.
+pub struct Engine {
+    opts: EngineOptions,
+    transport: Transport,
+    codec: Arc<dyn RequestCodec>,
+    routers: Vec<Arc<dyn Router>>,
+    reporters: Vec<Box<dyn Reporter>>,
+    tokenizer: Option<Arc<TokenizerHandle>>,
+    cancel: CancellationToken,
+    config: serde_json::Value,
+    spec: Option<batchbench_contract::spec::RunSpec>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("opts", &self.opts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// A new engine sending through `transport` with `codec`.
+    pub fn new(opts: EngineOptions, transport: Transport, codec: Arc<dyn RequestCodec>) -> Self {
+        Self {
+            opts,
+            transport,
+            codec,
+            routers: Vec::new(),
+            reporters: Vec::new(),
+            tokenizer: None,
+            cancel: CancellationToken::new(),
+            config: serde_json::Value::Null,
+            spec: None,
+        }
+    }
+
+    /// Adds a router; routers decorate in the order added.
+    pub fn router(mut self, r: Arc<dyn Router>) -> Self {
+        self.routers.push(r);
+        self
+    }
+
+    /// Adds a reporter; every event goes to every reporter.
+    pub fn reporter(mut self, r: Box<dyn Reporter>) -> Self {
+        self.reporters.push(r);
+        self
+    }
+
+    /// The tokenizer used for synthetic text.
+    pub fn tokenizer(mut self, t: Arc<TokenizerHandle>) -> Self {
+        self.tokenizer = Some(t);
+        self
+    }
+
+    /// The cancellation token (Ctrl+C cancels it).
+    pub fn cancel_token(mut self, c: CancellationToken) -> Self {
+        self.cancel = c;
+        self
+    }
+
+    /// The run's flat configuration view, recorded in reports.
+    pub fn config(mut self, c: serde_json::Value) -> Self {
+        self.config = c;
+        self
+    }
+
+    /// What the run record says the run was: its flat configuration view and
+    /// its complete spec.
+    pub fn record(
+        mut self,
+        view: serde_json::Value,
+        spec: batchbench_contract::spec::RunSpec,
+    ) -> Self {
+        self.config = view;
+        self.spec = Some(spec);
+        self
+    }
+
+    /// Runs the workload to completion or cancellation.
+    pub async fn run(self, mut source: Box<dyn WorkloadSource>) -> Result<RunOutput, EngineError> {
+        let max_active = self.opts.max_active.max(1);
+        let mut info = RunInfo {
+            model: self.opts.model.clone(),
+            url: batchbench_contract::record::redact_url(&self.transport.config().url),
+            seed: self.opts.seed,
+            started_unix: 0.0,
+            max_active,
+            workload: source.info(),
+            config: self.config,
+            spec: self.spec,
+            start_skew_ms: None,
+            merged_shards: Vec::new(),
+        };
+        let synth = Arc::new(Synth {
+            seed: self.opts.seed,
+            tokenizer: self.tokenizer,
+            pool: Semaphore::new(self.opts.synth_workers.max(1)),
+            texts: blocks::TextCache::default(),
+            images: self.opts.images,
+            image_maker: std::sync::OnceLock::new(),
+        });
+        let mut reporters = self.reporters;
+
+        // Admit the initial trajectories and prepare their first prompts before the
+        // clock starts: a plan that cannot be built fails here, with nothing sent.
+        let open = self.opts.admission == Admission::OpenLoop
+            || (self.opts.load.is_open() && self.opts.load.release == Release::Sessions);
+        let initial_count = if open || self.opts.load.is_open() {
+            self.opts.lookahead.max(1)
+        } else {
+            max_active
+        };
+        let mut initial = Vec::new();
+        let mut exhausted = false;
+        while initial.len() < initial_count {
+            match source.next_trajectory() {
+                Some(Ok(t)) => initial.push(t),
+                Some(Err(e)) => return Err(e.into()),
+                None => {
+                    exhausted = true;
+                    break;
+                }
+            }
+        }
+        let mut prepared = Vec::with_capacity(initial.len());
+        {
+            let mut jobs = JoinSet::new();
+            for (i, t) in initial.iter_mut().enumerate() {
+                let first = t.requests.next();
+                let job = first
+                    .as_ref()
+                    .map(|r| first_job(&self.opts, &t.id, self.opts.shard.global(i as u64), r))
+                    .transpose()?;
+                let synth = synth.clone();
+                jobs.spawn(async move {
+                    (
+                        i,
+                        first,
+                        match job {
+                            Some(j) => Some(prepare(&synth, j).await),
+                            None => None,
+                        },
+                    )
+                });
+            }
+            let mut slots: Vec<Option<(Option<PlannedRequest>, Option<Prepared>)>> =
+                (0..initial.len()).map(|_| None).collect();
+            while let Some(r) = jobs.join_next().await {
+                let (i, first, p) = r.map_err(|e| EngineError::Internal(e.to_string()))?;
+                slots[i] = Some((first, p.transpose()?));
+            }
+            prepared.extend(slots.into_iter().flatten());
+        }
+
+        // With a start time, reporters see it as the start; the clock's real
+        // start replaces it below.
+        info.started_unix = match self.opts.start_at_ms {
+            Some(at) => at as f64 / 1000.0,
+            None => unix_now(),
+        };
+        // Every reporter starts (a failing one does not keep the others from
+        // saying what is wrong); any failure stops the run before the clock.
+        let mut start_error = None;
+        for r in &mut reporters {
+            if let Err(e) = r.on_start(&info) {
+                match start_error {
+                    None => start_error = Some(e),
+                    Some(_) => eprintln!("error: {e}"),
+                }
+            }
+        }
+        if let Some(e) = start_error {
+            return Err(EngineError::Start(e));
+        }
+        // Precise send times for arrivals, its thread started before the clock.
+        let pacer = (open || self.opts.load.is_open())
+            .then(crate::pacer::Pacer::start)
+            .and_then(Result::ok);
+        if let Some(at) = self.opts.start_at_ms {
+            let started = wait_for_start(at, &self.cancel).await;
+            let skew_ms = (started - at as f64 / 1000.0) * 1000.0;
+            if skew_ms > 1000.0 {
+                eprintln!(
+                    "warning: the start time (--start-at) had passed {:.1} s before the run was ready: it starts now, and records the skew",
+                    skew_ms / 1000.0
+                );
+            }
+            info.start_skew_ms = Some(skew_ms);
+            info.started_unix = started;
+        }
+        // The benchmark clock starts now.
+        let start = Instant::now();
+        let cpu_at_start = crate::cpu::process_cpu();
+        let cancel = self.cancel.child_token();
+        let inflight = self
+            .opts
+            .load
+            .max_concurrency
+            .map(|n| Semaphore::new(usize::try_from(n).unwrap_or(Semaphore::MAX_PERMITS)));
+        let block_tokens = self.opts.cache_block_tokens;
+        let shared = Arc::new(Shared {
+            opts: self.opts,
+            transport: self.transport,
+            codec: self.codec,
+            routers: self.routers,
+            synth,
+            cancel,
+            interrupt: self.cancel,
+            deadline: CancellationToken::new(),
+            inflight,
+            pacer,
+            sent: std::sync::atomic::AtomicU64::new(0),
+            start,
+            estimator: Mutex::default(),
+            collector: Mutex::new(Collector {
+                metrics: Metrics {
+                    cache_block_tokens: block_tokens,
+                    ..Metrics::default()
+                },
+                failed: reporters.iter().map(|_| None).collect(),
+                reporters,
+            }),
+        });
+
+        let scraper = (!shared.opts.server_metrics.is_empty()).then(|| {
+            let stop = CancellationToken::new();
+            (
+                tokio::spawn(scrape_loop(shared.clone(), stop.clone())),
+                stop,
+            )
+        });
+        let timer = load::deadline_timer(&shared);
+        let load = shared.opts.load.clone();
+        let adm = if load.is_open() && load.release == Release::Requests {
+            load::request_loop(
+                &shared,
+                &mut *source,
+                initial.into_iter().zip(prepared).collect(),
+                exhausted,
+            )
+            .await
+        } else if open {
+            open_loop(
+                &shared,
+                &mut *source,
+                initial.into_iter().zip(prepared).collect(),
+                exhausted,
+                max_active,
+            )
+            .await
+        } else {
+            closed_loop(
+                &shared,
+                &mut *source,
+                initial.into_iter().zip(prepared).collect(),
+                exhausted,
+            )
+            .await
+        };
+        if let Some(t) = timer {
+            t.abort();
+        }
+        let AdmissionStats {
+            max_observed,
+            fatal,
+            late,
+            lag,
+            arrivals,
+        } = adm;
+        let elapsed = start.elapsed();
+        // The scraper takes one last scrape, then hands over its tally.
+        let server_metrics = match scraper {
+            Some((task, stop)) => {
+                stop.cancel();
+                task.await.ok().map(crate::server_metrics::Tally::report)
+            }
+            None => None,
+        };
+        let client_cpu =
+            cpu_at_start.and_then(|c| Some(crate::cpu::process_cpu()?.saturating_sub(c)));
+        // The source may finish its description in the background (a digest).
+        info.workload = tokio::task::spawn_blocking(move || source.final_info())
+            .await
+            .map_err(|e| EngineError::Internal(format!("the workload source failed: {e}")))?;
+        let mut guard = shared.collector();
+        let c = &mut *guard;
+        let mut summary = summarize(&Tally {
+            metrics: &c.metrics,
+            elapsed,
+            load: &load,
+            slo: &shared.opts.slo,
+            max_failure_rate: shared.opts.max_failure_rate,
+            arrivals,
+            client_cpu,
+            interrupted: shared.interrupt.is_cancelled() && fatal.is_none(),
+            max_active_observed: max_observed,
+            late_admissions: late,
+            admission_lag: &lag,
+        });
+        summary.prompt_synthesis = shared
+            .synth
+            .tokenizer
+            .as_ref()
+            .map(|t| t.synthesis_path().as_str().to_owned());
+        summary.server_metrics = server_metrics;
+        summary.server_closes_connections = shared
+            .transport
+            .connection_counts()
+            .is_some_and(|c| c.closes_after_every_response());
+        // Every reporter finishes (a failed one too, to flush what it has), so
+        // that one reporter's failure loses no other reporter's results.
+        let mut reporter_error = None;
+        let mut histograms = c.metrics.histograms();
+        if !lag.is_empty() {
+            histograms
+                .families
+                .insert("admission_lag".to_owned(), lag.buckets());
+        }
+        for (r, failed) in c.reporters.iter_mut().zip(&mut c.failed) {
+            let finished = match failed {
+                Some(_) => r.on_finish(&info, &summary),
+                None => r
+                    .on_histograms(&histograms)
+                    .and_then(|()| r.on_finish(&info, &summary)),
+            };
+            if let Some(e) = failed.take().or(finished.err()) {
+                reporter_error.get_or_insert(e);
+            }
+        }
+        match (fatal, reporter_error) {
+            (Some(e), _) => Err(e),
+            (None, Some(e)) => Err(e.into()),
+            (None, None) => Ok(RunOutput { info, summary }),
+        }
+    }
+}
+
+/// Scrapes the server's metrics every `metrics_interval` from the clock start
+/// until `stop`, then once more; each scrape goes to the reporters as it comes.
+async fn scrape_loop(shared: Arc<Shared>, stop: CancellationToken) -> crate::server_metrics::Tally {
+    use crate::server_metrics::{Mapper, Tally};
+    let urls = shared.opts.server_metrics.clone();
+    // What is recorded and printed: never the credentials of a URL.
+    let shown: Vec<String> = urls
+        .iter()
+        .map(|u| batchbench_contract::record::redact_url(u))
+        .collect();
+    let interval = shared.opts.metrics_interval.max(Duration::from_millis(10));
+    let mut tally = Tally::new(&shown, interval);
+    let timeout = interval.clamp(Duration::from_secs(1), Duration::from_secs(5));
+    let client = shared.transport.side_client(timeout);
+    let mut mappers: Vec<Mapper> = urls.iter().map(|_| Mapper::default()).collect();
+    let mut next = tokio::time::Instant::now();
+    loop {
+        for ((url, name), mapper) in urls.iter().zip(&shown).zip(&mut mappers) {
+            let body = match &client {
+                Ok(c) => fetch_metrics(c, url).await,
+                Err(e) => Err(format!("no HTTP client: {e}")),
+            };
+            let t = shared.start.elapsed().as_secs_f64();
+            let scrape = match body {
+                Ok(text) => mapper.scrape(name, t, &text),
+                Err(error) => batchbench_contract::results::ServerScrape {
+                    t,
+                    url: name.clone(),
+                    error: Some(error),
+                    ..Default::default()
+                },
+            };
+            tally.add(&scrape);
+            shared.collector().notify(|r| r.on_server_metrics(&scrape));
+        }
+        if stop.is_cancelled() {
+            return tally;
+        }
+        next += interval;
+        tokio::select! {
+            () = stop.cancelled() => {}
+            () = tokio::time::sleep_until(next) => {}
+        }
+    }
+}
+
+/// The most a metrics response may hold.
+const MAX_METRICS_BYTES: usize = 32 << 20;
+
+async fn fetch_metrics(client: &reqwest::Client, url: &str) -> Result<String, String> {
+    let resp = client.get(url).send().await.map_err(|e| {
+        if e.is_timeout() {
+            "timed out".to_owned()
+        } else if e.is_connect() {
+            "cannot connect".to_owned()
+        } else {
+            e.to_string()
+        }
+    })?;
+    if !resp.status().is_success() {
+        return Err(format!("HTTP {}", resp.status().as_u16()));
+    }
+    let body = resp.bytes().await.map_err(|e| e.to_string())?;
+    if body.len() > MAX_METRICS_BYTES {
+        return Err(format!(
+            "the response is over {} MiB",
+            MAX_METRICS_BYTES >> 20
+        ));
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+/// What a run's summary is made of: its metrics and what admission saw.
+#[derive(Debug)]
+pub struct Tally<'a> {
+    /// Every request's and trajectory's figures.
+    pub metrics: &'a Metrics,
+    /// From the clock start to the end.
+    pub elapsed: Duration,
+    /// The load the run was given.
+    pub load: &'a LoadSpec,
+    /// Its latency bounds.
+    pub slo: &'a [batchbench_contract::slo::SloBound],
+    /// Its allowed failure share.
+    pub max_failure_rate: Option<f64>,
+    /// Arrivals released by a rate schedule.
+    pub arrivals: u64,
+    /// The client's CPU time over the run, when known.
+    pub client_cpu: Option<Duration>,
+    /// Stopped by Ctrl+C (or its host).
+    pub interrupted: bool,
+    /// Peak trajectories active at once.
+    pub max_active_observed: u64,
+    /// Admissions the active cap held back.
+    pub late_admissions: u64,
+    /// Admission lag behind the schedule.
+    pub admission_lag: &'a crate::metrics::Latency,
+}
+
+/// The summary of a run (or of merged shards) from its tally: the figures,
+/// the load report, the SLO verdicts and whether the run failed.
+pub fn summarize(t: &Tally<'_>) -> Summary {
+    let mut summary = t.metrics.summary(t.elapsed);
+    load::report(
+        &mut summary,
+        t.metrics,
+        t.load,
+        t.arrivals,
+        t.elapsed,
+        t.client_cpu,
+    );
+    if !t.slo.is_empty() {
+        summary.slo = Some(crate::slo::report(
+            t.slo,
+            t.metrics,
+            summary.requests_per_second,
+        ));
+    }
+    summary.interrupted = t.interrupted;
+    if !summary.interrupted {
+        summary.run_failed = summary.failure_verdict(t.max_failure_rate);
+    }
+    summary.max_active_observed = t.max_active_observed;
+    summary.final_drain_seconds =
+        (t.elapsed.as_secs_f64() - summary.last_admitted_seconds).max(0.0);
+    summary.late_admissions = t.late_admissions;
+    summary.admission_lag = t.admission_lag.stats();
+    summary.max_admission_lag_ms = summary.admission_lag.map_or(0.0, |l| l.max_ms);
+    summary
+}
+
+/// Unix time now, seconds.
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Sleeps until Unix millisecond `at` (or a cancel): on the runtime's timer to
+/// within a few milliseconds, then spinning on the wall clock, so that shards
+/// on machines with synchronised clocks start within a millisecond of one
+/// another. Returns the Unix time it woke at.
+async fn wait_for_start(at: i64, cancel: &CancellationToken) -> f64 {
+    let target = at as f64 / 1000.0;
+    let early = target - unix_now() - 0.005;
+    if early > 0.0 {
+        tokio::select! {
+            () = cancel.cancelled() => return unix_now(),
+            () = tokio::time::sleep(Duration::from_secs_f64(early)) => {}
+        }
+    }
+    loop {
+        let now = unix_now();
+        if now >= target || cancel.is_cancelled() {
+            return now;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// What admission observed.
+#[derive(Debug, Default)]
+struct AdmissionStats {
+    max_observed: u64,
+    fatal: Option<EngineError>,
+    late: u64,
+    lag: crate::metrics::Latency,
+    /// Arrivals released by a rate schedule.
+    arrivals: u64,
+}
+
+/// Records a finished trajectory task; returns its freed slot.
+fn reap(
+    done: Result<Result<u64, EngineError>, tokio::task::JoinError>,
+    fatal: &mut Option<EngineError>,
+    cancel: &CancellationToken,
+) -> Option<u64> {
+    match done {
+        Ok(Ok(slot)) => Some(slot),
+        Ok(Err(e)) => {
+            fatal.get_or_insert(e);
+            cancel.cancel();
+            None
+        }
+        Err(e) => {
+            fatal.get_or_insert(EngineError::Internal(format!(
+                "a trajectory task failed: {e}"
+            )));
+            cancel.cancel();
+            None
+        }
+    }
+}
+
+type Ready = (Trajectory, (Option<PlannedRequest>, Option<Prepared>));
+
+/// A first prompt made before the clock, or being made on the pool.
+enum Prep {
+    Done(Option<Prepared>),
+    Pending(tokio::task::JoinHandle<Result<Option<Prepared>, EngineError>>),
+}
+
+impl Prep {
+    /// The prompt, once made; `None` when making it failed, which is then the
+    /// run's fatal error and stops the run.
+    async fn ready(
+        self,
+        fatal: &mut Option<EngineError>,
+        cancel: &CancellationToken,
+    ) -> Option<Option<Prepared>> {
+        let failed = match self {
+            Self::Done(p) => return Some(p),
+            Self::Pending(h) => match h.await {
+                Ok(Ok(p)) => return Some(p),
+                Ok(Err(e)) => e,
+                Err(e) => EngineError::Internal(e.to_string()),
+            },
+        };
+        fatal.get_or_insert(failed);
+        cancel.cancel();
+        None
+    }
+}
+
+/// Closed-loop admission: the initial trajectories take slots `0..n`; when one
+/// ends, the next trajectory of the source (FIFO, in source order) prepares its
+/// first prompt and inherits the freed slot. Start offsets are ignored.
+async fn closed_loop(
+    sh: &Arc<Shared>,
+    source: &mut dyn WorkloadSource,
+    ready: Vec<Ready>,
+    mut exhausted: bool,
+) -> AdmissionStats {
+    let mut stats = AdmissionStats::default();
+    let mut tasks: JoinSet<Result<u64, EngineError>> = JoinSet::new();
+    let mut next_agent = 0u64;
+    let shard = sh.opts.shard;
+    for (t, (first, prep)) in ready {
+        tasks.spawn(run_trajectory(
+            sh.clone(),
+            shard.global(next_agent),
+            shard.global(next_agent),
+            t,
+            first,
+            prep,
+            None,
+        ));
+        next_agent += 1;
+    }
+    stats.max_observed = tasks.len() as u64;
+    while let Some(done) = tasks.join_next().await {
+        let Some(slot) = reap(done, &mut stats.fatal, &sh.cancel) else {
+            continue;
+        };
+        if exhausted || sh.cancel.is_cancelled() || sh.deadline.is_cancelled() {
+            continue;
+        }
+        match source.next_trajectory() {
+            Some(Ok(mut t)) => {
+                let first = t.requests.next();
+                tasks.spawn(run_trajectory(
+                    sh.clone(),
+                    shard.global(next_agent),
+                    slot,
+                    t,
+                    first,
+                    None,
+                    None,
+                ));
+                next_agent += 1;
+                stats.max_observed = stats.max_observed.max(tasks.len() as u64);
+            }
+            Some(Err(e)) => {
+                stats.fatal.get_or_insert(e.into());
+                sh.cancel.cancel();
+            }
+            None => exhausted = true,
+        }
+    }
+    stats
+}
+
+/// Open-loop admission: each trajectory at `start_after_ms / time_scale` from the
+/// clock start, whatever is active; `cap` active at most (a trajectory that waits
+/// for a slot is a late admission). First prompts are prepared ahead through a
+/// bounded lookahead; the earliest were prepared before the clock started. Routing
+/// slots are the lowest free ones, so equal start times are admitted, and slotted,
+/// in manifest order.
+async fn open_loop(
+    sh: &Arc<Shared>,
+    source: &mut dyn WorkloadSource,
+    ready: Vec<Ready>,
+    mut exhausted: bool,
+    cap: usize,
+) -> AdmissionStats {
+    let scale = sh.opts.time_scale.max(1e-9);
+    // A session rate replaces recorded start offsets with arrivals.
+    let mut schedule =
+        sh.opts.load.is_open().then(|| {
+            crate::arrivals::Schedule::sharded(&sh.opts.load, sh.opts.seed, sh.opts.shard)
+        });
+    let mut due_of = |t: &Trajectory| match schedule.as_mut() {
+        Some(s) => s.next_due(),
+        None => Some(Duration::from_secs_f64(
+            t.start_after_ms.unwrap_or(0) as f64 / 1000.0 / scale,
+        )),
+    };
+    let mut queue: std::collections::VecDeque<(
+        Trajectory,
+        Option<PlannedRequest>,
+        Prep,
+        Duration,
+    )> = std::collections::VecDeque::new();
+    for (t, (first, p)) in ready {
+        match due_of(&t) {
+            Some(d) => queue.push_back((t, first, Prep::Done(p), d)),
+            None => exhausted = true,
+        }
+    }
+    let mut stats = AdmissionStats::default();
+    let mut tasks: JoinSet<Result<u64, EngineError>> = JoinSet::new();
+    let mut free: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
+    let mut next_slot = 0u64;
+    let mut next_agent = 0u64;
+    let lookahead = sh.opts.lookahead.max(1);
+    loop {
+        // Keep the lookahead full: prepare upcoming first prompts on the pool.
+        while !exhausted && queue.len() < lookahead && stats.fatal.is_none() {
+            match source.next_trajectory() {
+                Some(Ok(mut t)) => {
+                    let Some(due) = due_of(&t) else {
+                        exhausted = true;
+                        break;
+                    };
+                    let first = t.requests.next();
+                    let job = first.as_ref().map(|r| {
+                        let agent = sh.opts.shard.global(next_agent + queue.len() as u64);
+                        first_job(&sh.opts, &t.id, agent, r)
+                    });
+                    let synth = sh.synth.clone();
+                    let handle = tokio::spawn(async move {
+                        match job {
+                            Some(Ok(j)) => prepare(&synth, j).await.map(Some),
+                            Some(Err(e)) => Err(e),
+                            None => Ok(None),
+                        }
+                    });
+                    queue.push_back((t, first, Prep::Pending(handle), due));
+                }
+                Some(Err(e)) => {
+                    stats.fatal.get_or_insert(e.into());
+                    sh.cancel.cancel();
+                }
+                None => exhausted = true,
+            }
+        }
+        let Some((t, first, prep, scheduled)) = queue.pop_front() else {
+            break;
+        };
+        if sh.cancel.is_cancelled() || sh.deadline.is_cancelled() {
+            break;
+        }
+        // Wait until shortly before the offset, reaping finished trajectories
+        // meanwhile: the first request waits for its exact time itself, with
+        // its body made, just before it is sent.
+        let release = load::release_time(sh, scheduled);
+        loop {
+            tokio::select! {
+                biased;
+                () = sh.cancel.cancelled() => break,
+                () = sh.deadline.cancelled() => break,
+                Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                    if let Some(slot) = reap(done, &mut stats.fatal, &sh.cancel) {
+                        free.insert(slot);
+                    }
+                }
+                () = tokio::time::sleep_until(release.into()) => break,
+            }
+        }
+        if sh.deadline.is_cancelled() {
+            break;
+        }
+        // The cap delays admission; the wait is the session's queue, not lag.
+        // Released early, a trajectory is late only if the cap held it past its
+        // offset.
+        let mut held = false;
+        while tasks.len() >= cap && !sh.cancel.is_cancelled() && !sh.deadline.is_cancelled() {
+            held = true;
+            tokio::select! {
+                () = sh.cancel.cancelled() => {}
+                () = sh.deadline.cancelled() => {}
+                Some(done) = tasks.join_next() => {
+                    if let Some(slot) = reap(done, &mut stats.fatal, &sh.cancel) {
+                        free.insert(slot);
+                    }
+                }
+            }
+        }
+        // Held by the cap: everything since it was due was the cap's queue (a
+        // session behind another held one waits its turn behind it too).
+        let cap_wait = if held {
+            sh.start.elapsed().saturating_sub(scheduled)
+        } else {
+            Duration::ZERO
+        };
+        let late = !cap_wait.is_zero();
+        if sh.cancel.is_cancelled() || sh.deadline.is_cancelled() {
+            break;
+        }
+        let Some(prepared) = prep.ready(&mut stats.fatal, &sh.cancel).await else {
+            break;
+        };
+        let now = sh.start.elapsed();
+        stats.lag.record(now.saturating_sub(scheduled));
+        stats.late += u64::from(late);
+        stats.arrivals += 1;
+        let slot = free.pop_first().unwrap_or_else(|| {
+            next_slot += 1;
+            sh.opts.shard.global(next_slot - 1)
+        });
+        tasks.spawn(run_trajectory(
+            sh.clone(),
+            sh.opts.shard.global(next_agent),
+            slot,
+            t,
+            first,
+            prepared,
+            Some((scheduled, cap_wait)),
+        ));
+        next_agent += 1;
+        stats.max_observed = stats.max_observed.max(tasks.len() as u64);
+    }
+    // Abandon what was never admitted (after Ctrl+C, a fatal error or the deadline).
+    for (_, _, p, _) in queue {
+        if let Prep::Pending(h) = p {
+            h.abort();
+        }
+    }
+    while let Some(done) = tasks.join_next().await {
+        reap(done, &mut stats.fatal, &sh.cancel);
+    }
+    stats
+}
+
+/// The preparation job of request `index`: how its prompt is made (see
+/// [`PlannedRequest::prompt_plan`]), with the counts the plan implies. `prev` is
+/// the request before it in the trajectory (`None` for the first).
+fn job(
+    opts: &EngineOptions,
+    id: &Arc<str>,
+    agent_id: u64,
+    index: u64,
+    prev: Option<&PlannedRequest>,
+    req: &PlannedRequest,
+    state: &BlockState,
+) -> Result<PrepJob, EngineError> {
+    let continues = prev.is_some() && !req.reset_before;
+    let kind = match req.prompt_plan(continues) {
+        PromptPlan::Raw(body) => PrepKind::Raw(body.clone()),
+        PromptPlan::Blocks(bs) => {
+            let fresh = !continues;
+            let empty = BlockState::default();
+            PrepKind::Blocks {
+                fresh,
+                blocks: bs.clone(),
+                needs: blocks::needs(bs, fresh, if fresh { &empty } else { state }),
+            }
+        }
+        PromptPlan::Default => PrepKind::Fixed,
+        PromptPlan::Exact {
+            prompt_tokens,
+            overhead_tokens,
+            shared_prefix,
+        } => {
+            let overhead = overhead_tokens.unwrap_or(opts.initial_overhead_tokens);
+            if prompt_tokens <= overhead {
+                return Err(EngineError::Plan(format!(
+                    "trajectory {id}, request {index}: prompt_tokens {prompt_tokens} leaves no content after {overhead} overhead tokens"
+                )));
+            }
+            PrepKind::Fresh {
+                tokens: prompt_tokens - overhead,
+                prefix: shared_prefix.map(|p| (p.key, p.tokens)),
+            }
+        }
+        PromptPlan::Continue { environment_tokens } => PrepKind::Append {
+            tokens: match environment_tokens {
+                Some(t) => t,
+                None => environment_growth(opts, id, index, prev, req)?,
+            },
+        },
+    };
+    Ok(PrepJob {
+        trajectory_id: id.clone(),
+        agent_id,
+        request_index: index,
+        kind,
+    })
+}
+
+/// A continuing request's tool-result length from its prompt's growth: this
+/// prompt less the previous one, its output and the turn's template overhead.
+fn environment_growth(
+    opts: &EngineOptions,
+    id: &Arc<str>,
+    index: u64,
+    prev: Option<&PlannedRequest>,
+    next: &PlannedRequest,
+) -> Result<u32, EngineError> {
+    let (Some(p0), Some(p1)) = (prev.and_then(|p| p.prompt_tokens), next.prompt_tokens) else {
+        return Err(EngineError::Plan(format!(
+            "trajectory {id}, request {index}: field environment_tokens or prompt_tokens is needed to continue a conversation"
+        )));
+    };
+    let out = prev.and_then(|p| p.output_tokens).unwrap_or(0);
+    let growth =
+        i64::from(p1) - i64::from(p0) - i64::from(out) - i64::from(opts.turn_overhead_tokens);
+    u32::try_from(growth).map_err(|_| {
+        EngineError::Plan(format!(
+            "trajectory {id}, request {index}: field prompt_tokens: environment growth {p1} - {p0} - {out} - {} is negative; mark the request reset_before",
+            opts.turn_overhead_tokens
+        ))
+    })
+}
+
+/// The job of a trajectory's first request.
+fn first_job(
+    opts: &EngineOptions,
+    id: &Arc<str>,
+    agent_id: u64,
+    req: &PlannedRequest,
+) -> Result<PrepJob, EngineError> {
+    job(opts, id, agent_id, 0, None, req, &BlockState::default())
+}
+
+/// The most tokens a turn synthesises on the async worker rather than the
+/// blocking pool, on the proven path: at 200-300M tokens/s, at most ~15 us on
+/// the async thread. Handing a 32-token prompt to the pool instead cost 64-67 us
+/// of client CPU per request against 35-38 us made in place (bench/client-cpu.sh
+/// shape, A/B, least of 3 runs each).
+const INLINE_TOKENS: u64 = 4_096;
+
+impl PrepJob {
+    /// The tokens this job synthesises when all of it is plain text (no JSON
+    /// piece, which needs the full tokenizer).
+    fn inline_tokens(&self) -> Option<u64> {
+        match &self.kind {
+            PrepKind::Fresh { tokens, .. } | PrepKind::Append { tokens } => {
+                Some(u64::from(*tokens))
+            }
+            PrepKind::Blocks { needs, .. } => blocks::plain_tokens(needs),
+            PrepKind::Fixed | PrepKind::Raw(_) => Some(0),
+        }
+    }
+}
+
+/// The next turn's text: made by a task while the request is in flight when
+/// that is real work, or after the reply when it costs less than a task.
+enum NextPrep {
+    Running(tokio::task::JoinHandle<Result<Prepared, EngineError>>),
+    Later(PrepJob),
+}
+
+impl NextPrep {
+    fn start(sh: &Arc<Synth>, job: PrepJob) -> Self {
+        if sh.cheap(&job) {
+            return Self::Later(job);
+        }
+        let synth = sh.clone();
+        Self::Running(tokio::spawn(async move { prepare(&synth, job).await }))
+    }
+
+    fn cancel(self) {
+        if let Self::Running(h) = self {
+            h.abort();
+        }
+    }
+
+    async fn finish(self, sh: &Arc<Synth>) -> Result<Prepared, EngineError> {
+        match self {
+            Self::Running(h) => h.await.map_err(|e| EngineError::Internal(e.to_string()))?,
+            Self::Later(job) => prepare(sh, job).await,
+        }
+    }
+}
+
+impl Synth {
+    /// Whether a job's text is made in place on the async thread: nothing to
+    /// make, or plain text of at most [`INLINE_TOKENS`] on the proven path.
+    /// Anything else goes to the blocking pool.
+    fn makes_in_place(&self, job: &PrepJob) -> bool {
+        match &job.kind {
+            PrepKind::Fixed | PrepKind::Raw(_) => true,
+            PrepKind::Blocks { needs, .. } if needs.is_empty() => true,
+            _ => {
+                self.tokenizer
+                    .as_ref()
+                    .is_some_and(|t| t.synthesis_path() == crate::tokens::SynthesisPath::Proven)
+                    && job.inline_tokens().is_some_and(|n| n <= INLINE_TOKENS)
+            }
+        }
+    }
+
+    /// A job that costs less than spawning a task for it (which also runs on an
+    /// async thread): made in place, with no image. Not spawning one per
+    /// request took the exact 32-token shape from 13.3 to 10.3 us of client CPU
+    /// per request (bench/client-cpu.sh).
+    fn cheap(&self, job: &PrepJob) -> bool {
+        self.images.is_none() && self.makes_in_place(job)
+    }
+}
+
+async fn prepare(sh: &Arc<Synth>, job: PrepJob) -> Result<Prepared, EngineError> {
+    let (agent, index) = (job.agent_id, job.request_index);
+    let id = job.trajectory_id.clone();
+    let mut prepared = prepare_text(sh, job).await?;
+    if let (Some(spec), Some(slot)) = (sh.images, prepared.images_mut()) {
+        let _permit = sh
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| EngineError::Internal(e.to_string()))?;
+        let seed = sh.seed;
+        let synth = sh.clone();
+        *slot = tokio::task::spawn_blocking(move || {
+            crate::pacer::background_priority();
+            let maker = synth
+                .image_maker
+                .get_or_init(|| crate::images::ImageMaker::new(seed, spec));
+            (0..u64::from(spec.per_request))
+                .map(|k| {
+                    let key = rng::derive(seed, &[PURPOSE_IMAGE, agent, index, k]);
+                    maker.make(key).map(Arc::new)
+                })
+                .collect::<Result<Images, String>>()
+        })
+        .await
+        .map_err(|e| EngineError::Internal(e.to_string()))?
+        .map_err(|e| EngineError::Plan(format!("trajectory {id}, request {index}: {e}")))?;
+    }
+    Ok(prepared)
+}
+
+/// The text of a turn.
+async fn prepare_text(sh: &Arc<Synth>, job: PrepJob) -> Result<Prepared, EngineError> {
+    let seed = sh.seed;
+    match &job.kind {
+        PrepKind::Fixed => return Ok(Prepared::Fresh(Arc::from(DEFAULT_PROMPT), Vec::new())),
+        PrepKind::Raw(body) => return Ok(Prepared::Raw(body.clone())),
+        // Recorded texts (or texts already sent) alone: nothing to make.
+        PrepKind::Blocks {
+            fresh,
+            blocks,
+            needs,
+        } if needs.is_empty() => {
+            return Ok(Prepared::Blocks {
+                fresh: *fresh,
+                blocks: blocks.clone(),
+                made: Vec::new(),
+                images: Vec::new(),
+            });
+        }
+        _ => {}
+    }
+    let Some(tok) = sh.tokenizer.clone() else {
+        return Err(EngineError::Plan(format!(
+            "trajectory {}: a prompt-length target needs a tokenizer (--tokenizer-model)",
+            job.trajectory_id
+        )));
+    };
+    // On the proven path a plain-text piece is a few nanoseconds per token:
+    // making it here costs less than handing it to the blocking pool.
+    if sh.makes_in_place(&job) {
+        return synthesise(&tok, seed, &sh.texts, &job);
+    }
+    let _permit = sh
+        .pool
+        .acquire()
+        .await
+        .map_err(|e| EngineError::Internal(e.to_string()))?;
+    let synth = sh.clone();
+    tokio::task::spawn_blocking(move || {
+        crate::pacer::background_priority();
+        synthesise(&tok, seed, &synth.texts, &job)
+    })
+    .await
+    .map_err(|e| EngineError::Internal(e.to_string()))?
+}
+
+fn synthesise(
+    tok: &TokenizerHandle,
+    seed: u64,
+    texts: &blocks::TextCache,
+    job: &PrepJob,
+) -> Result<Prepared, EngineError> {
+    let ctx = || {
+        format!(
+            "trajectory {}, request {}",
+            job.trajectory_id, job.request_index
+        )
+    };
+    match job.kind {
+        PrepKind::Fixed => Ok(Prepared::Fresh(Arc::from(DEFAULT_PROMPT), Vec::new())),
+        PrepKind::Raw(ref body) => Ok(Prepared::Raw(body.clone())),
+        PrepKind::Fresh { tokens, prefix } => {
+            let key = rng::derive(seed, &[PURPOSE_PROMPT, job.agent_id, job.request_index]);
+            let text = tok.exact_text_with_prefix(
+                prefix.map(|(k, n)| (k, n as usize)),
+                key,
+                tokens as usize,
+                &ctx,
+            )?;
+            Ok(Prepared::Fresh(text.into(), Vec::new()))
+        }
+        PrepKind::Append { tokens } => {
+            let key = rng::derive(seed, &[PURPOSE_ENV, job.agent_id, job.request_index]);
+            let ctx = || {
+                format!(
+                    "trajectory {}, request {}, environment",
+                    job.trajectory_id, job.request_index
+                )
+            };
+            Ok(Prepared::Append(
+                tok.exact_text(key, tokens as usize, &ctx)?.into(),
+            ))
+        }
+        PrepKind::Blocks {
+            fresh,
+            ref blocks,
+            ref needs,
+        } => {
+            let ctx = |b: usize| {
+                format!(
+                    "trajectory {}, request {}, block {b}",
+                    job.trajectory_id, job.request_index
+                )
+            };
+            let made = blocks::synthesise(tok, needs, texts, &ctx)?;
+            Ok(Prepared::Blocks {
+                fresh,
+                blocks: blocks.clone(),
+                made,
+                images: Vec::new(),
+            })
+        }
+    }
+}
+
+/// Applies a prepared turn to the conversation; returns the live blocks that fell
+/// back to their seed.
+fn apply(
+    conv: &mut Conversation,
+    prepared: Prepared,
+    last_reply: Option<Reply>,
+    agent_id: u64,
+    index: u64,
+    state: &mut BlockState,
+) -> u32 {
+    match prepared {
+        Prepared::Blocks {
+            fresh,
+            blocks,
+            made,
+            images,
+        } => {
+            let fallbacks = blocks::apply(conv, &blocks, fresh, made, last_reply.as_ref(), state);
+            if let Some(m) = conv.messages.iter_mut().find(|m| m.role == Role::User) {
+                if !images.is_empty() {
+                    m.images = images;
+                }
+            }
+            return fallbacks;
+        }
+        Prepared::Fresh(text, images) => {
+            conv.clear();
+            let mut m = Message::new(Role::User, text);
+            m.images = images;
+            conv.messages.push(m);
+        }
+        Prepared::Raw(_) => conv.clear(),
+        Prepared::Append(env) => {
+            // The reply, one synthetic call of ours, and its result (see `turn`).
+            conv.messages
+                .push(last_reply.unwrap_or_default().into_message());
+            let id = turn::agent_call_id(agent_id, index);
+            turn::call(
+                &mut conv.messages,
+                id.clone(),
+                turn::ENVIRONMENT_TOOL,
+                Arc::from("{}"),
+            );
+            conv.messages.push(turn::tool_result(env, id));
+        }
+    }
+    0
+}
+
+async fn sleep_scaled(sh: &Shared, ms: u64) -> Duration {
+    if ms == 0 {
+        return Duration::ZERO;
+    }
+    let d = Duration::from_secs_f64(ms as f64 / 1000.0 / sh.opts.time_scale.max(1e-9));
+    tokio::select! {
+        () = sh.cancel.cancelled() => Duration::ZERO,
+        () = sh.deadline.cancelled() => Duration::ZERO,
+        () = tokio::time::sleep(d) => d,
+    }
+}
+
+/// Runs one trajectory; returns its routing slot when it ends.
+async fn run_trajectory(
+    sh: Arc<Shared>,
+    agent_id: u64,
+    slot: u64,
+    traj: Trajectory,
+    first: Option<PlannedRequest>,
+    first_prepared: Option<Prepared>,
+    scheduled: Option<(Duration, Duration)>,
+) -> Result<u64, EngineError> {
+    // When the trajectory was due, and how long the admission cap held it.
+    let (scheduled, admission_wait) = match scheduled {
+        Some((due, wait)) => (Some(due), wait),
+        None => (None, Duration::ZERO),
+    };
+    let id = traj.id.clone();
+    let mut reqs = traj.requests;
+    let eligible = scheduled.unwrap_or_else(|| sh.start.elapsed());
+    let mut completed = true;
+    let mut run_started = None;
+    if let Some(first) = first {
+        let prepared = match first_prepared {
+            Some(p) => p,
+            None => prepare(&sh.synth, first_job(&sh.opts, &id, agent_id, &first)?).await?,
+        };
+        // Handed over ahead of its offset, it starts at the offset (the first
+        // request waits for it) or, when held back, now.
+        run_started = Some(sh.start.elapsed().max(eligible));
+        sh.collector().metrics.trajectories_started += 1;
+        let turn = Turn {
+            agent_id,
+            slot,
+            id: &id,
+            index: 0,
+            intended: scheduled,
+            admission_wait,
+        };
+        completed = drive(&sh, turn, first, prepared, &mut reqs).await?;
+    }
+    let admitted = run_started.unwrap_or(eligible);
+    let finished = sh.start.elapsed();
+    let rec = TrajectoryRecord {
+        agent_id,
+        trajectory_id: id.to_string(),
+        routing_slot: slot,
+        dp_rank: sh.routers.iter().find_map(|r| r.dp_rank(slot)),
+        scheduled_at_seconds: eligible.as_secs_f64(),
+        admitted_at_seconds: admitted.as_secs_f64(),
+        queue_wait_seconds: admitted.saturating_sub(eligible).as_secs_f64(),
+        finished_at_seconds: finished.as_secs_f64(),
+        runtime_seconds: finished.saturating_sub(admitted).as_secs_f64(),
+        completed: completed && !sh.cancel.is_cancelled(),
+    };
+    let mut c = sh.collector();
+    c.metrics.record_trajectory(&rec);
+    c.notify(|r| r.on_trajectory(&rec));
+    Ok(slot)
+}
+
+/// Where a run of turns starts: who sends it, and when its first request is due.
+struct Turn<'a> {
+    agent_id: u64,
+    slot: u64,
+    id: &'a Arc<str>,
+    /// The first request's index in its trajectory.
+    index: u64,
+    /// The first request's intended send time (absent: when it is ready).
+    intended: Option<Duration>,
+    /// How long the admission cap held the trajectory back before its first
+    /// request (part of that request's queue wait).
+    admission_wait: Duration,
+}
+
+/// The turn loop. Returns whether every request succeeded.
+async fn drive(
+    sh: &Arc<Shared>,
+    turn: Turn<'_>,
+    first: PlannedRequest,
+    first_prepared: Prepared,
+    reqs: &mut batchbench_contract::plan::RequestIter,
+) -> Result<bool, EngineError> {
+    let Turn {
+        agent_id,
+        slot,
+        id,
+        mut index,
+        mut intended,
+        mut admission_wait,
+    } = turn;
+    let mut conv = Conversation::default();
+    let mut cur = first;
+    let mut prepared = first_prepared;
+    let mut last_reply: Option<Reply> = None;
+    let mut prev_prompt: Option<u64> = None;
+    let mut all_ok = true;
+    let mut state = BlockState::default();
+    let mut shape = crate::prefix::Shape::new(sh.opts.cache_block_tokens);
+    let mut prev: Option<PlannedRequest> = None;
+    let overheads = crate::prefix::Overheads {
+        initial: sh.opts.initial_overhead_tokens,
+        turn: sh.opts.turn_overhead_tokens,
+    };
+    let rank = sh.routers.iter().find_map(|r| r.dp_rank(slot));
+    loop {
+        if sh.cancel.is_cancelled() || sh.deadline.is_cancelled() {
+            return Ok(false);
+        }
+        // Due now unless the schedule said when (then it is an arrival).
+        let scheduled = intended.take();
+        let arrival = scheduled.is_some();
+        let eligible = scheduled.unwrap_or_else(|| sh.start.elapsed());
+        let fresh = matches!(
+            prepared,
+            Prepared::Fresh(..) | Prepared::Raw(_) | Prepared::Blocks { fresh: true, .. }
+        );
+        let raw = match &prepared {
+            Prepared::Raw(b) => Some(b.clone()),
+            _ => None,
+        };
+        if fresh {
+            prev_prompt = None;
+        }
+        shape.advance(
+            agent_id,
+            index,
+            prev.as_ref(),
+            &cur,
+            last_reply
+                .as_ref()
+                .and_then(|r| r.usage)
+                .map(|u| u32::try_from(u.completion_tokens).unwrap_or(u32::MAX)),
+            overheads,
+        );
+        let fallbacks = apply(
+            &mut conv,
+            prepared,
+            last_reply.take(),
+            agent_id,
+            index,
+            &mut state,
+        );
+
+        // The images this request carries (the conversation's, resent each turn).
+        let (images, image_bytes) = if sh.opts.images.is_some() {
+            conv.messages
+                .iter()
+                .flat_map(|m| &m.images)
+                .fold((0, 0), |(n, b), i| (n + 1, b + i.bytes as u64))
+        } else {
+            (0, 0)
+        };
+        let ctx = RouteContext {
+            seed: sh.opts.seed,
+            agent_id,
+            routing_slot: slot,
+            trajectory_id: id,
+            request_index: index,
+        };
+        let mut extras = RouteExtras::default();
+        for r in &sh.routers {
+            r.decorate(&ctx, &mut extras)?;
+        }
+        let stream = cur.stream.unwrap_or(sh.opts.stream);
+        let mut body = BodyWriter::default();
+        sh.codec
+            .encode(
+                &EncodeRequest {
+                    model: &sh.opts.model,
+                    conversation: &conv,
+                    output: cur.output_bounds(),
+                    stream,
+                    extra_fields: &extras.body_fields,
+                    raw_body: raw.as_ref().map(|b| &*b.0),
+                },
+                &mut body,
+            )
+            .map_err(|e| {
+                EngineError::Internal(format!(
+                    "trajectory {id}, request {index}: cannot encode: {e}"
+                ))
+            })?;
+        let payload = body.finish();
+
+        // Prepare the next turn's text while this request is in flight.
+        let next = reqs.next();
+        let next_prep = match &next {
+            Some(n) => {
+                let next_job = job(&sh.opts, id, agent_id, index + 1, Some(&cur), n, &state)?;
+                Some(NextPrep::start(&sh.synth, next_job))
+            }
+            None => None,
+        };
+
+        // An arrival is handed over shortly before it is due: wait for its
+        // exact time here, with the body made, so that only the send follows.
+        if arrival && !load::until_due(sh, eligible).await {
+            if let Some(h) = next_prep {
+                h.cancel();
+            }
+            return Ok(false);
+        }
+        let (permit, queue_wait) = match load::slot(sh).await {
+            Some((p, wait)) => (p, wait + std::mem::take(&mut admission_wait)),
+            None => {
+                if let Some(h) = next_prep {
+                    h.cancel();
+                }
+                return Ok(false);
+            }
+        };
+        let warmup = load::is_warmup(sh, eligible);
+        let cache_estimate = sh
+            .estimator
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .observe(&mut shape, rank);
+        let Outcome {
+            result,
+            retries,
+            reconnects,
+            first_sent_at,
+            sent_at,
+            first_byte_at,
+            done_at,
+        } = sh
+            .transport
+            .send(&payload, &extras.headers, stream, &*sh.codec, &sh.cancel)
+            .await;
+        drop(permit);
+        let latency = done_at.saturating_duration_since(sent_at);
+        let since_start = |t: Instant| t.saturating_duration_since(sh.start);
+        let timing = SendTiming {
+            intended: eligible,
+            sent: since_start(first_sent_at),
+            last_attempt: since_start(sent_at),
+            first_byte: first_byte_at.map(since_start),
+            queue_wait,
+            warmup,
+            arrival,
+        };
+        if load::cut_at_deadline(sh, &result) {
+            if let Some(h) = next_prep {
+                h.cancel();
+            }
+            return Ok(false);
+        }
+        let ok = result.is_ok();
+        {
+            let mut c = sh.collector();
+            let c = &mut *c;
+            let mut stream_figures = (None, None);
+            let (usage, ttft, failure, estimated) = match &result {
+                Ok(reply) => {
+                    let est = crate::metrics::estimated_cached_tokens(prev_prompt, reply.usage);
+                    if let Some(u) = reply.usage {
+                        stream_figures =
+                            c.metrics.record_stream(reply, u.completion_tokens, !warmup);
+                    }
+                    (
+                        reply.usage,
+                        reply
+                            .first_token_at
+                            .map(|t| t.saturating_duration_since(sent_at)),
+                        None,
+                        est,
+                    )
+                }
+                Err((kind, msg)) => (None, None, Some((*kind, msg.as_str())), 0),
+            };
+            let ttfrt = result.as_ref().ok().and_then(|r| {
+                r.first_reasoning_at
+                    .map(|t| t.saturating_duration_since(sent_at))
+            });
+            let mut rec = RequestRecord {
+                agent_id,
+                trajectory_id: id,
+                request_index: index,
+                planned_prompt_tokens: cur.prompt_tokens,
+                retries,
+                reconnects,
+                latency,
+                server_timing: result.as_ref().ok().and_then(|r| r.server_timing),
+                usage,
+                estimated_cached_tokens: estimated,
+                cache_estimate: if ok {
+                    cache_estimate
+                } else {
+                    crate::prefix::Estimate::default()
+                },
+                live_block_fallbacks: fallbacks,
+                ttft,
+                ttfrt,
+                images,
+                image_bytes,
+                tpot: stream_figures.0,
+                itl_max: stream_figures.1,
+                token_times: match &result {
+                    Ok(reply) if sh.opts.token_times => reply
+                        .chunks
+                        .iter()
+                        .map(|(t, _)| t.saturating_duration_since(sent_at))
+                        .collect(),
+                    _ => Vec::new(),
+                },
+                slo_met: None,
+                failure,
+                timing,
+            };
+            c.metrics
+                .record_outcome(&mut rec, &sh.opts.load, &sh.opts.slo);
+            c.notify(|r| r.on_request(&rec));
+        }
+        match result {
+            Ok(reply) => {
+                prev_prompt = reply.usage.map(|u| u.prompt_tokens);
+                last_reply = Some(reply);
+                // Tool / think time follows a successful response, the last one
+                // included: an agent's end-to-end time runs through its final delay.
+                let slept = sleep_scaled(sh, cur.delay_after_ms).await;
+                if !slept.is_zero() {
+                    sh.collector().metrics.delay_total += slept;
+                }
+            }
+            Err(_) => {
+                all_ok = false;
+                prev_prompt = None;
+            }
+        }
+        let Some(n) = next else { return Ok(all_ok) };
+        let Some(handle) = next_prep else {
+            return Ok(all_ok);
+        };
+        if !ok && !n.reset_before {
+            // The conversation cannot continue without the reply.
+            handle.cancel();
+            return Ok(false);
+        }
+        prepared = handle.finish(&sh.synth).await?;
+        prev = Some(std::mem::replace(&mut cur, n));
+        index += 1;
+    }
+}
+
+/// One line of a dry run.
+#[derive(Debug, Serialize)]
+struct DryRunLine<'a> {
+    agent_id: u64,
+    trajectory_id: &'a str,
+    request_index: u64,
+    #[serde(flatten)]
+    request: &'a PlannedRequest,
+}
+
+/// Totals of a dry run.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct DryRunStats {
+    /// Trajectories planned.
+    pub trajectories: u64,
+    /// Requests planned.
+    pub requests: u64,
+    /// Sum of planned prompt tokens.
+    pub prompt_tokens: u64,
+    /// Sum of planned output tokens.
+    pub output_tokens: u64,
+}
+
+/// Prints the plan, one JSON line per request, sending nothing.
+pub fn dry_run(
+    source: &mut dyn WorkloadSource,
+    out: &mut dyn Write,
+) -> Result<DryRunStats, EngineError> {
+    let mut stats = DryRunStats::default();
+    let io = |e: std::io::Error| EngineError::Internal(format!("cannot write the plan: {e}"));
+    let mut agent_id = 0;
+    while let Some(t) = source.next_trajectory() {
+        let t = t?;
+        stats.trajectories += 1;
+        for (i, r) in t.requests.enumerate() {
+            stats.requests += 1;
+            stats.prompt_tokens += u64::from(r.prompt_tokens.unwrap_or(0));
+            stats.output_tokens += u64::from(r.output_tokens.unwrap_or(0));
+            let line = DryRunLine {
+                agent_id,
+                trajectory_id: &t.id,
+                request_index: i as u64,
+                request: &r,
+            };
+            serde_json::to_writer(&mut *out, &line)
+                .map_err(|e| EngineError::Internal(e.to_string()))?;
+            out.write_all(b"\n").map_err(io)?;
+        }
+        agent_id += 1;
+    }
+    out.flush().map_err(io)?;
+    Ok(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    //! Admission against a loopback server that answers every request after a
+    //! fixed delay: which trajectory gets which slot, when, and what is counted.
+
+    use super::*;
+    use crate::transport::TargetConfig;
+    use batchbench_contract::plugin::{CodecError, StreamDecoder, Usage};
+    use tokio::io::AsyncWriteExt;
+
+    /// Serves `HTTP/1.1 200` with an empty JSON object after `delay`, on
+    /// keep-alive connections; returns the URL.
+    async fn server(delay: Duration) -> String {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let url = format!(
+            "http://{}/",
+            l.local_addr().unwrap_or_else(|e| panic!("{e}"))
+        );
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = l.accept().await {
+                let _ = sock.set_nodelay(true);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    loop {
+                        if crate::test_http::read_request(&mut sock, &mut buf)
+                            .await
+                            .is_none()
+                        {
+                            return;
+                        }
+                        tokio::time::sleep(delay).await;
+                        let body = b"{}";
+                        let head = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                            body.len()
+                        );
+                        if sock.write_all(head.as_bytes()).await.is_err()
+                            || sock.write_all(body).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        url
+    }
+
+    /// Writes `{}` and reads every response as one token of usage.
+    struct Echo;
+
+    impl RequestCodec for Echo {
+        fn encode(&self, _: &EncodeRequest<'_>, out: &mut BodyWriter) -> Result<(), CodecError> {
+            out.write(b"{}");
+            Ok(())
+        }
+        fn decode(&self, _: &[u8]) -> Result<Reply, CodecError> {
+            Ok(Reply {
+                usage: Some(Usage {
+                    prompt_tokens: 1,
+                    completion_tokens: 1,
+                    cached_tokens: None,
+                    reasoning_tokens: None,
+                    items: None,
+                }),
+                ..Reply::default()
+            })
+        }
+        fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
+            unreachable!("these tests do not stream")
+        }
+    }
+
+    /// Trajectories of one fixed-prompt request each, at the given offsets.
+    struct Source(std::vec::IntoIter<Option<u64>>, u64);
+
+    impl WorkloadSource for Source {
+        fn info(&self) -> batchbench_contract::plugin::WorkloadInfo {
+            batchbench_contract::plugin::WorkloadInfo::default()
+        }
+        fn next_trajectory(&mut self) -> Option<Result<Trajectory, PluginError>> {
+            let at = self.0.next()?;
+            self.1 += 1;
+            let mut t =
+                Trajectory::from_vec(format!("t{}", self.1 - 1), vec![PlannedRequest::default()]);
+            t.start_after_ms = at;
+            Some(Ok(t))
+        }
+        fn needs_tokenizer(&self) -> bool {
+            false
+        }
+    }
+
+    #[derive(Clone, Default)]
+    struct Seen(Arc<Mutex<Vec<TrajectoryRecord>>>);
+
+    impl Reporter for Seen {
+        fn on_trajectory(&mut self, rec: &TrajectoryRecord) -> Result<(), PluginError> {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(rec.clone());
+            Ok(())
+        }
+    }
+
+    async fn run(
+        offsets: Vec<Option<u64>>,
+        admission: Admission,
+        max_active: usize,
+        delay_ms: u64,
+    ) -> (Summary, Vec<TrajectoryRecord>) {
+        let url = server(Duration::from_millis(delay_ms)).await;
+        let transport = Transport::new(TargetConfig {
+            url,
+            api_key: None,
+            api_key_header: None,
+            timeout: Duration::from_secs(10),
+            max_retries: 0,
+            retry_delay: Duration::ZERO,
+            headers: Vec::new(),
+            pool_size: 8,
+            verbose: false,
+            tls: Default::default(),
+            max_response_bytes: crate::transport::MAX_RESPONSE_BYTES,
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        let seen = Seen::default();
+        let opts = EngineOptions {
+            max_active,
+            admission,
+            ..EngineOptions::default()
+        };
+        let out = Engine::new(opts, transport, Arc::new(Echo))
+            .reporter(Box::new(seen.clone()))
+            .run(Box::new(Source(offsets.into_iter(), 0)))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut recs = seen
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        recs.sort_by_key(|r| r.agent_id);
+        (out.summary, recs)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn closed_loop_fills_slots_in_source_order_and_reuses_freed_ones() {
+        let (s, recs) = run(vec![None; 5], Admission::ClosedLoop, 2, 30).await;
+        assert_eq!(s.successful_requests, 5);
+        assert_eq!(s.max_active_observed, 2);
+        assert_eq!(
+            s.late_admissions, 0,
+            "closed loop has no schedule to be late for"
+        );
+        // Agent ids follow source order; the first two take slots 0 and 1 and
+        // every later one inherits a freed slot.
+        for (i, r) in recs.iter().enumerate() {
+            assert_eq!(r.agent_id, i as u64);
+            assert_eq!(r.trajectory_id, format!("t{i}"));
+            assert!(r.routing_slot < 2, "{r:?}");
+            assert!(r.completed);
+        }
+        assert_eq!((recs[0].routing_slot, recs[1].routing_slot), (0, 1));
+        assert!(
+            recs[2].admitted_at_seconds
+                >= recs[0].finished_at_seconds.min(recs[1].finished_at_seconds) - 1e-3
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn open_loop_admits_on_schedule_and_counts_what_the_cap_delays() {
+        // Uncapped: each trajectory at its offset, whatever is active.
+        let (s, recs) = run(
+            vec![Some(0), Some(40), Some(80)],
+            Admission::OpenLoop,
+            usize::MAX,
+            200,
+        )
+        .await;
+        assert_eq!(s.successful_requests, 3);
+        assert_eq!(s.late_admissions, 0);
+        assert_eq!(
+            s.max_active_observed, 3,
+            "all three overlap: each request takes 200 ms"
+        );
+        for (r, at) in recs.iter().zip([0.0, 0.04, 0.08]) {
+            assert!((r.scheduled_at_seconds - at).abs() < 1e-9, "{r:?}");
+            assert!(
+                r.admitted_at_seconds >= at,
+                "never before its offset: {r:?}"
+            );
+        }
+        // Capped at one: the later two wait for the slot and are counted late.
+        let (s, recs) = run(
+            vec![Some(0), Some(40), Some(80)],
+            Admission::OpenLoop,
+            1,
+            200,
+        )
+        .await;
+        assert_eq!(s.successful_requests, 3);
+        assert_eq!(s.late_admissions, 2);
+        assert_eq!(s.max_active_observed, 1);
+        assert!(recs[1].queue_wait_seconds > 0.1, "{:?}", recs[1]);
+        assert!(recs.iter().all(|r| r.routing_slot == 0), "one slot, reused");
+    }
+}
