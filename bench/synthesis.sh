@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 tok="$(examples/fetch-tokenizers.sh)/qwen/tokenizer.json"
 if [ -n "${BENCH_SMOKE:-}" ]; then
   echo "(smoke run of synthesis.sh: a few iterations in a debug build; the figures are noise)"
-  cargo bench --quiet --profile dev -p batchbench-core --bench synthesis -- "$tok"
+  cargo bench --quiet --profile dev -p batchbench-engine --bench synthesis -- "$tok"
 else
-  cargo bench --quiet -p batchbench-core --bench synthesis -- "$tok"
+  cargo bench --quiet -p batchbench-engine --bench synthesis -- "$tok"
 fi

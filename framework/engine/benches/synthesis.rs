@@ -3,7 +3,7 @@
 //! for the byte-level BPE tokenizers, see `tokens::proof`) and, for reference, on
 //! the per-piece checked path a tokenizer outside the proof takes.
 //!
-//! `cargo bench -p batchbench-core --bench synthesis -- TOKENIZER_JSON`
+//! `cargo bench -p batchbench-engine --bench synthesis -- TOKENIZER_JSON`
 //! (`BENCH_SMOKE=1`: a few iterations, to prove it runs).
 
 use batchbench_engine::tokens::TokenizerHandle;

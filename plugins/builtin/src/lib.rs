@@ -1,5 +1,5 @@
 //! The built-in batchbench plugins. Each registers itself exactly as an external
-//! plugin crate would, through the `register_*!` macros of `batchbench-core`.
+//! plugin crate would, through the `register_*!` macros of `batchbench-contract`.
 //!
 //! | kind | name | what |
 //! |---|---|---|
