@@ -489,12 +489,13 @@ fn ctrl_c_stops_an_export_with_130_and_writes_nothing() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"));
-    // Hold the FIFO open for writing (so the reader waits for data), then interrupt.
+    // Hold the FIFO open for writing (so the reader waits for data), then
+    // interrupt. Opening it returns once the export has opened it to read,
+    // which it does only after its SIGINT handler is registered.
     let _writer = std::fs::OpenOptions::new()
         .write(true)
         .open(&fifo)
         .unwrap_or_else(|e| panic!("{e}"));
-    std::thread::sleep(Duration::from_millis(500));
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()

@@ -350,7 +350,10 @@ fn export_plans(a: &batchbench_clickhouse::ExportArgs, cancel: Option<Cancellati
     };
     // Ctrl+C (or the host's cancellation) removes the temporary files and exits
     // 130: an export has no partial result, and nothing may be left half-written.
+    // The export starts only once the SIGINT handler is registered, so a
+    // Ctrl+C at any moment of it is an interruption, never a kill.
     let done = CancellationToken::new();
+    let (ready, registered) = std::sync::mpsc::channel();
     let watcher = {
         let (done, temps) = (done.clone(), batchbench_clickhouse::temp_files(a, output));
         std::thread::spawn(move || {
@@ -358,18 +361,26 @@ fn export_plans(a: &batchbench_clickhouse::ExportArgs, cancel: Option<Cancellati
                 .enable_all()
                 .build()
             else {
+                let _ = ready.send(());
                 return;
             };
             let interrupted = rt.block_on(async {
                 match cancel {
-                    Some(c) => tokio::select! {
-                        () = c.cancelled() => true,
-                        () = done.cancelled() => false,
-                    },
-                    None => tokio::select! {
-                        r = tokio::signal::ctrl_c() => r.is_ok(),
-                        () = done.cancelled() => false,
-                    },
+                    Some(c) => {
+                        let _ = ready.send(());
+                        tokio::select! {
+                            () = c.cancelled() => true,
+                            () = done.cancelled() => false,
+                        }
+                    }
+                    None => {
+                        let mut interrupts = crate::exit::interrupts();
+                        let _ = ready.send(());
+                        tokio::select! {
+                            r = interrupts.recv() => r,
+                            () = done.cancelled() => false,
+                        }
+                    }
                 }
             });
             if interrupted {
@@ -381,6 +392,7 @@ fn export_plans(a: &batchbench_clickhouse::ExportArgs, cancel: Option<Cancellati
             }
         })
     };
+    let _ = registered.recv();
     let result = batchbench_clickhouse::export(a, output);
     done.cancel();
     let _ = watcher.join();
