@@ -77,15 +77,11 @@ pub fn long_flags(front: &Front) -> Vec<(String, bool)> {
     flags::command_flags(&command(front))
 }
 
-/// Runs `PROGRAM analyze ARGS...`.
-pub fn main(front: &Front, args: &[OsString]) -> i32 {
+/// Runs `PROGRAM analyze ARGS...`, parsed into `matches` (of [`command`]):
+/// `args` are the arguments after `analyze`.
+pub fn main(front: &Front, matches: &clap::ArgMatches, args: &[OsString]) -> i32 {
     let prog = format!("{} analyze", front.program);
-    let mut full: Vec<OsString> = vec![prog.clone().into()];
-    full.extend(args.iter().cloned());
-    match command(front).try_get_matches_from(&full) {
-        Ok(m) => exit::exit_code(&prog, run(front, &m, args).map(|()| exit::EXIT_OK)),
-        Err(e) => exit::clap_exit(&prog, &e),
-    }
+    exit::exit_code(&prog, run(front, matches, args).map(|()| exit::EXIT_OK))
 }
 
 fn non_negative_ms(s: &str) -> Result<f64, String> {

@@ -51,12 +51,6 @@ impl Given {
     }
 }
 
-/// Every long flag of a command line and whether it takes a value: for hosts that
-/// build argument lists (the Python package checks option names against it).
-pub fn long_flags<C: clap::CommandFactory>() -> Vec<(String, bool)> {
-    command_flags(&C::command())
-}
-
 /// Every long flag of a clap command and whether it takes a value.
 pub fn command_flags(cmd: &clap::Command) -> Vec<(String, bool)> {
     cmd.get_arguments()
@@ -985,4 +979,120 @@ pub fn warn_api_key_flag(program: &str, env: &str) {
     eprintln!(
         "{program}: warning: --api-key on the command line can be read by other users of this machine (process list, shell history); set {env} instead (--api-key-env names another variable)"
     );
+}
+
+/// The run flags both commands take beside the target's and their own.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CommonArgs {
+    /// Seed for reproducible workloads, text and user tags (random when absent; reported).
+    #[arg(long, help_heading = "Workload")]
+    pub seed: Option<u64>,
+    /// Arrival process, concurrency cap, warmup and duration.
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Shards and a coordinated start.
+    #[command(flatten)]
+    pub shard: ShardArgs,
+    /// External plugins.
+    #[command(flatten)]
+    pub plugins: PluginArgs,
+    /// Output.
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// `--config` and `--print-config`.
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
+impl CommonArgs {
+    /// The spec a command's own flags start from: the `--config` file's (else
+    /// `default`), with the target, output, seed and shard flags applied.
+    pub fn base(
+        &self,
+        target: &TargetArgs,
+        default: impl FnOnce() -> Result<RunSpec, Failure>,
+        g: &Given,
+    ) -> Result<RunSpec, Failure> {
+        let mut spec = match &self.config.config {
+            Some(path) => crate::config::load(path)?,
+            None => default()?,
+        };
+        target.apply(&mut spec, g)?;
+        self.output.apply(&mut spec);
+        if let Some(seed) = self.seed {
+            spec.seed = Some(seed);
+        }
+        self.shard.apply(&mut spec)?;
+        Ok(spec)
+    }
+}
+
+/// `--input-lognorm-{median,mu,sigma,max}`: a log-normal prompt length.
+#[derive(Debug, Clone, clap::Args)]
+pub struct InputLogNormal {
+    /// Log-normal prompt length: median (preferred over mu).
+    #[arg(long, value_parser = finite)]
+    pub input_lognorm_median: Option<f64>,
+    /// Log-normal prompt length: mu of the underlying normal.
+    #[arg(long, value_parser = finite)]
+    pub input_lognorm_mu: Option<f64>,
+    /// Log-normal prompt length: sigma (required with mu or median).
+    #[arg(long, value_parser = finite)]
+    pub input_lognorm_sigma: Option<f64>,
+    /// Log-normal prompt length: upper bound.
+    #[arg(long, value_parser = finite)]
+    pub input_lognorm_max: Option<f64>,
+}
+
+impl InputLogNormal {
+    /// The family's flags.
+    pub fn flags(&self) -> LogNormalFlags {
+        LogNormalFlags {
+            mu: self.input_lognorm_mu,
+            median: self.input_lognorm_median,
+            sigma: self.input_lognorm_sigma,
+            max: self.input_lognorm_max,
+        }
+    }
+}
+
+/// `--output-lognorm-{median,mu,sigma,max}`: a log-normal output length.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OutputLogNormal {
+    /// Log-normal output length: median.
+    #[arg(long, value_parser = finite)]
+    pub output_lognorm_median: Option<f64>,
+    /// Log-normal output length: mu.
+    #[arg(long, value_parser = finite)]
+    pub output_lognorm_mu: Option<f64>,
+    /// Log-normal output length: sigma.
+    #[arg(long, value_parser = finite)]
+    pub output_lognorm_sigma: Option<f64>,
+    /// Log-normal output length: upper bound.
+    #[arg(long, value_parser = finite)]
+    pub output_lognorm_max: Option<f64>,
+}
+
+impl OutputLogNormal {
+    /// The family's flags.
+    pub fn flags(&self) -> LogNormalFlags {
+        LogNormalFlags {
+            mu: self.output_lognorm_mu,
+            median: self.output_lognorm_median,
+            sigma: self.output_lognorm_sigma,
+            max: self.output_lognorm_max,
+        }
+    }
+}
+
+/// The first flag of a log-normal family given (median, mu, sigma, max), if any.
+pub fn first_lognorm(family: &str, f: &LogNormalFlags) -> Option<String> {
+    [
+        ("median", f.median),
+        ("mu", f.mu),
+        ("sigma", f.sigma),
+        ("max", f.max),
+    ]
+    .into_iter()
+    .find_map(|(k, v)| v.map(|_| format!("--{family}-lognorm-{k}")))
 }

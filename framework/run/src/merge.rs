@@ -76,26 +76,6 @@ pub struct Merged {
     pub summary: Summary,
 }
 
-/// Runs `PROGRAM merge ARGS...` (the command's name and CSV columns from
-/// `front`): for a command whose own flags take the command line, as
-/// `batchbench-agent`'s do.
-pub fn main_args(front: &crate::series::Front, args: &[std::ffi::OsString]) -> i32 {
-    use clap::{Args, FromArgMatches};
-    let name = format!("{} merge", front.program);
-    let cmd = MergeArgs::augment_args(clap::Command::new("merge"))
-        .bin_name(name.clone())
-        .about("Join the results directories of a run's shards into the one run's, exactly")
-        .long_about(LONG_ABOUT);
-    let argv = std::iter::once(std::ffi::OsString::from(name.clone())).chain(args.iter().cloned());
-    let parsed = cmd
-        .try_get_matches_from(argv)
-        .and_then(|m| MergeArgs::from_arg_matches(&m));
-    match parsed {
-        Ok(a) => main(front.profile, &a),
-        Err(e) => exit::clap_exit(&name, &e),
-    }
-}
-
 /// Runs `PROGRAM merge` from its parsed flags; the exit code a run of the
 /// merged figures would have (1 when the merged run failed).
 pub fn main(profile: &Profile, args: &MergeArgs) -> i32 {

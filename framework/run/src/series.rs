@@ -39,6 +39,12 @@ pub struct Dimension {
 }
 
 impl Dimension {
+    /// A dimension named `name` (its flag without the dashes), of `unit`,
+    /// `whole` numbers only or not.
+    pub const fn new(name: &'static str, unit: &'static str, whole: bool) -> Self {
+        Self { name, unit, whole }
+    }
+
     fn flag(&self) -> String {
         format!("--{}", self.name)
     }
@@ -169,21 +175,18 @@ pub use batchbench_contract::results::series::{
     BoundVerdict, Capacity, Estimate, Point, SERIES_VERSION, SeriesDoc,
 };
 
-/// Runs `batchbench sweep ...` or `capacity ...`: `args` are the arguments
-/// after the subcommand's name. Returns the exit code.
+/// Runs `batchbench sweep ...` or `capacity ...`, parsed into `matches` (of
+/// [`command`]): `args` are the arguments after the subcommand's name.
+/// Returns the exit code.
 pub fn main(
     front: &Front,
     kind: Kind,
+    matches: &clap::ArgMatches,
     args: &[OsString],
     cancel: Option<CancellationToken>,
 ) -> i32 {
     let prog = format!("{} {}", front.program, kind.name());
-    let mut full: Vec<OsString> = vec![prog.clone().into()];
-    full.extend(args.iter().cloned());
-    match command(front, kind).try_get_matches_from(&full) {
-        Ok(m) => exit::exit_code(&prog, run(front, kind, &m, args, cancel)),
-        Err(e) => exit::clap_exit(&prog, &e),
-    }
+    exit::exit_code(&prog, run(front, kind, matches, args, cancel))
 }
 
 /// The clap command of a series (for `--help` and parsing).

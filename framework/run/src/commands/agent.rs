@@ -6,9 +6,9 @@
 //! `synthetic_agents`, `replay_jsonl` or `--workload` plugin's workload.
 
 use crate::assemble::Profile;
-use crate::exit::{self, Failure};
+use crate::exit::Failure;
 use crate::flags::{
-    self, ConfigArgs, Given, LoadArgs, LoadView, OutputArgs, PluginArgs, PluginsView, TargetArgs,
+    self, CommonArgs, Given, InputLogNormal, LoadView, OutputLogNormal, PluginsView, TargetArgs,
 };
 use crate::series;
 use batchbench_contract::dist::{LengthDist, LogNormalFlags};
@@ -18,13 +18,14 @@ use batchbench_engine::run::DryRunStats;
 use batchbench_plugins::agents::SyntheticAgentsConfig;
 use batchbench_plugins::replay::ReplayConfig;
 use batchbench_plugins::routers::{DpRankConfig, UserTagConfig};
-use clap::Parser;
 use serde::Serialize;
-use std::ffi::OsString;
 use std::path::PathBuf;
-use tokio_util::sync::CancellationToken;
 
-const LONG_ABOUT: &str = "\
+/// The `--help` summary of `batchbench-agent`.
+pub const ABOUT: &str = "Benchmark LLM servers with concurrent stateful agent loops";
+
+/// The `--help` text of `batchbench-agent`.
+pub const LONG_ABOUT: &str = "\
 Benchmark an OpenAI-compatible LLM server with concurrent stateful agent loops.
 
 Each of --agents agents makes --tool-invocations model requests in sequence. After each
@@ -54,15 +55,9 @@ Shards: --shard I/N (or --shards N in a Kubernetes Indexed Job) runs one part of
 run; `batchbench-agent merge DIR... -o DIR` joins the shards' --output-dir exactly. See
 `batchbench-agent merge --help`.";
 
-/// Command line of `batchbench-agent`.
-#[derive(Debug, Parser)]
-#[command(name = "batchbench-agent", version, about = "Benchmark LLM servers with concurrent stateful agent loops", long_about = LONG_ABOUT)]
-#[command(allow_negative_numbers = true)]
-pub struct Cli {
-    /// Target and protocol.
-    #[command(flatten)]
-    pub target: TargetArgs,
-
+/// `batchbench-agent`'s own run flags (beside the target's and the shared ones).
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentArgs {
     /// Independent agent loops [default: 1].
     #[arg(long, value_parser = flags::positive, help_heading = "Workload")]
     pub agents: Option<u64>,
@@ -85,22 +80,18 @@ pub struct Cli {
     /// Sleep after each successful response, in milliseconds [default: 0].
     #[arg(long, value_parser = flags::non_negative, help_heading = "Workload")]
     pub tool_call_latency_ms: Option<u64>,
-    /// Seed for reproducible plans, text and user tags (random when absent; reported).
-    #[arg(long, help_heading = "Workload")]
-    pub seed: Option<u64>,
 
     /// Start this many agents (or replayed trajectories, instead of their recorded
     /// offsets) per second; each agent's later turns follow its replies.
     #[arg(long, value_parser = flags::positive_number, value_name = "PER_SECOND", help_heading = "Load")]
     pub session_rate: Option<f64>,
-    /// Arrival process, concurrency cap, warmup and duration.
-    #[command(flatten)]
-    pub load: LoadArgs,
 
-    /// Shards and a coordinated start.
-    #[command(flatten)]
-    pub shard: flags::ShardArgs,
-
+    /// `--input-lognorm-*`.
+    #[command(flatten, next_help_heading = "Log-normal workload")]
+    pub input_lognorm: InputLogNormal,
+    /// `--output-lognorm-*`.
+    #[command(flatten, next_help_heading = "Log-normal workload")]
+    pub output_lognorm: OutputLogNormal,
     #[command(flatten)]
     lognorm: LogNormalArgs,
 
@@ -140,20 +131,9 @@ pub struct Cli {
     #[arg(long, value_name = "N", value_parser = flags::non_negative, help_heading = "Identity and routing")]
     pub dp_rank_perfect_routing_num: Option<u64>,
 
-    /// External plugins.
-    #[command(flatten)]
-    pub plugins: PluginArgs,
-
-    /// Output.
-    #[command(flatten)]
-    pub output: OutputArgs,
     /// Write one JSON line per agent: admission, queue wait, routing slot, DP rank, runtime, completion.
     #[arg(long, value_name = "PATH", help_heading = "Output")]
     pub agent_events_jsonl: Option<PathBuf>,
-
-    /// `--config` and `--print-config`.
-    #[command(flatten)]
-    pub config: ConfigArgs,
 }
 
 /// `--admission`.
@@ -177,30 +157,6 @@ impl AdmissionArg {
 /// The log-normal flag families, each `*-lognorm-{median,mu,sigma,max}`.
 #[derive(Debug, Clone, clap::Args)]
 struct LogNormalArgs {
-    /// Log-normal initial prompt: median (preferred over mu).
-    #[arg(long, value_parser = flags::finite, help_heading = "Log-normal workload")]
-    input_lognorm_median: Option<f64>,
-    /// Log-normal initial prompt: mu of the underlying normal.
-    #[arg(long, value_parser = flags::finite, help_heading = "Log-normal workload")]
-    input_lognorm_mu: Option<f64>,
-    /// Log-normal initial prompt: sigma (required).
-    #[arg(long, value_parser = flags::finite, help_heading = "Log-normal workload")]
-    input_lognorm_sigma: Option<f64>,
-    /// Log-normal initial prompt: upper bound.
-    #[arg(long, value_parser = flags::finite, help_heading = "Log-normal workload")]
-    input_lognorm_max: Option<f64>,
-    /// Log-normal output: median.
-    #[arg(long, value_parser = flags::finite, help_heading = "Log-normal workload")]
-    output_lognorm_median: Option<f64>,
-    /// Log-normal output: mu.
-    #[arg(long, value_parser = flags::finite, help_heading = "Log-normal workload")]
-    output_lognorm_mu: Option<f64>,
-    /// Log-normal output: sigma.
-    #[arg(long, value_parser = flags::finite, help_heading = "Log-normal workload")]
-    output_lognorm_sigma: Option<f64>,
-    /// Log-normal output: upper bound.
-    #[arg(long, value_parser = flags::finite, help_heading = "Log-normal workload")]
-    output_lognorm_max: Option<f64>,
     /// Log-normal environment response: median.
     #[arg(long, value_parser = flags::finite, help_heading = "Log-normal workload")]
     environment_lognorm_median: Option<f64>,
@@ -268,14 +224,6 @@ impl LogNormalArgs {
     fn first_given(&self) -> Option<&'static str> {
         let l = self;
         [
-            ("--input-lognorm-median", l.input_lognorm_median.is_some()),
-            ("--input-lognorm-mu", l.input_lognorm_mu.is_some()),
-            ("--input-lognorm-sigma", l.input_lognorm_sigma.is_some()),
-            ("--input-lognorm-max", l.input_lognorm_max.is_some()),
-            ("--output-lognorm-median", l.output_lognorm_median.is_some()),
-            ("--output-lognorm-mu", l.output_lognorm_mu.is_some()),
-            ("--output-lognorm-sigma", l.output_lognorm_sigma.is_some()),
-            ("--output-lognorm-max", l.output_lognorm_max.is_some()),
             (
                 "--environment-lognorm-median",
                 l.environment_lognorm_median.is_some(),
@@ -330,9 +278,18 @@ impl LogNormalArgs {
     }
 }
 
+impl AgentArgs {
+    /// The first log-normal flag given, if any.
+    fn first_lognorm(&self) -> Option<String> {
+        flags::first_lognorm("input", &self.input_lognorm.flags())
+            .or_else(|| flags::first_lognorm("output", &self.output_lognorm.flags()))
+            .or_else(|| self.lognorm.first_given().map(str::to_owned))
+    }
+}
+
 /// Checks how the workload flags combine: a manifest excludes every synthetic shape
 /// flag; the replay flags need a manifest.
-fn check_mode(c: &Cli) -> Result<(), Failure> {
+fn check_mode(c: &AgentArgs, common: &CommonArgs) -> Result<(), Failure> {
     let bad = |m: String| Failure::bad(m);
     if !(c.time_scale.is_finite() && c.time_scale > 0.0) {
         return Err(bad(format!(
@@ -340,13 +297,13 @@ fn check_mode(c: &Cli) -> Result<(), Failure> {
             c.time_scale
         )));
     }
-    if c.agent_plans_jsonl.is_some() && c.plugins.workload.is_some() {
+    if c.agent_plans_jsonl.is_some() && common.plugins.workload.is_some() {
         return Err(bad(
             "--workload and --agent-plans-jsonl are two workloads: give one".into(),
         ));
     }
-    if c.agent_plans_jsonl.is_some() || c.plugins.workload.is_some() {
-        let what = if c.plugins.workload.is_some() {
+    if c.agent_plans_jsonl.is_some() || common.plugins.workload.is_some() {
+        let what = if common.plugins.workload.is_some() {
             "--workload"
         } else {
             "--agent-plans-jsonl"
@@ -360,8 +317,8 @@ fn check_mode(c: &Cli) -> Result<(), Failure> {
             ("--tool-call-latency-ms", c.tool_call_latency_ms.is_some()),
         ]
         .into_iter()
-        .find_map(|(flag, given)| given.then_some(flag))
-        .or_else(|| c.lognorm.first_given());
+        .find_map(|(flag, given)| given.then_some(flag.to_owned()))
+        .or_else(|| c.first_lognorm());
         if let Some(flag) = synthetic {
             return Err(bad(format!(
                 "{what} replays recorded shapes and cannot be combined with {flag}"
@@ -369,7 +326,7 @@ fn check_mode(c: &Cli) -> Result<(), Failure> {
         }
         return Ok(());
     }
-    if c.config.config.is_some() {
+    if common.config.config.is_some() {
         // The file names the workload; the replay flags apply to it as given.
         return Ok(());
     }
@@ -395,7 +352,7 @@ fn check_mode(c: &Cli) -> Result<(), Failure> {
     Ok(())
 }
 
-fn validate(c: &Cli) -> Result<Shape, Failure> {
+fn validate(c: &AgentArgs) -> Result<Shape, Failure> {
     let bad = |m: &str| Failure::bad(m);
     let l = &c.lognorm;
     let pick = |family: &str,
@@ -405,28 +362,8 @@ fn validate(c: &Cli) -> Result<Shape, Failure> {
      -> Result<LengthDist, Failure> {
         Ok(flags::length(family, fixed, 0, flags)?.unwrap_or(LengthDist::fixed(default)))
     };
-    let input = pick(
-        "input",
-        c.input_tokens,
-        128,
-        ln(
-            l.input_lognorm_mu,
-            l.input_lognorm_median,
-            l.input_lognorm_sigma,
-            l.input_lognorm_max,
-        ),
-    )?;
-    let output = pick(
-        "output",
-        c.output_tokens,
-        64,
-        ln(
-            l.output_lognorm_mu,
-            l.output_lognorm_median,
-            l.output_lognorm_sigma,
-            l.output_lognorm_max,
-        ),
-    )?;
+    let input = pick("input", c.input_tokens, 128, c.input_lognorm.flags())?;
+    let output = pick("output", c.output_tokens, 64, c.output_lognorm.flags())?;
     let environment = pick(
         "environment",
         c.environment_tokens,
@@ -505,113 +442,17 @@ fn validate(c: &Cli) -> Result<Shape, Failure> {
     })
 }
 
-/// Runs `batchbench-agent` with these arguments (the first is the program name)
-/// and returns the exit code.
-pub fn run<I, T>(args: I) -> i32
-where
-    I: IntoIterator<Item = T>,
-    T: Into<OsString> + Clone,
-{
-    run_with(args, None)
-}
-
-/// Resolves a command line (program name first) into the run spec it
-/// describes: what `--print-config` prints.
-pub fn resolve_args<I, T>(args: I) -> Result<RunSpec, Failure>
-where
-    I: IntoIterator<Item = T>,
-    T: Into<OsString> + Clone,
-{
-    let (cli, m) = super::parse::<Cli, _, _>(args).map_err(|e| super::bad_args(&e))?;
-    super::spec_of(&cli, m)
-}
-
-/// Every long flag and whether it takes a value: for hosts that build argument
-/// lists (the Python package checks option names against it).
-pub fn flags() -> Vec<(String, bool)> {
-    flags::long_flags::<Cli>()
-}
-
-/// Every long flag of `batchbench-agent sweep` or `batchbench-agent capacity`.
-pub fn series_flags(kind: series::Kind) -> Vec<(String, bool)> {
-    series::long_flags(&FRONT, kind)
-}
-
-/// Every long flag of `analyze`.
-pub fn analyze_flags() -> Vec<(String, bool)> {
-    crate::analyze::long_flags(&FRONT)
-}
-
 /// What `sweep` and `capacity` vary: the session rate (open loop), the
 /// agents of a closed loop, the cap on active agents, or the cap on requests
 /// in flight.
 pub const DIMENSIONS: &[series::Dimension] = &[
-    series::Dimension {
-        name: "session-rate",
-        unit: "sessions/s",
-        whole: false,
-    },
-    series::Dimension {
-        name: "agents",
-        unit: "agents",
-        whole: true,
-    },
-    series::Dimension {
-        name: "max-active-agents",
-        unit: "agents",
-        whole: true,
-    },
-    series::Dimension {
-        name: "max-concurrency",
-        unit: "requests",
-        whole: true,
-    },
+    series::Dimension::new("session-rate", "sessions/s", false),
+    series::Dimension::new("agents", "agents", true),
+    series::Dimension::new("max-active-agents", "agents", true),
+    series::Dimension::new("max-concurrency", "requests", true),
 ];
 
-fn series_command() -> clap::Command {
-    use clap::CommandFactory;
-    Cli::command()
-}
-
-/// `batchbench-agent` as a series sees it.
-pub const FRONT: series::Front = series::Front {
-    program: "batchbench-agent",
-    command: series_command,
-    resolve: resolve_args::<Vec<OsString>, OsString>,
-    profile: &PROFILE,
-    dimensions: DIMENSIONS,
-};
-
-/// [`run`] for a host that cancels the run through `cancel` (instead of Ctrl+C,
-/// whose handler is then not installed): the Python package.
-pub fn run_embedded<I, T>(args: I, cancel: CancellationToken) -> i32
-where
-    I: IntoIterator<Item = T>,
-    T: Into<OsString> + Clone,
-{
-    run_with(args, Some(cancel))
-}
-
-fn run_with<I, T>(args: I, cancel: Option<CancellationToken>) -> i32
-where
-    I: IntoIterator<Item = T>,
-    T: Into<OsString> + Clone,
-{
-    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-    if let Some(kind) = series::Kind::of(args.get(1)) {
-        return series::main(&FRONT, kind, &args[2..], cancel);
-    }
-    if args.get(1).is_some_and(|a| a == "analyze") {
-        return crate::analyze::main(&FRONT, &args[2..]);
-    }
-    if args.get(1).is_some_and(|a| a == "merge") {
-        return crate::merge::main_args(&FRONT, &args[2..]);
-    }
-    match super::parse::<Cli, _, _>(args) {
-        Ok((cli, m)) => exit::exit_code("batchbench-agent", super::launch(&cli, m, cancel)),
-        Err(e) => exit::clap_exit("batchbench-agent", &e),
-    }
-}
+front!(AgentArgs);
 
 /// The CSV columns `batchbench-agent` promises: the legacy ones existing
 /// notebooks read, in order, then our additions. Each is a field of the run
@@ -862,24 +703,20 @@ const SHAPE_FLAGS: &[&str] = &[
 ];
 
 /// Resolves the flags (over the `--config` file, when given) into the run spec.
-pub fn resolve(c: &Cli, g: &Given) -> Result<RunSpec, Failure> {
-    check_mode(c)?;
+pub fn resolve(
+    c: &AgentArgs,
+    target: &TargetArgs,
+    common: &CommonArgs,
+    g: &Given,
+) -> Result<RunSpec, Failure> {
+    check_mode(c, common)?;
     let shape = validate(c)?;
-    let mut spec = match &c.config.config {
-        Some(path) => crate::config::load(path)?,
-        None => default_spec()?,
-    };
-    c.target.apply(&mut spec, g)?;
-    c.output.apply(&mut spec);
+    let mut spec = common.base(target, default_spec, g)?;
     if c.agent_events_jsonl.is_some() {
         spec.output
             .agent_events_jsonl
             .clone_from(&c.agent_events_jsonl);
     }
-    if let Some(seed) = c.seed {
-        spec.seed = Some(seed);
-    }
-    c.shard.apply(&mut spec)?;
     if g.has("admission") {
         spec.admission.mode = c.admission.mode();
     }
@@ -889,7 +726,7 @@ pub fn resolve(c: &Cli, g: &Given) -> Result<RunSpec, Failure> {
     if c.max_active_agents.is_some() {
         spec.admission.max_active = c.max_active_agents;
     }
-    c.load.apply(
+    common.load.apply(
         &mut spec,
         c.session_rate,
         "--session-rate",
@@ -918,7 +755,7 @@ pub fn resolve(c: &Cli, g: &Given) -> Result<RunSpec, Failure> {
         spec.template.turn_overhead_tokens =
             u32::try_from(c.replay_turn_overhead_tokens).unwrap_or(u32::MAX);
     }
-    if let Some(w) = c.plugins.workload()? {
+    if let Some(w) = common.plugins.workload()? {
         spec.workload = w;
     } else if let Some(path) = &c.agent_plans_jsonl {
         let cfg = ReplayConfig {
@@ -966,7 +803,7 @@ pub fn resolve(c: &Cli, g: &Given) -> Result<RunSpec, Failure> {
             .iter()
             .find(|f| g.explicit(f))
             .map(|f| format!("--{}", f.replace('_', "-")));
-        if let Some(flag) = fixed.or_else(|| c.lognorm.first_given().map(str::to_owned)) {
+        if let Some(flag) = fixed.or_else(|| c.first_lognorm()) {
             return Err(Failure::bad(format!(
                 "{flag} shapes the {SYNTHETIC} workload, and the config file's workload is {}",
                 spec.workload.name
@@ -1017,22 +854,6 @@ pub fn resolve(c: &Cli, g: &Given) -> Result<RunSpec, Failure> {
             .unwrap_or(spec.routers.len());
         spec.routers.insert(at, dp);
     }
-    c.plugins.apply(&mut spec)?;
+    common.plugins.apply(&mut spec)?;
     Ok(spec)
-}
-
-impl super::Front for Cli {
-    const PROFILE: Profile = PROFILE;
-
-    fn config(&self) -> &ConfigArgs {
-        &self.config
-    }
-
-    fn target(&self) -> &TargetArgs {
-        &self.target
-    }
-
-    fn resolve(&self, g: &Given) -> Result<RunSpec, Failure> {
-        resolve(self, g)
-    }
 }

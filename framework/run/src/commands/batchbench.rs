@@ -5,23 +5,24 @@
 //! flat configuration view are the ones existing notebooks read.
 
 use crate::assemble::Profile;
-use crate::exit::{self, Failure};
+use crate::exit::Failure;
 use crate::flags::{
-    self, ConfigArgs, Given, LoadArgs, LoadView, OutputArgs, PluginArgs, PluginsView, TargetArgs,
+    self, CommonArgs, Given, InputLogNormal, LoadView, OutputLogNormal, PluginsView, TargetArgs,
 };
 use crate::series;
-use batchbench_contract::dist::{LengthDist, LogNormalFlags};
+use batchbench_contract::dist::LengthDist;
 use batchbench_contract::plugin::WorkloadInfo;
-use batchbench_contract::registry;
 use batchbench_contract::spec::{PluginSpec, Release, RunSpec};
 use batchbench_engine::run::DryRunStats;
 use batchbench_plugins::batch::FiniteBatchConfig;
-use clap::{Args, Parser, Subcommand};
+use clap::Args;
 use serde::Serialize;
-use std::ffi::OsString;
-use tokio_util::sync::CancellationToken;
 
-const LONG_ABOUT: &str = "\
+/// The `--help` summary of `batchbench`.
+pub const ABOUT: &str = "Benchmark LLM-serving systems under concurrent load";
+
+/// The `--help` text of `batchbench`.
+pub const LONG_ABOUT: &str = "\
 Benchmark an OpenAI-compatible LLM server with many concurrent users.
 
 Each of --users users sends --requests-per-user requests one after another; users run
@@ -35,117 +36,9 @@ requests and prints a partial summary (exit 130).
 Exit codes: 0 run completed, 1 run could not complete or no request succeeded (or more
 than --max-failure-rate failed), 2 bad input (nothing sent), 130 interrupted.";
 
-/// Command line of `batchbench`.
-#[derive(Debug, Parser)]
-#[command(name = "batchbench", version, about = "Benchmark LLM-serving systems under concurrent load", long_about = LONG_ABOUT)]
-#[command(args_conflicts_with_subcommands = true, allow_negative_numbers = true)]
-pub struct Cli {
-    /// A subcommand; without one, run a benchmark.
-    #[command(subcommand)]
-    pub command: Option<Command>,
-    /// Benchmark flags.
-    #[command(flatten)]
-    pub bench: BenchArgs,
-}
-
-/// Subcommands.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// List every registered plugin (kind, name, description, example config).
-    Plugins {
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-        /// Load an external plugin first (.wasm or a native library), to list it
-        /// beside the built-ins. Repeatable.
-        #[arg(long = "plugin", value_name = "PATH")]
-        plugins: Vec<std::path::PathBuf>,
-    },
-    /// Run the benchmark once per load value of one dimension, into a results
-    /// directory, stopping at saturation (batchbench sweep --help).
-    Sweep(Box<SweepCmd>),
-    /// Describe a workload before running it: sessions, token shapes, arrivals,
-    /// prefix sharing, cache hit rates; nothing is sent (batchbench analyze --help).
-    Analyze(Box<AnalyzeCmd>),
-    /// Find the highest load that meets the SLO (batchbench capacity --help).
-    Capacity(Box<CapacityCmd>),
-    /// Write one self-contained HTML report of results directories (runs, sweeps)
-    ///
-    /// A run's directory (--output-dir), a sweep's or a capacity search's;
-    /// several overlay.
-    ///
-    /// Latency CDFs, time series, latency against prompt length, cached tokens
-    /// per turn, a series' throughput, goodput and latency against load with
-    /// its SLO, and each run's summary and spec. Nothing is re-run. Exit codes:
-    /// 0 written, 1 it could not be written, 2 a directory is missing, from a
-    /// newer format, incomplete or malformed (the message names the file).
-    Report(crate::report::ReportArgs),
-    /// Write one run's results directory as the llm-d Benchmark Report (v0.2.1, YAML)
-    ///
-    /// Exit codes: 0 written, 1 it could not be written, 2 the directory cannot
-    /// be read (the message names the file).
-    Export(crate::report::ExportArgs),
-    /// Join the results directories of a run's shards (--shard I/N) into the
-    /// one run's, exactly
-    #[command(long_about = crate::merge::LONG_ABOUT)]
-    Merge(crate::merge::MergeArgs),
-    /// Compare two runs' results directories; with --fail-if, a gate for CI
-    ///
-    /// Every figure's change, a significance test on the per-request latencies,
-    /// and --fail-if thresholds. Exit codes: 0 no threshold breached, 1 one
-    /// was, 2 bad input (a directory or a threshold; the message names it).
-    Compare(crate::report::CompareArgs),
-    /// Turn a window of ClickHouse prompt-chain records into a version-2 replay
-    /// manifest (CLICKHOUSE_URL, or --rows-jsonl to re-export offline).
-    ///
-    /// Sessions are reconstructed from the chains: within a principal a request
-    /// continues the latest earlier request (within --link-window-hours) whose chain
-    /// is a strict prefix of its own. The manifest is written only once it validates
-    /// as a replay manifest. Exit codes: 0 written, 1 export failed (no file), 2 bad
-    /// flags.
-    ExportPlans(Box<batchbench_clickhouse::ExportArgs>),
-}
-
-/// `batchbench analyze`: its flags and a run's.
-#[derive(Debug, Clone, Args)]
-pub struct AnalyzeCmd {
-    /// The analysis' flags.
-    #[command(flatten)]
-    pub analyze: crate::analyze::AnalyzeArgs,
-    /// The run's flags.
-    #[command(flatten)]
-    pub bench: BenchArgs,
-}
-
-/// `batchbench sweep`: the series' flags and a run's.
-#[derive(Debug, Clone, Args)]
-pub struct SweepCmd {
-    /// The sweep's flags.
-    #[command(flatten)]
-    pub sweep: series::SweepArgs,
-    /// The run's flags.
-    #[command(flatten)]
-    pub bench: BenchArgs,
-}
-
-/// `batchbench capacity`: the search's flags and a run's.
-#[derive(Debug, Clone, Args)]
-pub struct CapacityCmd {
-    /// The search's flags.
-    #[command(flatten)]
-    pub capacity: series::CapacityArgs,
-    /// The run's flags.
-    #[command(flatten)]
-    pub bench: BenchArgs,
-}
-
-/// The flags of a benchmark run.
+/// `batchbench`'s own run flags (beside the target's and the shared ones).
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
-    /// Target and protocol flags shared with `batchbench-agent`.
-    #[command(flatten)]
-    pub target: TargetArgs,
-
     /// Concurrent users.
     #[arg(long, default_value = "1", value_parser = flags::positive, help_heading = "Workload")]
     pub users: u64,
@@ -165,279 +58,34 @@ pub struct BenchArgs {
     /// Fraction of each prompt shared as a common prefix across prompts (0.0-1.0).
     #[arg(long, default_value = "0.0", value_parser = flags::finite, help_heading = "Workload")]
     pub input_prefix_overlap: f64,
-    /// Log-normal prompt length: mu of the underlying normal.
-    #[arg(long, value_parser = flags::finite, help_heading = "Workload")]
-    pub input_lognorm_mu: Option<f64>,
-    /// Log-normal prompt length: median (preferred over mu).
-    #[arg(long, value_parser = flags::finite, help_heading = "Workload")]
-    pub input_lognorm_median: Option<f64>,
-    /// Log-normal prompt length: sigma (required with mu or median).
-    #[arg(long, value_parser = flags::finite, help_heading = "Workload")]
-    pub input_lognorm_sigma: Option<f64>,
-    /// Log-normal prompt length: upper bound.
-    #[arg(long, value_parser = flags::finite, help_heading = "Workload")]
-    pub input_lognorm_max: Option<f64>,
+    /// `--input-lognorm-*`.
+    #[command(flatten, next_help_heading = "Workload")]
+    pub input_lognorm: InputLogNormal,
     /// Exact output length (sent as min and max tokens).
     #[arg(long, value_parser = flags::non_negative, help_heading = "Workload")]
     pub output_tokens: Option<u64>,
     /// Uniform +/- variation of the output length.
     #[arg(long, default_value = "0", value_parser = flags::non_negative, help_heading = "Workload")]
     pub output_vary: u64,
-    /// Log-normal output length: mu.
-    #[arg(long, value_parser = flags::finite, help_heading = "Workload")]
-    pub output_lognorm_mu: Option<f64>,
-    /// Log-normal output length: median.
-    #[arg(long, value_parser = flags::finite, help_heading = "Workload")]
-    pub output_lognorm_median: Option<f64>,
-    /// Log-normal output length: sigma.
-    #[arg(long, value_parser = flags::finite, help_heading = "Workload")]
-    pub output_lognorm_sigma: Option<f64>,
-    /// Log-normal output length: upper bound.
-    #[arg(long, value_parser = flags::finite, help_heading = "Workload")]
-    pub output_lognorm_max: Option<f64>,
-    /// Seed for reproducible sampling and text (random when absent; reported).
-    #[arg(long, help_heading = "Workload")]
-    pub seed: Option<u64>,
-
+    /// `--output-lognorm-*`.
+    #[command(flatten, next_help_heading = "Workload")]
+    pub output_lognorm: OutputLogNormal,
     /// Release requests at this many per second (open loop), whatever is in
     /// flight, instead of each user's next request after its previous reply.
     /// The requests and their bodies stay the same.
     #[arg(long, value_parser = flags::positive_number, value_name = "PER_SECOND", help_heading = "Load")]
     pub request_rate: Option<f64>,
-    /// Arrival process, concurrency cap, warmup and duration.
-    #[command(flatten)]
-    pub load: LoadArgs,
-
-    /// Shards and a coordinated start.
-    #[command(flatten)]
-    pub shard: flags::ShardArgs,
-
-    /// External plugins.
-    #[command(flatten)]
-    pub plugins: PluginArgs,
-
-    /// Output flags shared with `batchbench-agent`.
-    #[command(flatten)]
-    pub output: OutputArgs,
-
-    /// `--config` and `--print-config`.
-    #[command(flatten)]
-    pub config: ConfigArgs,
-}
-
-/// Runs `batchbench` with these arguments (the first is the program name) and
-/// returns the exit code.
-pub fn run<I, T>(args: I) -> i32
-where
-    I: IntoIterator<Item = T>,
-    T: Into<OsString> + Clone,
-{
-    run_with(args, None)
-}
-
-/// Resolves a command line (program name first) into the run spec it
-/// describes: what `--print-config` prints.
-pub fn resolve_args<I, T>(args: I) -> Result<RunSpec, Failure>
-where
-    I: IntoIterator<Item = T>,
-    T: Into<OsString> + Clone,
-{
-    let (cli, m) = super::parse::<Cli, _, _>(args).map_err(|e| super::bad_args(&e))?;
-    super::spec_of(&cli.bench, m)
-}
-
-/// Every long flag and whether it takes a value: for hosts that build argument
-/// lists (the Python package checks option names against it).
-pub fn flags() -> Vec<(String, bool)> {
-    flags::long_flags::<Cli>()
-}
-
-/// Every long flag of `batchbench sweep` or `batchbench capacity`.
-pub fn series_flags(kind: series::Kind) -> Vec<(String, bool)> {
-    series::long_flags(&FRONT, kind)
-}
-
-/// Every long flag of `analyze`.
-pub fn analyze_flags() -> Vec<(String, bool)> {
-    crate::analyze::long_flags(&FRONT)
 }
 
 /// What `sweep` and `capacity` vary: users (closed loop), the concurrency
 /// cap, or the request rate (open loop).
 pub const DIMENSIONS: &[series::Dimension] = &[
-    series::Dimension {
-        name: "request-rate",
-        unit: "req/s",
-        whole: false,
-    },
-    series::Dimension {
-        name: "users",
-        unit: "users",
-        whole: true,
-    },
-    series::Dimension {
-        name: "max-concurrency",
-        unit: "requests",
-        whole: true,
-    },
+    series::Dimension::new("request-rate", "req/s", false),
+    series::Dimension::new("users", "users", true),
+    series::Dimension::new("max-concurrency", "requests", true),
 ];
 
-fn series_command() -> clap::Command {
-    BenchArgs::augment_args(clap::Command::new("batchbench")).allow_negative_numbers(true)
-}
-
-/// `batchbench` as a series sees it.
-pub const FRONT: series::Front = series::Front {
-    program: "batchbench",
-    command: series_command,
-    resolve: resolve_args::<Vec<OsString>, OsString>,
-    profile: &PROFILE,
-    dimensions: DIMENSIONS,
-};
-
-/// [`run`] for a host that cancels the run through `cancel` (instead of Ctrl+C,
-/// whose handler is then not installed): the Python package.
-pub fn run_embedded<I, T>(args: I, cancel: CancellationToken) -> i32
-where
-    I: IntoIterator<Item = T>,
-    T: Into<OsString> + Clone,
-{
-    run_with(args, Some(cancel))
-}
-
-fn run_with<I, T>(args: I, cancel: Option<CancellationToken>) -> i32
-where
-    I: IntoIterator<Item = T>,
-    T: Into<OsString> + Clone,
-{
-    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-    if let Some(kind) = series::Kind::of(args.get(1)) {
-        return series::main(&FRONT, kind, &args[2..], cancel);
-    }
-    if args.get(1).is_some_and(|a| a == "analyze") {
-        return crate::analyze::main(&FRONT, &args[2..]);
-    }
-    let (cli, matches) = match super::parse::<Cli, _, _>(args) {
-        Ok(p) => p,
-        Err(e) => return exit::clap_exit("batchbench", &e),
-    };
-    match cli.command {
-        Some(Command::Plugins { json, plugins: p }) => match crate::plugins::load_plugins(&p) {
-            Ok(()) => plugins(json),
-            Err(f) => exit::exit_code("batchbench plugins", Err(f)),
-        },
-        Some(Command::ExportPlans(a)) => export_plans(&a, cancel),
-        Some(Command::Report(a)) => exit::exit_code("batchbench report", crate::report::main(&a)),
-        Some(Command::Export(a)) => exit::exit_code("batchbench export", crate::report::export(&a)),
-        Some(Command::Merge(a)) => crate::merge::main(FRONT.profile, &a),
-        Some(Command::Compare(a)) => {
-            exit::exit_code("batchbench compare", crate::report::compare(&a))
-        }
-        // Handled above when they come first, as they must.
-        Some(Command::Sweep(_) | Command::Capacity(_) | Command::Analyze(_)) => {
-            eprintln!("batchbench: give sweep, capacity or analyze first, before any flag");
-            exit::EXIT_BAD_INPUT
-        }
-        None => exit::exit_code("batchbench", super::launch(&cli.bench, matches, cancel)),
-    }
-}
-
-fn export_plans(a: &batchbench_clickhouse::ExportArgs, cancel: Option<CancellationToken>) -> i32 {
-    use batchbench_clickhouse::ExportError;
-    let Some(output) = a.output.as_deref() else {
-        eprintln!("batchbench export-plans: --output PATH is required");
-        return crate::exit::EXIT_BAD_INPUT;
-    };
-    // Ctrl+C (or the host's cancellation) removes the temporary files and exits
-    // 130: an export has no partial result, and nothing may be left half-written.
-    // The export starts only once the SIGINT handler is registered, so a
-    // Ctrl+C at any moment of it is an interruption, never a kill.
-    let done = CancellationToken::new();
-    let (ready, registered) = std::sync::mpsc::channel();
-    let watcher = {
-        let (done, temps) = (done.clone(), batchbench_clickhouse::temp_files(a, output));
-        std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                let _ = ready.send(());
-                return;
-            };
-            let interrupted = rt.block_on(async {
-                match cancel {
-                    Some(c) => {
-                        let _ = ready.send(());
-                        tokio::select! {
-                            () = c.cancelled() => true,
-                            () = done.cancelled() => false,
-                        }
-                    }
-                    None => {
-                        let mut interrupts = crate::exit::interrupts();
-                        let _ = ready.send(());
-                        tokio::select! {
-                            r = interrupts.recv() => r,
-                            () = done.cancelled() => false,
-                        }
-                    }
-                }
-            });
-            if interrupted {
-                for t in temps {
-                    let _ = std::fs::remove_file(t);
-                }
-                eprintln!("\ninterrupted: the export was stopped; nothing was written");
-                std::process::exit(crate::exit::EXIT_INTERRUPTED);
-            }
-        })
-    };
-    let _ = registered.recv();
-    let result = batchbench_clickhouse::export(a, output);
-    done.cancel();
-    let _ = watcher.join();
-    match result {
-        Ok(stats) => {
-            eprintln!("{}", stats.report());
-            eprintln!(
-                "wrote {} trajectories ({} requests) to {}",
-                stats.trajectories,
-                stats.requests,
-                output.display()
-            );
-            crate::exit::EXIT_OK
-        }
-        Err(ExportError::BadInput(m)) => {
-            eprintln!("batchbench export-plans: {m}");
-            crate::exit::EXIT_BAD_INPUT
-        }
-        Err(ExportError::Failed(m)) => {
-            eprintln!("batchbench export-plans: {m}");
-            crate::exit::EXIT_FAILED
-        }
-    }
-}
-
-fn plugins(as_json: bool) -> i32 {
-    let list = registry::list();
-    if as_json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&list).unwrap_or_default()
-        );
-    } else {
-        for p in list {
-            println!(
-                "{:<9} {:<18} {}\n{:<28} example: {}",
-                p.kind, p.name, p.description, "", p.example
-            );
-            if p.origin != "built-in" {
-                println!("{:<28} from: {}", "", p.origin);
-            }
-        }
-    }
-    crate::exit::EXIT_OK
-}
+front!(BenchArgs);
 
 /// The CSV columns `batchbench` promises: the legacy ones existing notebooks
 /// read, in order, then our additions. Each is a field of the run record. The
@@ -670,12 +318,7 @@ fn validate(a: &BenchArgs) -> Result<Lengths, Failure> {
         "input",
         (a.input_tokens > 0).then_some(a.input_tokens),
         a.input_vary,
-        LogNormalFlags {
-            mu: a.input_lognorm_mu,
-            median: a.input_lognorm_median,
-            sigma: a.input_lognorm_sigma,
-            max: a.input_lognorm_max,
-        },
+        a.input_lognorm.flags(),
     )?;
     if a.output_tokens == Some(0) {
         return Err(Failure::bad("--output-tokens must be at least 1"));
@@ -684,12 +327,7 @@ fn validate(a: &BenchArgs) -> Result<Lengths, Failure> {
         "output",
         a.output_tokens,
         a.output_vary,
-        LogNormalFlags {
-            mu: a.output_lognorm_mu,
-            median: a.output_lognorm_median,
-            sigma: a.output_lognorm_sigma,
-            max: a.output_lognorm_max,
-        },
+        a.output_lognorm.flags(),
     )?;
     if a.input_prefix_overlap > 0.0 && input.is_none() {
         return Err(Failure::bad(
@@ -722,19 +360,15 @@ const OUTPUT_FLAGS: &[&str] = &[
 ];
 
 /// Resolves the flags (over the `--config` file, when given) into the run spec.
-pub fn resolve(a: &BenchArgs, g: &Given) -> Result<RunSpec, Failure> {
+pub fn resolve(
+    a: &BenchArgs,
+    target: &TargetArgs,
+    c: &CommonArgs,
+    g: &Given,
+) -> Result<RunSpec, Failure> {
     let lengths = validate(a)?;
-    let mut spec = match &a.config.config {
-        Some(path) => crate::config::load(path)?,
-        None => default_spec(),
-    };
-    a.target.apply(&mut spec, g)?;
-    a.output.apply(&mut spec);
-    if let Some(seed) = a.seed {
-        spec.seed = Some(seed);
-    }
-    a.shard.apply(&mut spec)?;
-    if let Some(w) = a.plugins.workload()? {
+    let mut spec = c.base(target, || Ok(default_spec()), g)?;
+    if let Some(w) = c.plugins.workload()? {
         let synthetic = [
             ("--requests-per-user", a.requests_per_user != 1),
             ("--input-tokens", lengths.input.is_some()),
@@ -796,8 +430,8 @@ pub fn resolve(a: &BenchArgs, g: &Given) -> Result<RunSpec, Failure> {
             )));
         }
     }
-    a.plugins.apply(&mut spec)?;
-    a.load.apply(
+    c.plugins.apply(&mut spec)?;
+    c.load.apply(
         &mut spec,
         a.request_rate,
         "--request-rate",
@@ -809,20 +443,4 @@ pub fn resolve(a: &BenchArgs, g: &Given) -> Result<RunSpec, Failure> {
         ));
     }
     Ok(spec)
-}
-
-impl super::Front for BenchArgs {
-    const PROFILE: Profile = PROFILE;
-
-    fn config(&self) -> &ConfigArgs {
-        &self.config
-    }
-
-    fn target(&self) -> &TargetArgs {
-        &self.target
-    }
-
-    fn resolve(&self, g: &Given) -> Result<RunSpec, Failure> {
-        resolve(self, g)
-    }
 }
