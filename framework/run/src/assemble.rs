@@ -29,10 +29,8 @@ use tokio_util::sync::CancellationToken;
 pub struct Profile {
     /// The command, for messages (`batchbench`, `batchbench-agent`).
     pub command: &'static str,
-    /// The CSV columns, in order, in groups: `name` (a field of the run record,
-    /// see [`RunInfo::fields`](batchbench_contract::record::RunInfo::fields)) or
-    /// `name=field` (a column named differently from its field).
-    pub csv_columns: &'static [&'static [&'static str]],
+    /// The CSV columns, in order (see [`crate::view::Column`]).
+    pub csv_columns: &'static [crate::view::Column],
     /// The record's flat configuration view (`run.config` of the JSON summary).
     pub view: fn(&RunSpec, &WorkloadInfo) -> serde_json::Value,
     /// The dry run's closing line on stderr.
@@ -338,11 +336,9 @@ pub(crate) fn reporters(
     if let Some(p) = &o.results_csv {
         let cfg = batchbench_plugins::csv_report::CsvConfig {
             path: p.clone(),
-            columns: profile
-                .csv_columns
-                .iter()
-                .flat_map(|g| g.iter())
-                .map(|c| (*c).to_owned())
+            columns: crate::view::names(profile.csv_columns)
+                .into_iter()
+                .map(str::to_owned)
                 .collect(),
         };
         let cfg = serde_json::to_value(&cfg).map_err(Failure::failed)?;

@@ -9,6 +9,7 @@
 //! |---|---|
 //! | [`flags`] | the flags both commands share and their resolution into a spec |
 //! | [`commands`] | the two commands: their own flags, CSV columns and report view |
+//! | [`view`] | flat configuration views and the CSV columns they declare |
 //! | [`config`] | reading and printing run-spec files |
 //! | [`assemble`] | the one assembly: spec in, summary out |
 //! | [`series`] | `sweep` and `capacity`: runs over one load dimension |
@@ -27,6 +28,7 @@ pub mod plugins;
 pub mod progress;
 pub mod report;
 pub mod series;
+pub mod view;
 
 // The built-in plugins register themselves; naming the crates keeps them linked.
 use batchbench_clickhouse as _;

@@ -68,17 +68,18 @@ fn check(name: &str, got: &str) {
 fn snapshot(name: &str, agent: bool, flags: &[&str], empty: &[&str]) {
     // No request is retried and the simulator reports no timings of its own
     // (it does with --stamps): those figures stay empty.
-    let truthful = batchbench_run::flags::TRUTH_COLUMNS.iter().filter(|c| {
+    use batchbench_run::view::{LOAD_COLUMNS, SLO_COLUMNS, TRUTH_COLUMNS, names};
+    let truthful = names(TRUTH_COLUMNS).into_iter().filter(|c| {
         c.starts_with("latency_all_attempts")
             || c.starts_with("server_p")
             || c.starts_with("client_minus_server")
     });
     let closed_loop = ["request_rate", "session_rate"]
-        .iter()
-        .chain(batchbench_run::flags::LOAD_COLUMNS)
-        .chain(batchbench_run::flags::SLO_COLUMNS)
+        .into_iter()
+        .chain(names(LOAD_COLUMNS))
+        .chain(names(SLO_COLUMNS))
         .chain(truthful);
-    let empty: Vec<&str> = empty.iter().chain(closed_loop).copied().collect();
+    let empty: Vec<&str> = empty.iter().copied().chain(closed_loop).collect();
     let empty = empty.as_slice();
     let sim = SimServer::recording("qwen");
     let url = sim.url();

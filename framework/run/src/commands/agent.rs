@@ -8,9 +8,10 @@
 use crate::assemble::Profile;
 use crate::exit::Failure;
 use crate::flags::{
-    self, CommonArgs, Given, InputLogNormal, LoadView, OutputLogNormal, PluginsView, TargetArgs,
+    self, CommonArgs, Given, InputLogNormal, OutputLogNormal, PluginsView, TargetArgs,
 };
 use crate::series;
+use crate::view::{self, LoadView, flat_view};
 use batchbench_contract::dist::{LengthDist, LogNormalFlags};
 use batchbench_contract::plugin::WorkloadInfo;
 use batchbench_contract::spec::{AdmissionMode, PluginSpec, Release, RunSpec, defaults};
@@ -18,7 +19,6 @@ use batchbench_engine::run::DryRunStats;
 use batchbench_plugins::agents::SyntheticAgentsConfig;
 use batchbench_plugins::replay::ReplayConfig;
 use batchbench_plugins::routers::{DpRankConfig, UserTagConfig};
-use serde::Serialize;
 use std::path::PathBuf;
 
 /// The `--help` summary of `batchbench-agent`.
@@ -454,93 +454,16 @@ pub const DIMENSIONS: &[series::Dimension] = &[
 
 front!(AgentArgs);
 
-/// The CSV columns `batchbench-agent` promises: the legacy ones existing
-/// notebooks read, in order, then our additions. Each is a field of the run
-/// record, some under their legacy column name (`column=field`).
-pub const COLUMNS: &[&str] = &[
-    "timestamp",
-    "model",
-    "workload_mode",
-    "agent_plans_jsonl=manifest_path",
-    "agent_plans_sha256=manifest_sha256",
-    "trajectory_schema_version=schema_version",
-    "admission_mode",
-    "time_scale",
-    "agents",
-    "requested_max_active_agents",
-    "max_active_agents=max_active_observed",
-    "late_admissions",
-    "max_admission_lag_ms",
-    "live_block_fallbacks",
-    "completed_agents=trajectories_completed",
-    "planned_tool_invocations=planned_requests",
-    "total_requests",
-    "successful_requests",
-    "failed_requests",
-    "total_input_tokens=total_prompt_tokens",
-    "total_output_tokens=total_completion_tokens",
-    "estimated_cached_input_tokens",
-    "total_tool_call_latency_seconds=total_delay_seconds",
-    "total_duration_seconds",
-    "last_agent_admitted_seconds=last_admitted_seconds",
-    "final_drain_seconds",
-    "requests_per_second",
-    "input_tokens_per_second=prompt_tokens_per_second",
-    "output_tokens_per_second=completion_tokens_per_second",
-    "latency_p50_ms",
-    "latency_p90_ms",
-    "latency_p99_ms",
-    "agent_end_to_end_latency_p50_ms=trajectory_e2e_p50_ms",
-    "agent_end_to_end_latency_p90_ms=trajectory_e2e_p90_ms",
-    "agent_end_to_end_latency_p99_ms=trajectory_e2e_p99_ms",
-    "host",
-    "endpoint",
-    "sglang",
-    "ignore_eos",
-    "user_tagging",
-    "dp_rank_perfect_routing",
-    "dp_rank_perfect_routing_num",
-    "seed",
-    "replay_initial_overhead_tokens",
-    "replay_turn_overhead_tokens",
-    "agent_events_jsonl",
-    "tool_call_latency_ms",
-    "tool_call_latency_lognorm_mu",
-    "tool_call_latency_lognorm_median_ms",
-    "tool_call_latency_lognorm_sigma",
-    "tool_call_latency_lognorm_max_ms",
-    // Additions.
-    "retries",
-    "interrupted",
-    "tokenizer_model",
-    "stream",
-    "failures_by_kind",
-    "server_cached_tokens",
-    "server_cached_ratio",
-    "planned_prompt_tokens",
-    "counted_prompt_tokens",
-    "worst_prompt_drift_tokens",
-    "latency_mean_ms",
-    "latency_max_ms",
-    "ttft_p50_ms",
-    "ttft_p90_ms",
-    "ttft_p99_ms",
-    "itl_p50_ms",
-    "itl_p90_ms",
-    "itl_p99_ms",
-    "tpot_p50_ms",
-    "tpot_p90_ms",
-    "tpot_p99_ms",
-];
-/// The `tool_call_latency_*` columns: set for a synthetic workload (the
-/// log-normal ones for a log-normal latency), null otherwise.
-#[derive(Debug, Default, Serialize)]
-struct LatencyView {
-    tool_call_latency_ms: Option<u64>,
-    tool_call_latency_lognorm_mu: Option<f64>,
-    tool_call_latency_lognorm_median_ms: Option<f64>,
-    tool_call_latency_lognorm_sigma: Option<f64>,
-    tool_call_latency_lognorm_max_ms: Option<u64>,
+flat_view! {
+    /// The `tool_call_latency_*` columns: set for a synthetic workload (the
+    /// log-normal ones for a log-normal latency), null otherwise.
+    #[derive(Default)]
+    struct LatencyView;
+    column tool_call_latency_ms: Option<u64>;
+    column tool_call_latency_lognorm_mu: Option<f64>;
+    column tool_call_latency_lognorm_median_ms: Option<f64>;
+    column tool_call_latency_lognorm_sigma: Option<f64>;
+    column tool_call_latency_lognorm_max_ms: Option<u64>;
 }
 
 impl LatencyView {
@@ -561,38 +484,66 @@ impl LatencyView {
     }
 }
 
-/// The flat configuration view (`run.config`): the flags under the names the
-/// CSV columns and existing notebooks read.
-#[derive(Debug, Serialize)]
-struct View<'a> {
-    host: &'a str,
-    endpoint: &'a str,
-    tokenizer_model: &'a str,
-    sglang: bool,
-    ignore_eos: bool,
-    stream: bool,
-    request_timeout_secs: serde_json::Value,
-    max_retries: u32,
-    retry_delay_ms: u64,
-    agents: Option<u64>,
-    requested_max_active_agents: Option<u64>,
-    admission_mode: &'static str,
-    time_scale: f64,
-    user_tagging: bool,
-    user_prefix: Option<String>,
-    dp_rank_perfect_routing: bool,
-    dp_rank_perfect_routing_num: Option<u64>,
-    agent_events_jsonl: Option<&'a PathBuf>,
-    workload: &'a serde_json::Value,
-    plugins: PluginsView<'a>,
-    replay_initial_overhead_tokens: Option<u32>,
-    replay_turn_overhead_tokens: Option<u32>,
-    #[serde(flatten)]
-    latency: LatencyView,
-    session_rate: Option<f64>,
-    #[serde(flatten)]
-    load: LoadView,
+flat_view! {
+    /// The flat configuration view (`run.config`): the flags under the names
+    /// existing notebooks read. Its columns: the legacy ones, in order, some
+    /// under their legacy name (`column=field`), then our additions.
+    struct View<'a>;
+    record timestamp, model, workload_mode, agent_plans_jsonl = manifest_path,
+        agent_plans_sha256 = manifest_sha256, trajectory_schema_version = schema_version;
+    column admission_mode: &'static str;
+    column time_scale: f64;
+    column agents: Option<u64>;
+    column requested_max_active_agents: Option<u64>;
+    record max_active_agents = max_active_observed, late_admissions, max_admission_lag_ms,
+        live_block_fallbacks, completed_agents = trajectories_completed,
+        planned_tool_invocations = planned_requests, total_requests, successful_requests,
+        failed_requests, total_input_tokens = total_prompt_tokens,
+        total_output_tokens = total_completion_tokens, estimated_cached_input_tokens,
+        total_tool_call_latency_seconds = total_delay_seconds, total_duration_seconds,
+        last_agent_admitted_seconds = last_admitted_seconds, final_drain_seconds,
+        requests_per_second, input_tokens_per_second = prompt_tokens_per_second,
+        output_tokens_per_second = completion_tokens_per_second, latency_p50_ms,
+        latency_p90_ms, latency_p99_ms,
+        agent_end_to_end_latency_p50_ms = trajectory_e2e_p50_ms,
+        agent_end_to_end_latency_p90_ms = trajectory_e2e_p90_ms,
+        agent_end_to_end_latency_p99_ms = trajectory_e2e_p99_ms;
+    column host: &'a str;
+    column endpoint: &'a str;
+    column sglang: bool;
+    column ignore_eos: bool;
+    column user_tagging: bool;
+    column dp_rank_perfect_routing: bool;
+    column dp_rank_perfect_routing_num: Option<u64>;
+    record seed;
+    column replay_initial_overhead_tokens: Option<u32>;
+    column replay_turn_overhead_tokens: Option<u32>;
+    column agent_events_jsonl: Option<&'a PathBuf>;
+    flatten latency: LatencyView;
+    // Additions.
+    record retries, interrupted;
+    column tokenizer_model: &'a str;
+    column stream: bool;
+    record failures_by_kind, server_cached_tokens, server_cached_ratio;
+    group view::FIGURE_COLUMNS;
+    column session_rate: Option<f64>;
+    flatten load: LoadView;
+    group view::OUTCOME_COLUMNS;
+    hidden request_timeout_secs: serde_json::Value;
+    hidden max_retries: u32;
+    hidden retry_delay_ms: u64;
+    hidden user_prefix: Option<String>;
+    hidden workload: &'a serde_json::Value;
+    hidden plugins: PluginsView<'a>;
 }
+
+/// How `batchbench-agent` runs report.
+pub const PROFILE: Profile = Profile {
+    command: "batchbench-agent",
+    csv_columns: View::COLUMNS,
+    view,
+    dry_run_line,
+};
 
 const USER_TAG: &str = "user_tag";
 const DP_RANK: &str = "dp_rank";
@@ -619,7 +570,7 @@ fn view(spec: &RunSpec, info: &WorkloadInfo) -> serde_json::Value {
         sglang: chat.sglang,
         ignore_eos: chat.ignore_eos,
         stream: t.stream,
-        request_timeout_secs: crate::commands::batchbench::whole(t.request_timeout_secs),
+        request_timeout_secs: view::whole(t.request_timeout_secs),
         max_retries: t.max_retries,
         retry_delay_ms: t.retry_delay_ms,
         agents: info.planned_trajectories,
@@ -639,7 +590,7 @@ fn view(spec: &RunSpec, info: &WorkloadInfo) -> serde_json::Value {
         session_rate: spec.load.rate,
         load: LoadView::of(spec),
     };
-    serde_json::to_value(v).unwrap_or_default()
+    view::json(v)
 }
 
 fn dry_run_line(s: &DryRunStats) -> String {
@@ -648,21 +599,6 @@ fn dry_run_line(s: &DryRunStats) -> String {
         s.trajectories, s.requests, s.prompt_tokens, s.output_tokens
     )
 }
-
-/// How `batchbench-agent` runs report.
-pub const PROFILE: Profile = Profile {
-    command: "batchbench-agent",
-    csv_columns: &[
-        COLUMNS,
-        &["session_rate"],
-        flags::LOAD_COLUMNS,
-        flags::SLO_COLUMNS,
-        flags::CACHE_COLUMNS,
-        flags::TRUTH_COLUMNS,
-    ],
-    view,
-    dry_run_line,
-};
 
 fn synthetic_config(shape: Shape, agents: u64) -> SyntheticAgentsConfig {
     SyntheticAgentsConfig {

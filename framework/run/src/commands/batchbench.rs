@@ -7,16 +7,16 @@
 use crate::assemble::Profile;
 use crate::exit::Failure;
 use crate::flags::{
-    self, CommonArgs, Given, InputLogNormal, LoadView, OutputLogNormal, PluginsView, TargetArgs,
+    self, CommonArgs, Given, InputLogNormal, OutputLogNormal, PluginsView, TargetArgs,
 };
 use crate::series;
+use crate::view::{self, LoadView, flat_view};
 use batchbench_contract::dist::LengthDist;
 use batchbench_contract::plugin::WorkloadInfo;
 use batchbench_contract::spec::{PluginSpec, Release, RunSpec};
 use batchbench_engine::run::DryRunStats;
 use batchbench_plugins::batch::FiniteBatchConfig;
 use clap::Args;
-use serde::Serialize;
 
 /// The `--help` summary of `batchbench`.
 pub const ABOUT: &str = "Benchmark LLM-serving systems under concurrent load";
@@ -87,105 +87,59 @@ pub const DIMENSIONS: &[series::Dimension] = &[
 
 front!(BenchArgs);
 
-/// The CSV columns `batchbench` promises: the legacy ones existing notebooks
-/// read, in order, then our additions. Each is a field of the run record. The
-/// load model's columns follow (see [`PROFILE`]).
-pub const COLUMNS: &[&str] = &[
-    "timestamp",
-    "model",
-    "dataset_path",
-    "dataset_size",
-    "users",
-    "requests_per_user",
-    "total_requests",
-    "successful_requests",
-    "failed_requests",
-    "total_prompt_tokens",
-    "total_completion_tokens",
-    "total_duration_seconds",
-    "requests_per_second",
-    "prompt_tokens_per_second",
-    "completion_tokens_per_second",
-    "latency_p50_ms",
-    "latency_p90_ms",
-    "latency_p99_ms",
-    "output_tokens",
-    "output_vary",
-    "output_lognorm_mu",
-    "output_lognorm_sigma",
-    "output_lognorm_max",
-    "sglang",
-    "request_timeout_secs",
-    "max_retries",
-    "retry_delay_ms",
-    "host",
-    "endpoint",
+flat_view! {
+    /// The flat configuration view (`run.config`): the flags under the names
+    /// existing notebooks read. Its columns: the legacy ones, in order, then
+    /// our additions.
+    struct View<'a>;
+    record timestamp, model;
+    column dataset_path: &'static str;
+    column dataset_size: &'static str;
+    column users: u64;
+    column requests_per_user: u64;
+    record total_requests, successful_requests, failed_requests, total_prompt_tokens,
+        total_completion_tokens, total_duration_seconds, requests_per_second,
+        prompt_tokens_per_second, completion_tokens_per_second, latency_p50_ms,
+        latency_p90_ms, latency_p99_ms;
+    column output_tokens: Option<u64>;
+    column output_vary: u64;
+    column output_lognorm_mu: Option<f64>;
+    column output_lognorm_sigma: Option<f64>;
+    column output_lognorm_max: Option<u64>;
+    column sglang: bool;
+    column request_timeout_secs: serde_json::Value;
+    column max_retries: u32;
+    column retry_delay_ms: u64;
+    column host: &'a str;
+    column endpoint: &'a str;
     // Additions.
-    "retries",
-    "interrupted",
-    "seed",
-    "tokenizer_model",
-    "input_tokens",
-    "input_vary",
-    "input_prefix_overlap",
-    "input_lognorm_mu",
-    "input_lognorm_sigma",
-    "input_lognorm_max",
-    "ignore_eos",
-    "stream",
-    "failures_by_kind",
-    "server_cached_tokens",
-    "planned_prompt_tokens",
-    "counted_prompt_tokens",
-    "worst_prompt_drift_tokens",
-    "latency_mean_ms",
-    "latency_max_ms",
-    "ttft_p50_ms",
-    "ttft_p90_ms",
-    "ttft_p99_ms",
-    "itl_p50_ms",
-    "itl_p90_ms",
-    "itl_p99_ms",
-    "tpot_p50_ms",
-    "tpot_p90_ms",
-    "tpot_p99_ms",
-];
-
-/// The flat configuration view (`run.config`): the flags under the names the
-/// CSV columns and existing notebooks read.
-#[derive(Debug, Serialize)]
-struct View<'a> {
-    host: &'a str,
-    endpoint: &'a str,
-    tokenizer_model: &'a str,
-    sglang: bool,
-    ignore_eos: bool,
-    stream: bool,
-    request_timeout_secs: serde_json::Value,
-    max_retries: u32,
-    retry_delay_ms: u64,
-    dataset_path: &'static str,
-    dataset_size: &'static str,
-    users: u64,
-    requests_per_user: u64,
-    output_tokens: Option<u64>,
-    output_vary: u64,
-    output_lognorm_mu: Option<f64>,
-    output_lognorm_sigma: Option<f64>,
-    output_lognorm_max: Option<u64>,
-    input_tokens: u64,
-    input_vary: u64,
-    input_prefix_overlap: f64,
-    input_lognorm_mu: Option<f64>,
-    input_lognorm_sigma: Option<f64>,
-    input_lognorm_max: Option<u64>,
-    request_rate: Option<f64>,
-    #[serde(flatten)]
-    load: LoadView,
-    workload: Option<&'a str>,
-    workload_config: Option<&'a serde_json::Value>,
-    plugins: PluginsView<'a>,
+    record retries, interrupted, seed;
+    column tokenizer_model: &'a str;
+    column input_tokens: u64;
+    column input_vary: u64;
+    column input_prefix_overlap: f64;
+    column input_lognorm_mu: Option<f64>;
+    column input_lognorm_sigma: Option<f64>;
+    column input_lognorm_max: Option<u64>;
+    column ignore_eos: bool;
+    column stream: bool;
+    record failures_by_kind, server_cached_tokens;
+    group view::FIGURE_COLUMNS;
+    column request_rate: Option<f64>;
+    flatten load: LoadView;
+    group view::OUTCOME_COLUMNS;
+    hidden workload: Option<&'a str>;
+    hidden workload_config: Option<&'a serde_json::Value>;
+    hidden plugins: PluginsView<'a>;
 }
+
+/// How `batchbench` runs report.
+pub const PROFILE: Profile = Profile {
+    command: "batchbench",
+    csv_columns: View::COLUMNS,
+    view,
+    dry_run_line,
+};
 
 /// A length as the legacy columns show it: `(fixed value, vary, mu, sigma, max)`.
 type Columns = (Option<u64>, u64, Option<f64>, Option<f64>, Option<u64>);
@@ -195,15 +149,6 @@ fn length_columns(d: Option<LengthDist>) -> Columns {
         Some(LengthDist::Fixed { value, vary }) => (Some(value), vary, None, None, None),
         Some(LengthDist::LogNormal { mu, sigma, max }) => (None, 0, Some(mu), Some(sigma), max),
         None => (None, 0, None, None, None),
-    }
-}
-
-/// A number as a flag gave it: whole numbers without a fraction.
-pub(crate) fn whole(x: f64) -> serde_json::Value {
-    if x.fract() == 0.0 && (0.0..9.0e15).contains(&x) {
-        serde_json::Value::from(x as u64)
-    } else {
-        serde_json::Value::from(x)
     }
 }
 
@@ -226,16 +171,7 @@ fn view(spec: &RunSpec, _info: &WorkloadInfo) -> serde_json::Value {
     };
     let (out_fixed, out_vary, out_mu, out_sigma, out_max) = length_columns(output);
     let (in_fixed, in_vary, in_mu, in_sigma, in_max) = length_columns(input);
-    let v = View {
-        host: &t.host,
-        endpoint: &t.endpoint,
-        tokenizer_model: t.tokenizer(),
-        sglang: chat.sglang,
-        ignore_eos: chat.ignore_eos,
-        stream: t.stream,
-        request_timeout_secs: whole(t.request_timeout_secs),
-        max_retries: t.max_retries,
-        retry_delay_ms: t.retry_delay_ms,
+    view::json(View {
         dataset_path: "",
         dataset_size: "",
         users,
@@ -245,19 +181,27 @@ fn view(spec: &RunSpec, _info: &WorkloadInfo) -> serde_json::Value {
         output_lognorm_mu: out_mu,
         output_lognorm_sigma: out_sigma,
         output_lognorm_max: out_max,
+        sglang: chat.sglang,
+        request_timeout_secs: view::whole(t.request_timeout_secs),
+        max_retries: t.max_retries,
+        retry_delay_ms: t.retry_delay_ms,
+        host: &t.host,
+        endpoint: &t.endpoint,
+        tokenizer_model: t.tokenizer(),
         input_tokens: in_fixed.unwrap_or(0),
         input_vary: in_vary,
         input_prefix_overlap: overlap,
         input_lognorm_mu: in_mu,
         input_lognorm_sigma: in_sigma,
         input_lognorm_max: in_max,
+        ignore_eos: chat.ignore_eos,
+        stream: t.stream,
         request_rate: spec.load.rate,
         load: LoadView::of(spec),
         workload: plugin.then_some(spec.workload.name.as_str()),
         workload_config: plugin.then_some(&spec.workload.config),
         plugins: PluginsView::of(spec, &[]),
-    };
-    serde_json::to_value(v).unwrap_or_default()
+    })
 }
 
 fn dry_run_line(s: &DryRunStats) -> String {
@@ -266,21 +210,6 @@ fn dry_run_line(s: &DryRunStats) -> String {
         s.trajectories, s.requests, s.prompt_tokens, s.output_tokens
     )
 }
-
-/// How `batchbench` runs report.
-pub const PROFILE: Profile = Profile {
-    command: "batchbench",
-    csv_columns: &[
-        COLUMNS,
-        &["request_rate"],
-        flags::LOAD_COLUMNS,
-        flags::SLO_COLUMNS,
-        flags::CACHE_COLUMNS,
-        flags::TRUTH_COLUMNS,
-    ],
-    view,
-    dry_run_line,
-};
 
 const FINITE_BATCH: &str = "finite_batch";
 
