@@ -484,6 +484,14 @@ impl LatencyView {
     }
 }
 
+/// How `batchbench-agent` runs report.
+pub const PROFILE: Profile = Profile {
+    command: "batchbench-agent",
+    csv_columns: View::COLUMNS,
+    view,
+    dry_run_line,
+};
+
 flat_view! {
     /// The flat configuration view (`run.config`): the flags under the names
     /// existing notebooks read. Its columns: the legacy ones, in order, some
@@ -536,14 +544,6 @@ flat_view! {
     hidden workload: &'a serde_json::Value;
     hidden plugins: PluginsView<'a>;
 }
-
-/// How `batchbench-agent` runs report.
-pub const PROFILE: Profile = Profile {
-    command: "batchbench-agent",
-    csv_columns: View::COLUMNS,
-    view,
-    dry_run_line,
-};
 
 const USER_TAG: &str = "user_tag";
 const DP_RANK: &str = "dp_rank";
