@@ -12,8 +12,8 @@
 //! Memory grows with the distinct blocks (a few tens of bytes each) and the
 //! trajectories in flight, never with the requests.
 
+use crate::options::EngineError;
 use crate::prefix::{HashMapById, LruCache, Overheads, Shape};
-use crate::run::EngineError;
 use batchbench_contract::analysis::{
     Analysis, Arrivals, CacheFigures, CacheRow, Dist, Interval, SharedPrefix, Sharing,
     SharingBucket,

@@ -9,6 +9,7 @@ pub mod cpu;
 pub mod gguf;
 pub mod images;
 pub mod metrics;
+mod options;
 pub mod pacer;
 pub mod prefix;
 pub mod run;
