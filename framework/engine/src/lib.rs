@@ -16,6 +16,7 @@ pub mod run;
 pub mod server_metrics;
 pub mod shard;
 pub mod slo;
+mod synth;
 #[cfg(test)]
 mod test_http;
 pub mod tokens;
