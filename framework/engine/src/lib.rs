@@ -6,6 +6,7 @@ pub mod analysis;
 pub mod arrivals;
 pub mod blocks;
 pub mod cpu;
+mod dry_run;
 pub mod gguf;
 pub mod images;
 pub mod metrics;
@@ -16,6 +17,7 @@ pub mod run;
 pub mod server_metrics;
 pub mod shard;
 pub mod slo;
+mod summary;
 mod synth;
 #[cfg(test)]
 mod test_http;

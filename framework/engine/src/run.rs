@@ -10,8 +10,10 @@
 mod load;
 
 use crate::blocks::{self, BlockState};
+pub use crate::dry_run::{DryRunStats, dry_run};
 use crate::metrics::{Metrics, Summary};
 pub use crate::options::{Admission, DEFAULT_PROMPT, EngineError, EngineOptions};
+pub use crate::summary::{CLIENT_CPU_VERDICT, Tally, summarize};
 use crate::synth::{NextPrep, Prepared, Synth, apply, first_job, job, prepare};
 use crate::tokens::TokenizerHandle;
 use crate::transport::{Outcome, Transport};
@@ -22,16 +24,12 @@ use batchbench_contract::plugin::{
     RouteContext, RouteExtras, Router, SendTiming, TrajectoryRecord, WorkloadSource,
 };
 pub use batchbench_contract::record::RunInfo;
-use batchbench_contract::spec::{LoadSpec, Release};
-use serde::Serialize;
-use std::io::Write;
+use batchbench_contract::spec::Release;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-
-pub use load::CLIENT_CPU_VERDICT;
 
 /// The result of a run.
 #[derive(Debug, Clone)]
@@ -505,65 +503,6 @@ async fn fetch_metrics(client: &reqwest::Client, url: &str) -> Result<String, St
         ));
     }
     Ok(String::from_utf8_lossy(&body).into_owned())
-}
-
-/// What a run's summary is made of: its metrics and what admission saw.
-#[derive(Debug)]
-pub struct Tally<'a> {
-    /// Every request's and trajectory's figures.
-    pub metrics: &'a Metrics,
-    /// From the clock start to the end.
-    pub elapsed: Duration,
-    /// The load the run was given.
-    pub load: &'a LoadSpec,
-    /// Its latency bounds.
-    pub slo: &'a [batchbench_contract::slo::SloBound],
-    /// Its allowed failure share.
-    pub max_failure_rate: Option<f64>,
-    /// Arrivals released by a rate schedule.
-    pub arrivals: u64,
-    /// The client's CPU time over the run, when known.
-    pub client_cpu: Option<Duration>,
-    /// Stopped by Ctrl+C (or its host).
-    pub interrupted: bool,
-    /// Peak trajectories active at once.
-    pub max_active_observed: u64,
-    /// Admissions the active cap held back.
-    pub late_admissions: u64,
-    /// Admission lag behind the schedule.
-    pub admission_lag: &'a crate::metrics::Latency,
-}
-
-/// The summary of a run (or of merged shards) from its tally: the figures,
-/// the load report, the SLO verdicts and whether the run failed.
-pub fn summarize(t: &Tally<'_>) -> Summary {
-    let mut summary = t.metrics.summary(t.elapsed);
-    load::report(
-        &mut summary,
-        t.metrics,
-        t.load,
-        t.arrivals,
-        t.elapsed,
-        t.client_cpu,
-    );
-    if !t.slo.is_empty() {
-        summary.slo = Some(crate::slo::report(
-            t.slo,
-            t.metrics,
-            summary.requests_per_second,
-        ));
-    }
-    summary.interrupted = t.interrupted;
-    if !summary.interrupted {
-        summary.run_failed = summary.failure_verdict(t.max_failure_rate);
-    }
-    summary.max_active_observed = t.max_active_observed;
-    summary.final_drain_seconds =
-        (t.elapsed.as_secs_f64() - summary.last_admitted_seconds).max(0.0);
-    summary.late_admissions = t.late_admissions;
-    summary.admission_lag = t.admission_lag.stats();
-    summary.max_admission_lag_ms = summary.admission_lag.map_or(0.0, |l| l.max_ms);
-    summary
 }
 
 /// Unix time now, seconds.
@@ -1232,60 +1171,6 @@ async fn drive(
         prev = Some(std::mem::replace(&mut cur, n));
         index += 1;
     }
-}
-
-/// One line of a dry run.
-#[derive(Debug, Serialize)]
-struct DryRunLine<'a> {
-    agent_id: u64,
-    trajectory_id: &'a str,
-    request_index: u64,
-    #[serde(flatten)]
-    request: &'a PlannedRequest,
-}
-
-/// Totals of a dry run.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct DryRunStats {
-    /// Trajectories planned.
-    pub trajectories: u64,
-    /// Requests planned.
-    pub requests: u64,
-    /// Sum of planned prompt tokens.
-    pub prompt_tokens: u64,
-    /// Sum of planned output tokens.
-    pub output_tokens: u64,
-}
-
-/// Prints the plan, one JSON line per request, sending nothing.
-pub fn dry_run(
-    source: &mut dyn WorkloadSource,
-    out: &mut dyn Write,
-) -> Result<DryRunStats, EngineError> {
-    let mut stats = DryRunStats::default();
-    let io = |e: std::io::Error| EngineError::Internal(format!("cannot write the plan: {e}"));
-    let mut agent_id = 0;
-    while let Some(t) = source.next_trajectory() {
-        let t = t?;
-        stats.trajectories += 1;
-        for (i, r) in t.requests.enumerate() {
-            stats.requests += 1;
-            stats.prompt_tokens += u64::from(r.prompt_tokens.unwrap_or(0));
-            stats.output_tokens += u64::from(r.output_tokens.unwrap_or(0));
-            let line = DryRunLine {
-                agent_id,
-                trajectory_id: &t.id,
-                request_index: i as u64,
-                request: &r,
-            };
-            serde_json::to_writer(&mut *out, &line)
-                .map_err(|e| EngineError::Internal(e.to_string()))?;
-            out.write_all(b"\n").map_err(io)?;
-        }
-        agent_id += 1;
-    }
-    out.flush().map_err(io)?;
-    Ok(stats)
 }
 
 #[cfg(test)]

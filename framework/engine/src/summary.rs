@@ -1,0 +1,69 @@
+//! The summary of a run: its figures, the load report, the SLO verdicts and
+//! whether it failed, from what the run (or merged shards) tallied.
+
+mod load;
+
+use crate::metrics::{Metrics, Summary};
+use batchbench_contract::spec::LoadSpec;
+use std::time::Duration;
+
+pub use load::CLIENT_CPU_VERDICT;
+
+/// What a run's summary is made of: its metrics and what admission saw.
+#[derive(Debug)]
+pub struct Tally<'a> {
+    /// Every request's and trajectory's figures.
+    pub metrics: &'a Metrics,
+    /// From the clock start to the end.
+    pub elapsed: Duration,
+    /// The load the run was given.
+    pub load: &'a LoadSpec,
+    /// Its latency bounds.
+    pub slo: &'a [batchbench_contract::slo::SloBound],
+    /// Its allowed failure share.
+    pub max_failure_rate: Option<f64>,
+    /// Arrivals released by a rate schedule.
+    pub arrivals: u64,
+    /// The client's CPU time over the run, when known.
+    pub client_cpu: Option<Duration>,
+    /// Stopped by Ctrl+C (or its host).
+    pub interrupted: bool,
+    /// Peak trajectories active at once.
+    pub max_active_observed: u64,
+    /// Admissions the active cap held back.
+    pub late_admissions: u64,
+    /// Admission lag behind the schedule.
+    pub admission_lag: &'a crate::metrics::Latency,
+}
+
+/// The summary of a run (or of merged shards) from its tally: the figures,
+/// the load report, the SLO verdicts and whether the run failed.
+pub fn summarize(t: &Tally<'_>) -> Summary {
+    let mut summary = t.metrics.summary(t.elapsed);
+    load::report(
+        &mut summary,
+        t.metrics,
+        t.load,
+        t.arrivals,
+        t.elapsed,
+        t.client_cpu,
+    );
+    if !t.slo.is_empty() {
+        summary.slo = Some(crate::slo::report(
+            t.slo,
+            t.metrics,
+            summary.requests_per_second,
+        ));
+    }
+    summary.interrupted = t.interrupted;
+    if !summary.interrupted {
+        summary.run_failed = summary.failure_verdict(t.max_failure_rate);
+    }
+    summary.max_active_observed = t.max_active_observed;
+    summary.final_drain_seconds =
+        (t.elapsed.as_secs_f64() - summary.last_admitted_seconds).max(0.0);
+    summary.late_admissions = t.late_admissions;
+    summary.admission_lag = t.admission_lag.stats();
+    summary.max_admission_lag_ms = summary.admission_lag.map_or(0.0, |l| l.max_ms);
+    summary
+}
