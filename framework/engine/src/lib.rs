@@ -9,14 +9,17 @@ pub mod cpu;
 mod dry_run;
 pub mod gguf;
 pub mod images;
+mod load;
 pub mod metrics;
 mod options;
 pub mod pacer;
 pub mod prefix;
 pub mod run;
+mod scrape;
 pub mod server_metrics;
 pub mod shard;
 pub mod slo;
+mod state;
 mod summary;
 mod synth;
 #[cfg(test)]

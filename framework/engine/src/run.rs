@@ -7,12 +7,15 @@
 //! those fields → HTTP → codec decodes → metrics and reporters → think time →
 //! next turn.
 
-mod load;
+mod requests;
 
 use crate::blocks::{self, BlockState};
 pub use crate::dry_run::{DryRunStats, dry_run};
+use crate::load;
 use crate::metrics::{Metrics, Summary};
 pub use crate::options::{Admission, DEFAULT_PROMPT, EngineError, EngineOptions};
+use crate::scrape::scrape_loop;
+use crate::state::{Collector, Shared};
 pub use crate::summary::{CLIENT_CPU_VERDICT, Tally, summarize};
 use crate::synth::{NextPrep, Prepared, Synth, apply, first_job, job, prepare};
 use crate::tokens::TokenizerHandle;
@@ -20,8 +23,8 @@ use crate::transport::{Outcome, Transport};
 use batchbench_contract::conversation::Conversation;
 use batchbench_contract::plan::{PlannedRequest, Trajectory};
 use batchbench_contract::plugin::{
-    BodyWriter, EncodeRequest, PluginError, Reply, Reporter, RequestCodec, RequestRecord,
-    RouteContext, RouteExtras, Router, SendTiming, TrajectoryRecord, WorkloadSource,
+    BodyWriter, EncodeRequest, Reply, Reporter, RequestCodec, RequestRecord, RouteContext,
+    RouteExtras, Router, SendTiming, TrajectoryRecord, WorkloadSource,
 };
 pub use batchbench_contract::record::RunInfo;
 use batchbench_contract::spec::Release;
@@ -38,61 +41,6 @@ pub struct RunOutput {
     pub info: RunInfo,
     /// The summary (partial when interrupted).
     pub summary: Summary,
-}
-
-struct Collector {
-    metrics: Metrics,
-    reporters: Vec<Box<dyn Reporter>>,
-    /// The first failure of each reporter's per-event hooks: a failed reporter
-    /// gets no further events, and its error ends the run (exit 1) once every
-    /// reporter has finished.
-    failed: Vec<Option<PluginError>>,
-}
-
-impl Collector {
-    /// Calls `hook` on every reporter that has not failed.
-    fn notify(&mut self, mut hook: impl FnMut(&mut dyn Reporter) -> Result<(), PluginError>) {
-        for (r, failed) in self.reporters.iter_mut().zip(&mut self.failed) {
-            if failed.is_none() {
-                if let Err(e) = hook(r.as_mut()) {
-                    *failed = Some(e);
-                }
-            }
-        }
-    }
-}
-
-struct Shared {
-    opts: EngineOptions,
-    transport: Transport,
-    codec: Arc<dyn RequestCodec>,
-    routers: Vec<Arc<dyn Router>>,
-    synth: Arc<Synth>,
-    /// Stops the run: the host's cancellation (Ctrl+C), a fatal error, or the
-    /// deadline with `at_deadline = cancel`.
-    cancel: CancellationToken,
-    /// The host's own cancellation: the run was interrupted.
-    interrupt: CancellationToken,
-    /// Fires at the end of a duration run: nothing new is sent.
-    deadline: CancellationToken,
-    /// Requests in flight at most (`max_concurrency`).
-    inflight: Option<Semaphore>,
-    /// Precise send times for arrivals (open loop only).
-    pacer: Option<crate::pacer::Pacer>,
-    /// Requests sent so far (warmup counts the first ones).
-    sent: std::sync::atomic::AtomicU64,
-    start: Instant,
-    collector: Mutex<Collector>,
-    /// The prefix-cache estimates, fed in send order.
-    estimator: Mutex<crate::prefix::Estimator>,
-}
-
-impl Shared {
-    fn collector(&self) -> std::sync::MutexGuard<'_, Collector> {
-        self.collector
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
 }
 
 /// A run: plugins, options and the target, ready to go.
@@ -330,7 +278,7 @@ impl Engine {
         let timer = load::deadline_timer(&shared);
         let load = shared.opts.load.clone();
         let adm = if load.is_open() && load.release == Release::Requests {
-            load::request_loop(
+            requests::request_loop(
                 &shared,
                 &mut *source,
                 initial.into_iter().zip(prepared).collect(),
@@ -431,78 +379,6 @@ impl Engine {
             (None, None) => Ok(RunOutput { info, summary }),
         }
     }
-}
-
-/// Scrapes the server's metrics every `metrics_interval` from the clock start
-/// until `stop`, then once more; each scrape goes to the reporters as it comes.
-async fn scrape_loop(shared: Arc<Shared>, stop: CancellationToken) -> crate::server_metrics::Tally {
-    use crate::server_metrics::{Mapper, Tally};
-    let urls = shared.opts.server_metrics.clone();
-    // What is recorded and printed: never the credentials of a URL.
-    let shown: Vec<String> = urls
-        .iter()
-        .map(|u| batchbench_contract::record::redact_url(u))
-        .collect();
-    let interval = shared.opts.metrics_interval.max(Duration::from_millis(10));
-    let mut tally = Tally::new(&shown, interval);
-    let timeout = interval.clamp(Duration::from_secs(1), Duration::from_secs(5));
-    let client = shared.transport.side_client(timeout);
-    let mut mappers: Vec<Mapper> = urls.iter().map(|_| Mapper::default()).collect();
-    let mut next = tokio::time::Instant::now();
-    loop {
-        for ((url, name), mapper) in urls.iter().zip(&shown).zip(&mut mappers) {
-            let body = match &client {
-                Ok(c) => fetch_metrics(c, url).await,
-                Err(e) => Err(format!("no HTTP client: {e}")),
-            };
-            let t = shared.start.elapsed().as_secs_f64();
-            let scrape = match body {
-                Ok(text) => mapper.scrape(name, t, &text),
-                Err(error) => batchbench_contract::results::ServerScrape {
-                    t,
-                    url: name.clone(),
-                    error: Some(error),
-                    ..Default::default()
-                },
-            };
-            tally.add(&scrape);
-            shared.collector().notify(|r| r.on_server_metrics(&scrape));
-        }
-        if stop.is_cancelled() {
-            return tally;
-        }
-        next += interval;
-        tokio::select! {
-            () = stop.cancelled() => {}
-            () = tokio::time::sleep_until(next) => {}
-        }
-    }
-}
-
-/// The most a metrics response may hold.
-const MAX_METRICS_BYTES: usize = 32 << 20;
-
-async fn fetch_metrics(client: &reqwest::Client, url: &str) -> Result<String, String> {
-    let resp = client.get(url).send().await.map_err(|e| {
-        if e.is_timeout() {
-            "timed out".to_owned()
-        } else if e.is_connect() {
-            "cannot connect".to_owned()
-        } else {
-            e.to_string()
-        }
-    })?;
-    if !resp.status().is_success() {
-        return Err(format!("HTTP {}", resp.status().as_u16()));
-    }
-    let body = resp.bytes().await.map_err(|e| e.to_string())?;
-    if body.len() > MAX_METRICS_BYTES {
-        return Err(format!(
-            "the response is over {} MiB",
-            MAX_METRICS_BYTES >> 20
-        ));
-    }
-    Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
 /// Unix time now, seconds.
@@ -1180,7 +1056,7 @@ mod tests {
 
     use super::*;
     use crate::transport::TargetConfig;
-    use batchbench_contract::plugin::{CodecError, StreamDecoder, Usage};
+    use batchbench_contract::plugin::{CodecError, PluginError, StreamDecoder, Usage};
     use tokio::io::AsyncWriteExt;
 
     /// Serves `HTTP/1.1 200` with an empty JSON object after `delay`, on

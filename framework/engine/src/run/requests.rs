@@ -1,111 +1,18 @@
-//! The load model of the engine: releasing requests at their arrival times,
-//! the concurrency cap, warmup and the deadline (how the schedule was kept is
-//! the summary's load report).
+//! The request-level open loop: every request released at its own arrival
+//! time, round-robin over the trajectories.
 
 use super::{
     AdmissionStats, EngineError, Prep, Prepared, Ready, Shared, Turn, drive, job, prepare, reap,
 };
 use crate::arrivals::Schedule;
 use crate::blocks::BlockState;
+use crate::load::release_time;
 use batchbench_contract::plan::{PlannedRequest, RequestIter, Trajectory};
-use batchbench_contract::plugin::{FailureKind, Reply, WorkloadSource};
-use batchbench_contract::spec::AtDeadline;
+use batchbench_contract::plugin::WorkloadSource;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
-use tokio::sync::SemaphorePermit;
-use tokio::task::{JoinHandle, JoinSet};
-
-/// How far ahead of its due time an arrival is handed to its task: enough for
-/// the runtime timer's millisecond steps and for making the request's body,
-/// so that the task is waiting, body made, when the time comes.
-const RELEASE_AHEAD: Duration = Duration::from_millis(2);
-
-/// When the release loops hand an arrival due at `offset` to its task.
-pub(super) fn release_time(sh: &Shared, offset: Duration) -> Instant {
-    let due = sh.start + offset;
-    due.checked_sub(RELEASE_AHEAD)
-        .map_or(sh.start, |t| t.max(sh.start))
-}
-
-/// Waits until the arrival due at `offset` (from the clock start) may be
-/// sent: on the pacer, to within microseconds, or on the runtime's timer
-/// without one. `false` when the run stops first.
-pub(super) async fn until_due(sh: &Shared, offset: Duration) -> bool {
-    let due = sh.start + offset;
-    let wait = async {
-        match &sh.pacer {
-            Some(p) => p.until(due).await,
-            None => tokio::time::sleep_until(due.into()).await,
-        }
-    };
-    tokio::select! {
-        biased;
-        () = sh.cancel.cancelled() => false,
-        () = sh.deadline.cancelled() => false,
-        () = wait => true,
-    }
-}
-
-/// Starts the deadline of a duration run: at it nothing new is sent, and with
-/// `at_deadline = cancel` requests in flight are cancelled.
-pub(super) fn deadline_timer(sh: &Arc<Shared>) -> Option<JoinHandle<()>> {
-    let secs = sh.opts.load.duration_secs?;
-    let sh = sh.clone();
-    Some(tokio::spawn(async move {
-        let due = sh.start + Duration::from_secs_f64(secs);
-        tokio::select! {
-            () = sh.cancel.cancelled() => {}
-            () = tokio::time::sleep_until(due.into()) => {
-                sh.deadline.cancel();
-                if sh.opts.load.at_deadline == AtDeadline::Cancel {
-                    sh.cancel.cancel();
-                }
-            }
-        }
-    }))
-}
-
-/// A concurrency slot and how long it took to get; `None` when the run stops
-/// while waiting (a request the deadline caught in the queue is counted as cut).
-pub(super) async fn slot(sh: &Shared) -> Option<(Option<SemaphorePermit<'_>>, Duration)> {
-    let Some(sem) = &sh.inflight else {
-        return Some((None, Duration::ZERO));
-    };
-    let t0 = Instant::now();
-    let got = tokio::select! {
-        () = sh.cancel.cancelled() => None,
-        () = sh.deadline.cancelled() => None,
-        p = sem.acquire() => p.ok().map(|p| (Some(p), t0.elapsed())),
-    };
-    if got.is_none() && sh.deadline.is_cancelled() && !sh.interrupt.is_cancelled() {
-        sh.collector().metrics.cut_at_deadline += 1;
-    }
-    got
-}
-
-/// Whether the request about to be sent, due at `intended`, is warmup.
-pub(super) fn is_warmup(sh: &Shared, intended: Duration) -> bool {
-    let load = &sh.opts.load;
-    let n = sh.sent.fetch_add(1, Ordering::Relaxed);
-    load.warmup_requests.is_some_and(|w| n < w)
-        || load
-            .warmup_secs
-            .is_some_and(|w| intended < Duration::from_secs_f64(w))
-}
-
-/// A request cancelled by the deadline (not by the host): counted apart, not
-/// as a failure. Returns whether `result` is one.
-pub(super) fn cut_at_deadline(sh: &Shared, result: &Result<Reply, (FailureKind, String)>) -> bool {
-    let cut = matches!(result, Err((FailureKind::Cancelled, _)))
-        && sh.deadline.is_cancelled()
-        && !sh.interrupt.is_cancelled();
-    if cut {
-        sh.collector().metrics.cut_at_deadline += 1;
-    }
-    cut
-}
+use std::time::Duration;
+use tokio::task::JoinSet;
 
 /// A trajectory whose requests are released one by one.
 struct User {

@@ -1,0 +1,71 @@
+//! The state of a run that its tasks share: the plugins, the transport, the
+//! synthesiser, the cancellation tokens, the load's limits, and the collector
+//! that metrics and reporters are fed through.
+
+use crate::metrics::Metrics;
+use crate::options::EngineOptions;
+use crate::synth::Synth;
+use crate::transport::Transport;
+use batchbench_contract::plugin::{PluginError, Reporter, RequestCodec, Router};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+pub(crate) struct Collector {
+    pub(crate) metrics: Metrics,
+    pub(crate) reporters: Vec<Box<dyn Reporter>>,
+    /// The first failure of each reporter's per-event hooks: a failed reporter
+    /// gets no further events, and its error ends the run (exit 1) once every
+    /// reporter has finished.
+    pub(crate) failed: Vec<Option<PluginError>>,
+}
+
+impl Collector {
+    /// Calls `hook` on every reporter that has not failed.
+    pub(crate) fn notify(
+        &mut self,
+        mut hook: impl FnMut(&mut dyn Reporter) -> Result<(), PluginError>,
+    ) {
+        for (r, failed) in self.reporters.iter_mut().zip(&mut self.failed) {
+            if failed.is_none() {
+                if let Err(e) = hook(r.as_mut()) {
+                    *failed = Some(e);
+                }
+            }
+        }
+    }
+}
+
+pub(crate) struct Shared {
+    pub(crate) opts: EngineOptions,
+    pub(crate) transport: Transport,
+    pub(crate) codec: Arc<dyn RequestCodec>,
+    pub(crate) routers: Vec<Arc<dyn Router>>,
+    pub(crate) synth: Arc<Synth>,
+    /// Stops the run: the host's cancellation (Ctrl+C), a fatal error, or the
+    /// deadline with `at_deadline = cancel`.
+    pub(crate) cancel: CancellationToken,
+    /// The host's own cancellation: the run was interrupted.
+    pub(crate) interrupt: CancellationToken,
+    /// Fires at the end of a duration run: nothing new is sent.
+    pub(crate) deadline: CancellationToken,
+    /// Requests in flight at most (`max_concurrency`).
+    pub(crate) inflight: Option<Semaphore>,
+    /// Precise send times for arrivals (open loop only).
+    pub(crate) pacer: Option<crate::pacer::Pacer>,
+    /// Requests sent so far (warmup counts the first ones).
+    pub(crate) sent: std::sync::atomic::AtomicU64,
+    pub(crate) start: Instant,
+    pub(crate) collector: Mutex<Collector>,
+    /// The prefix-cache estimates, fed in send order.
+    pub(crate) estimator: Mutex<crate::prefix::Estimator>,
+}
+
+impl Shared {
+    pub(crate) fn collector(&self) -> std::sync::MutexGuard<'_, Collector> {
+        self.collector
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
