@@ -26,3 +26,4 @@ mod synth;
 mod test_http;
 pub mod tokens;
 pub mod transport;
+mod turn;
