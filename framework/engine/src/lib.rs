@@ -2,6 +2,7 @@
 //! contract of `batchbench-contract`.
 #![warn(missing_docs)]
 
+mod admission;
 pub mod analysis;
 pub mod arrivals;
 pub mod blocks;

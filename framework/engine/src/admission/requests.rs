@@ -1,12 +1,14 @@
 //! The request-level open loop: every request released at its own arrival
 //! time, round-robin over the trajectories.
 
-use super::{
-    AdmissionStats, EngineError, Prep, Prepared, Ready, Shared, Turn, drive, job, prepare, reap,
-};
+use super::{AdmissionStats, Prep, Ready, reap};
 use crate::arrivals::Schedule;
 use crate::blocks::BlockState;
 use crate::load::release_time;
+use crate::options::EngineError;
+use crate::state::Shared;
+use crate::synth::{Prepared, job, prepare};
+use crate::turn::{Turn, drive};
 use batchbench_contract::plan::{PlannedRequest, RequestIter, Trajectory};
 use batchbench_contract::plugin::WorkloadSource;
 use std::collections::VecDeque;
@@ -37,7 +39,7 @@ struct Release {
 /// (users) in source order, each with its own index, identity and body, exactly
 /// as the closed loop would send them. A trajectory's requests must be
 /// independent: a request that continues a conversation needs its reply.
-pub(super) async fn request_loop(
+pub(crate) async fn request_loop(
     sh: &Arc<Shared>,
     source: &mut dyn WorkloadSource,
     ready: Vec<Ready>,
