@@ -296,6 +296,7 @@ fn fine_timer_slack() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures_util::FutureExt;
 
     #[tokio::test]
     async fn releases_at_or_after_the_due_time_and_at_once_when_it_is_past() {
@@ -305,52 +306,81 @@ mod tests {
             p.until(due).await;
             assert!(Instant::now() >= due);
         }
+        // A due time already past: done on the first poll, with no wait handed
+        // to the thread (a schedule that fell behind catches up at once).
         let past = Instant::now()
             .checked_sub(Duration::from_secs(1))
             .unwrap_or_else(Instant::now);
-        p.until(past).await;
+        let waits = p.seq.load(Ordering::Relaxed);
+        assert!(
+            p.until(past).now_or_never().is_some(),
+            "a due time already past must not wait"
+        );
+        assert_eq!(
+            p.seq.load(Ordering::Relaxed),
+            waits,
+            "a due time already past must not go to the thread"
+        );
     }
 
     #[test]
     fn the_thread_fires_waits_in_due_order_whatever_order_they_came_in() {
         // The thread alone, without the task's final spin (which would hide a
-        // wait fired early): a queue taken in arrival order fires the first
-        // registered (the latest) wait first and the earlier ones after it.
-        let (tx, rx) = mpsc::channel::<Wait>();
-        let thread = std::thread::spawn(move || timer_thread(&rx, &AtomicU64::new(0)));
-        let base = Instant::now() + Duration::from_millis(5);
-        let mut waits = Vec::new();
-        for (seq, k) in [7u64, 1, 4, 0, 9, 3].into_iter().enumerate() {
-            let fire = base + Duration::from_micros(500 * k);
-            let (done, fired) = oneshot::channel();
-            tx.send(Wait {
-                fire,
-                seq: seq as u64,
-                done,
-            })
-            .unwrap_or_else(|e| panic!("{e}"));
-            waits.push((fire, fired));
-        }
-        let mut got: Vec<(Instant, Instant)> = waits
-            .into_iter()
-            .map(|(fire, fired)| {
-                (
+        // wait fired early). The six waits are queued before the thread starts,
+        // in an order unlike their deadlines, so it holds all of them before the
+        // first is due however long queueing took: a queue taken in arrival
+        // order would fire the first queued (the latest) first. A round in
+        // which the thread itself started too close to the first deadline to
+        // take them all in (a loaded machine) says nothing about order: it is
+        // run again, further ahead.
+        let mut lead = Duration::from_millis(5);
+        for _ in 0..8 {
+            let (tx, rx) = mpsc::channel::<Wait>();
+            let base = Instant::now() + lead;
+            let mut waits = Vec::new();
+            for (seq, k) in [7u64, 1, 4, 0, 9, 3].into_iter().enumerate() {
+                let fire = base + Duration::from_micros(500 * k);
+                let (done, fired) = oneshot::channel();
+                tx.send(Wait {
                     fire,
-                    fired.blocking_recv().unwrap_or_else(|e| panic!("{e}")),
-                )
-            })
-            .collect();
-        drop(tx);
-        thread
-            .join()
-            .unwrap_or_else(|_| panic!("the timer thread panicked"));
-        got.sort_by_key(|&(fire, _)| fire);
-        for (fire, fired) in &got {
-            assert!(fired >= fire, "fired before its time");
+                    seq: seq as u64,
+                    done,
+                })
+                .unwrap_or_else(|e| panic!("{e}"));
+                waits.push((fire, fired));
+            }
+            let thread = std::thread::spawn(move || {
+                let started = Instant::now();
+                timer_thread(&rx, &AtomicU64::new(0));
+                started
+            });
+            let mut got: Vec<(Instant, Instant)> = waits
+                .into_iter()
+                .map(|(fire, fired)| {
+                    (
+                        fire,
+                        fired.blocking_recv().unwrap_or_else(|e| panic!("{e}")),
+                    )
+                })
+                .collect();
+            drop(tx);
+            let started = thread
+                .join()
+                .unwrap_or_else(|_| panic!("the timer thread panicked"));
+            for (fire, fired) in &got {
+                assert!(fired >= fire, "fired before its time");
+            }
+            if started + Duration::from_millis(1) > base {
+                lead *= 2;
+                continue;
+            }
+            got.sort_by_key(|&(fire, _)| fire);
+            for pair in got.windows(2) {
+                assert!(pair[0].1 <= pair[1].1, "fired out of due order: {got:?}");
+            }
+            return;
         }
-        for pair in got.windows(2) {
-            assert!(pair[0].1 <= pair[1].1, "fired out of due order: {got:?}");
-        }
+        panic!("the timer thread never started ahead of its first deadline (last lead {lead:?})");
     }
 
     #[test]
