@@ -1,5 +1,4 @@
-//! The batchbench engine: everything that runs a benchmark, over the plugin
-//! contract of `batchbench-contract`.
+#![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
 mod admission;
