@@ -4,7 +4,8 @@
 #    SDK and a plugin written with it) pulls in no engine, async runtime, HTTP
 #    client, tokenizer, histogram or WebAssembly runtime; ClickHouse keeps its
 #    own HTTP client but not the engine;
-#  - no module of any crate imports another in a circle (.ci/module-cycles.py);
+#  - no module of any crate imports another in a circle (.ci/module-cycles.py),
+#    and no module of the engine is over 800 lines before its tests;
 #  - every workspace crate builds alone, with only the features it asks for
 #    (a workspace build unifies features and can hide a missing one), and the
 #    contract-side crates' tests pass alone.
@@ -26,6 +27,22 @@ fi
 echo "contract side: no engine in the trees of the contract, results, built-ins, SDK, ClickHouse"
 
 python3 .ci/module-cycles.py
+
+# Every module of the engine readable in one sitting: at most 800 lines before
+# its tests.
+python3 - <<'PY'
+import pathlib, re, sys
+over = []
+for f in sorted(pathlib.Path("framework/engine/src").rglob("*.rs")):
+    lines = f.read_text().split("\n")
+    code = next((i for i, l in enumerate(lines) if re.match(r"#\[cfg\(test\)\]", l)), len(lines))
+    if code > 800:
+        over.append(f"{f}: {code} lines before its tests")
+if over:
+    print("engine modules over 800 lines:", *over, sep="\n  ", file=sys.stderr)
+    sys.exit(1)
+print("engine: every module at most 800 lines before its tests")
+PY
 
 packages=$(cargo metadata --locked --no-deps --format-version 1 |
   python3 -c 'import json, sys; print(" ".join(p["name"] for p in json.load(sys.stdin)["packages"]))')
