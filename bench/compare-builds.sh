@@ -25,7 +25,7 @@ fixed=(--output-tokens 16)
 cpu_us() { # BIN_DIR ARGS...: CPU microseconds per request of one run
   local bin="$1/batchbench"; shift
   read -r _ cpu _ < <(cpu_of "$n" "$bin" --host "$url" --users "$users" --requests-per-user "$per_user" "$@")
-  per_request_us "$cpu" "$n"
+  python3 -c "print(f'{$cpu / $n * 1e6:.3f}')"
 }
 # Warm both word-table caches (what every run after a user's first one sees).
 cpu_us "$before" "${exact[@]}" > /dev/null
@@ -46,7 +46,7 @@ import statistics, sys
 shape, b, a = sys.argv[1], [float(x) for x in sys.argv[2].split()], [float(x) for x in sys.argv[3].split()]
 mb, ma = statistics.median(b), statistics.median(a)
 ratios = sorted(y / x for x, y in zip(b, a))
-print(f"  {shape:5}  before {mb:7.1f}  after {ma:7.1f}  after/before {ma / mb:.3f}"
+print(f"  {shape:5}  before {mb:7.2f}  after {ma:7.2f}  after/before {ma / mb:.3f}"
       f"  (per round: {ratios[0]:.3f} to {ratios[-1]:.3f})")
 PY
 done
