@@ -1,5 +1,5 @@
 //! Flat configuration views (`run.config`) and their CSV columns, declared
-//! together by [`flat_view!`], so that a column's name is written once: as a
+//! together by `flat_view!`, so that a column's name is written once: as a
 //! field of the view, or as a field of the run record.
 
 use batchbench_contract::spec::RunSpec;
