@@ -349,11 +349,7 @@ fn ctrl_c_prints_a_partial_summary_writes_the_csv_and_exits_130() {
     // eight requests received means some have completed, however slow the start.
     wait_for_requests(&sim, 8);
     let t = Instant::now();
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(status.success());
+    sigint(&child);
     let o = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
     assert!(t.elapsed() < Duration::from_secs(10), "stops promptly");
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
@@ -461,6 +457,59 @@ fn plugins_lists_the_builtins() {
     }
 }
 
+/// Ctrl+C in a sweep stops the point in flight, keeps what was measured and
+/// exits 130; the index says the series was interrupted.
+#[cfg(unix)]
+#[test]
+fn ctrl_c_stops_a_sweep_with_130_and_an_index_that_says_so() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = dir.path().join("sweep");
+    let tok = tokenizer_path("qwen").display().to_string();
+    // 2 users x 100 requests of 20 tokens at 25 ms per token: the first point
+    // alone is about 50 s of work.
+    let sim = SimServer::start(
+        SimConfig {
+            decode_ms_per_token: 25.0,
+            ..SimConfig::default()
+        },
+        "qwen",
+    );
+    let child = bin()
+        .args([
+            "sweep",
+            "--over",
+            "users",
+            "--values",
+            "2,4",
+            "--host",
+            &sim.url(),
+            "--tokenizer-model",
+            &tok,
+            "--requests-per-user",
+            "100",
+            "--output-tokens",
+            "20",
+            "--output-dir",
+        ])
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The series registers its handler before its first point starts.
+    wait_for_requests(&sim, 1);
+    sigint(&child);
+    let o = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(stderr(&o).contains("interrupted"), "{}", stderr(&o));
+    let index: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("index.json")).unwrap_or_else(|e| panic!("{e}")),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(index["interrupted"], true, "{index}");
+}
+
 #[test]
 fn ctrl_c_stops_an_export_with_130_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -496,11 +545,7 @@ fn ctrl_c_stops_an_export_with_130_and_writes_nothing() {
         .write(true)
         .open(&fifo)
         .unwrap_or_else(|e| panic!("{e}"));
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(status.success());
+    sigint(&child);
     let o = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     assert!(stderr(&o).contains("nothing was written"), "{}", stderr(&o));
@@ -759,12 +804,7 @@ fn sigint_stops_a_run_that_started_with_sigint_ignored() {
     // Interrupt once the run is under way (its handler is registered before
     // the first request; its summary would come after 200 s).
     wait_for_requests(&sim, 1);
-    let pid = child.id().to_string();
-    let killed = Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(killed.success());
+    sigint(&child);
     let start = Instant::now();
     let o = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
     assert!(start.elapsed() < Duration::from_secs(15));
@@ -900,4 +940,13 @@ fn analyze_prints_its_tables_and_names_bad_input_by_file_line_and_field() {
     ] {
         assert!(help.contains(flag), "no {flag} in analyze --help");
     }
+}
+
+/// Sends SIGINT to `child`, as Ctrl+C in its terminal would.
+fn sigint(child: &std::process::Child) {
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.success());
 }

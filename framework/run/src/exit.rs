@@ -35,6 +35,11 @@ impl Failure {
         Self::bad_input(anyhow::anyhow!("{message}"))
     }
 
+    /// A command line clap refused, as bad input: its first line.
+    pub fn bad_args(e: &clap::Error) -> Self {
+        Self::bad(e.to_string().lines().next().unwrap_or("invalid arguments"))
+    }
+
     /// A run that could not complete: exit 1.
     pub fn failed(e: impl Into<anyhow::Error>) -> Self {
         Self {
@@ -66,6 +71,40 @@ pub fn interrupts() -> Interrupts {
     {
         Interrupts(())
     }
+}
+
+/// A token cancelled by the first Ctrl+C, after `message` (when there is one)
+/// on stderr; a second Ctrl+C exits at once with 130. The handler is watched
+/// on its own thread and registered before this returns, so a SIGINT at any
+/// later moment cancels instead of killing the process.
+pub fn ctrl_c_token(message: Option<&'static str>) -> tokio_util::sync::CancellationToken {
+    let token = tokio_util::sync::CancellationToken::new();
+    let t = token.clone();
+    let (ready, registered) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            let _ = ready.send(());
+            return;
+        };
+        rt.block_on(async move {
+            let mut interrupts = interrupts();
+            let _ = ready.send(());
+            if interrupts.recv().await {
+                if let Some(m) = message {
+                    eprintln!("{m}");
+                }
+                t.cancel();
+                if interrupts.recv().await {
+                    std::process::exit(EXIT_INTERRUPTED);
+                }
+            }
+        });
+    });
+    let _ = registered.recv();
+    token
 }
 
 /// See [`interrupts`].

@@ -796,7 +796,7 @@ pub fn check<'a>(front: &'a Front, kind: Kind, args: &[OsString]) -> Result<Plan
     full.extend(args.iter().cloned());
     let m = command(front, kind)
         .try_get_matches_from(&full)
-        .map_err(|e| super_bad(&e))?;
+        .map_err(|e| Failure::bad_args(&e))?;
     plan(front, kind, &m, args)
 }
 
@@ -819,11 +819,11 @@ fn plan<'a>(
 ) -> Result<Plan<'a>, Failure> {
     let (series, sweep, cap) = match kind {
         Kind::Sweep => {
-            let s = SweepArgs::from_arg_matches(matches).map_err(|e| super_bad(&e))?;
+            let s = SweepArgs::from_arg_matches(matches).map_err(|e| Failure::bad_args(&e))?;
             (s.series.clone(), Some(s), None)
         }
         Kind::Capacity => {
-            let c = CapacityArgs::from_arg_matches(matches).map_err(|e| super_bad(&e))?;
+            let c = CapacityArgs::from_arg_matches(matches).map_err(|e| Failure::bad_args(&e))?;
             (c.series.clone(), None, Some(c))
         }
     };
@@ -994,7 +994,12 @@ fn run_plan(p: Plan<'_>, cancel: Option<CancellationToken>) -> Result<i32, Failu
     std::fs::create_dir_all(&dir)
         .map_err(|e| Failure::bad(format!("--output-dir {}: {e}", dir.display())))?;
     let seed = base.seed.unwrap_or_else(assemble::fresh_seed);
-    let cancel = cancel.unwrap_or_else(ctrl_c_token);
+    let cancel = cancel.unwrap_or_else(|| {
+        // In place before the first point starts.
+        exit::ctrl_c_token(Some(
+            "\ninterrupted: cancelling the point's in-flight requests (Ctrl+C again to quit now)",
+        ))
+    });
     let judge = Judge {
         bounds: base.slo.clone(),
         // A point may fail requests only as far as the run itself may.
@@ -1066,41 +1071,6 @@ fn run_plan(p: Plan<'_>, cancel: Option<CancellationToken>) -> Result<i32, Failu
     } else {
         exit::EXIT_OK
     })
-}
-
-fn super_bad(e: &clap::Error) -> Failure {
-    Failure::bad(e.to_string().lines().next().unwrap_or("invalid arguments"))
-}
-
-/// A token cancelled by the first Ctrl+C (a second exits at once), watched on
-/// its own thread for the whole series.
-fn ctrl_c_token() -> CancellationToken {
-    let token = CancellationToken::new();
-    let t = token.clone();
-    let (ready, registered) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        else {
-            let _ = ready.send(());
-            return;
-        };
-        rt.block_on(async move {
-            let mut interrupts = exit::interrupts();
-            let _ = ready.send(());
-            if interrupts.recv().await {
-                eprintln!("\ninterrupted: cancelling the point's in-flight requests (Ctrl+C again to quit now)");
-                t.cancel();
-                if interrupts.recv().await {
-                    std::process::exit(exit::EXIT_INTERRUPTED);
-                }
-            }
-        });
-    });
-    // The handler is in place before the first point starts.
-    let _ = registered.recv();
-    token
 }
 
 fn run_sweep(

@@ -142,8 +142,8 @@ fn export_plans(
     // 130: an export has no partial result, and nothing may be left half-written.
     // The export starts only once the SIGINT handler is registered, so a
     // Ctrl+C at any moment of it is an interruption, never a kill.
+    let cancel = cancel.unwrap_or_else(|| exit::ctrl_c_token(None));
     let done = CancellationToken::new();
-    let (ready, registered) = std::sync::mpsc::channel();
     let watcher = {
         let (done, temps) = (done.clone(), batchbench_clickhouse::temp_files(a, output));
         std::thread::spawn(move || {
@@ -151,26 +151,12 @@ fn export_plans(
                 .enable_all()
                 .build()
             else {
-                let _ = ready.send(());
                 return;
             };
             let interrupted = rt.block_on(async {
-                match cancel {
-                    Some(c) => {
-                        let _ = ready.send(());
-                        tokio::select! {
-                            () = c.cancelled() => true,
-                            () = done.cancelled() => false,
-                        }
-                    }
-                    None => {
-                        let mut interrupts = crate::exit::interrupts();
-                        let _ = ready.send(());
-                        tokio::select! {
-                            r = interrupts.recv() => r,
-                            () = done.cancelled() => false,
-                        }
-                    }
+                tokio::select! {
+                    () = cancel.cancelled() => true,
+                    () = done.cancelled() => false,
                 }
             });
             if interrupted {
@@ -182,7 +168,6 @@ fn export_plans(
             }
         })
     };
-    let _ = registered.recv();
     let result = batchbench_clickhouse::export(a, output);
     done.cancel();
     let _ = watcher.join();

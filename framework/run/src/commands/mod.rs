@@ -208,15 +208,10 @@ where
 {
     let m = run_command::<F>()
         .try_get_matches_from(args)
-        .map_err(|e| bad_args(&e))?;
+        .map_err(|e| Failure::bad_args(&e))?;
     Run::<F>::from_matches(&m)
-        .map_err(|e| bad_args(&e))?
+        .map_err(|e| Failure::bad_args(&e))?
         .spec(m)
-}
-
-/// A parse error as bad input: its first line.
-fn bad_args(e: &clap::Error) -> Failure {
-    Failure::bad(e.to_string().lines().next().unwrap_or("invalid arguments"))
 }
 
 /// Resolves the flags and prints the spec (`--print-config`) or runs it.
