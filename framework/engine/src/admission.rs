@@ -10,7 +10,7 @@ mod requests;
 use crate::load;
 use crate::options::EngineError;
 use crate::state::Shared;
-use crate::synth::{Prepared, first_job, prepare};
+use crate::synth::{PrepJob, Prepared, Synth, first_job, prepare};
 use crate::turn::run_trajectory;
 use batchbench_contract::plan::{PlannedRequest, Trajectory};
 use batchbench_contract::plugin::WorkloadSource;
@@ -18,6 +18,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+
+/// The session loop hands every session due within this window of the next
+/// one's release to its task at once: it wakes about once per window, not
+/// once per session.
+const RELEASE_WINDOW: Duration = Duration::from_millis(2);
 
 pub(crate) use requests::request_loop;
 
@@ -61,6 +66,8 @@ pub(crate) type Ready = (Trajectory, (Option<PlannedRequest>, Option<Prepared>))
 enum Prep {
     Done(Option<Prepared>),
     Pending(tokio::task::JoinHandle<Result<Option<Prepared>, EngineError>>),
+    /// Made when it is needed, in place: it costs less than a task.
+    Later(Box<PrepJob>),
 }
 
 impl Prep {
@@ -68,11 +75,16 @@ impl Prep {
     /// run's fatal error and stops the run.
     async fn ready(
         self,
+        synth: &Arc<Synth>,
         fatal: &mut Option<EngineError>,
         cancel: &CancellationToken,
     ) -> Option<Option<Prepared>> {
         let failed = match self {
             Self::Done(p) => return Some(p),
+            Self::Later(job) => match prepare(synth, *job).await {
+                Ok(p) => return Some(Some(p)),
+                Err(e) => e,
+            },
             Self::Pending(h) => match h.await {
                 Ok(Ok(p)) => return Some(p),
                 Ok(Err(e)) => e,
@@ -186,6 +198,7 @@ pub(crate) async fn open_loop(
     let mut next_slot = 0u64;
     let mut next_agent = 0u64;
     let lookahead = sh.opts.lookahead.max(1);
+    let mut horizon = sh.start;
     loop {
         // Keep the lookahead full: prepare upcoming first prompts on the pool.
         while !exhausted && queue.len() < lookahead && stats.fatal.is_none() {
@@ -200,15 +213,20 @@ pub(crate) async fn open_loop(
                         let agent = sh.opts.shard.global(next_agent + queue.len() as u64);
                         first_job(&sh.opts, &t.id, agent, r)
                     });
-                    let synth = sh.synth.clone();
-                    let handle = tokio::spawn(async move {
-                        match job {
-                            Some(Ok(j)) => prepare(&synth, j).await.map(Some),
-                            Some(Err(e)) => Err(e),
-                            None => Ok(None),
+                    let prep = match job {
+                        Some(Ok(j)) if sh.synth.cheap(&j) => Prep::Later(Box::new(j)),
+                        job => {
+                            let synth = sh.synth.clone();
+                            Prep::Pending(tokio::spawn(async move {
+                                match job {
+                                    Some(Ok(j)) => prepare(&synth, j).await.map(Some),
+                                    Some(Err(e)) => Err(e),
+                                    None => Ok(None),
+                                }
+                            }))
                         }
-                    });
-                    queue.push_back((t, first, Prep::Pending(handle), due));
+                    };
+                    queue.push_back((t, first, prep, due));
                 }
                 Some(Err(e)) => {
                     stats.fatal.get_or_insert(e.into());
@@ -227,7 +245,7 @@ pub(crate) async fn open_loop(
         // meanwhile: the first request waits for its exact time itself, with
         // its body made, just before it is sent.
         let release = load::release_time(sh, scheduled);
-        loop {
+        while release > horizon {
             tokio::select! {
                 biased;
                 () = sh.cancel.cancelled() => break,
@@ -237,7 +255,11 @@ pub(crate) async fn open_loop(
                         free.insert(slot);
                     }
                 }
-                () = tokio::time::sleep_until(release.into()) => break,
+                () = tokio::time::sleep_until(release.into()) => {
+                    // Every session due within the window goes now: the loop
+                    // wakes about once per window, whatever the rate.
+                    horizon = release.max(std::time::Instant::now()) + RELEASE_WINDOW;
+                }
             }
         }
         if sh.deadline.is_cancelled() {
@@ -270,7 +292,7 @@ pub(crate) async fn open_loop(
         if sh.cancel.is_cancelled() || sh.deadline.is_cancelled() {
             break;
         }
-        let Some(prepared) = prep.ready(&mut stats.fatal, &sh.cancel).await else {
+        let Some(prepared) = prep.ready(&sh.synth, &mut stats.fatal, &sh.cancel).await else {
             break;
         };
         let now = sh.start.elapsed();

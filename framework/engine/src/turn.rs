@@ -70,6 +70,7 @@ pub(crate) async fn run_trajectory(
             index: 0,
             intended: scheduled,
             admission_wait,
+            on_release: None,
         };
         completed = drive(&sh, turn, first, prepared, &mut reqs).await?;
     }
@@ -105,6 +106,9 @@ pub(crate) struct Turn<'a> {
     /// How long the admission cap held the trajectory back before its first
     /// request (part of that request's queue wait).
     pub(crate) admission_wait: Duration,
+    /// Told how late the first request's arrival was released, when it is
+    /// (an arrival the run stops before is never released).
+    pub(crate) on_release: Option<&'a (dyn Fn(Duration) + Sync)>,
 }
 
 /// The turn loop. Returns whether every request succeeded.
@@ -122,6 +126,7 @@ pub(crate) async fn drive(
         mut index,
         mut intended,
         mut admission_wait,
+        mut on_release,
     } = turn;
     let mut conv = Conversation::default();
     let mut cur = first;
@@ -234,6 +239,9 @@ pub(crate) async fn drive(
                 h.cancel();
             }
             return Ok(false);
+        }
+        if let Some(released) = on_release.take() {
+            released(sh.start.elapsed().saturating_sub(eligible));
         }
         let (permit, queue_wait) = match load::slot(sh).await {
             Some((p, wait)) => (p, wait + std::mem::take(&mut admission_wait)),

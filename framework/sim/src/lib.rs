@@ -183,6 +183,11 @@ pub struct SimConfig {
     /// completions, SGLang's `e2e_latency` for /generate).
     #[arg(long)]
     pub stamps: bool,
+    /// Answer at once without reading the prompt: no tokenizer, no prefix
+    /// cache, no latency model, and 0 prompt tokens in `usage`. For measuring
+    /// the client, not the server (bench/load.sh).
+    #[arg(long)]
+    pub instant: bool,
 }
 
 impl Default for SimConfig {
@@ -250,6 +255,15 @@ impl SimConfig {
             if !v.is_finite() || v < 0.0 {
                 return Err(format!("{name} must be a finite number >= 0, got {v}"));
             }
+        }
+        if self.instant
+            && (self.max_running > 0
+                || self.ttft_base_ms > 0.0
+                || self.prefill_us_per_token > 0.0
+                || self.decode_ms_per_token > 0.0
+                || self.max_context_tokens > 0)
+        {
+            return Err("instant answers at once without reading the prompt: it takes no latency model (ttft-base-ms, prefill-us-per-token, decode-ms-per-token, max-running) or context limit (max-context-tokens)".into());
         }
         if self.max_running > 0 {
             if self.ttft_base_ms > 0.0 || self.decode_ms_per_token > 0.0 {

@@ -118,7 +118,7 @@ struct AppState {
     stored: Mutex<StoredResponses>,
     /// Keeps every token's time to within a fraction of a millisecond (the
     /// runtime's timer has millisecond steps).
-    pacer: Arc<Pacer>,
+    pacer: Option<Arc<Pacer>>,
     /// The zero of the stamps' clock.
     epoch: std::time::Instant,
 }
@@ -250,11 +250,13 @@ impl Sim {
         let gauges: Vec<Arc<Gauges>> = (0..cfg.workers)
             .map(|_| Arc::new(Gauges::default()))
             .collect();
-        let pacer = Arc::new(Pacer::start()?);
+        // Without a precise timer (not Linux), the runtime's timer keeps the
+        // schedule, to its millisecond.
+        let pacer = Pacer::start().ok().map(Arc::new);
         let schedulers = match cfg.batch_model() {
             Some(m) => gauges
                 .iter()
-                .map(|g| batch::start(m, g.clone(), Some(pacer.clone())))
+                .map(|g| batch::start(m, g.clone(), pacer.clone()))
                 .collect(),
             None => Vec::new(),
         };
@@ -614,6 +616,16 @@ struct Counted {
     messages: Option<ToStore>,
 }
 
+impl Counted {
+    /// An instant simulator's prompt: not read.
+    const UNREAD: Self = Self {
+        ids: Vec::new(),
+        count: 0,
+        stored: 0,
+        messages: None,
+    };
+}
+
 /// What a response stores: the response it continued, where this request's
 /// own messages start in the ids, and the conversation's count through them.
 struct ToStore {
@@ -766,7 +778,11 @@ async fn serve(
         count: prompt,
         stored: stored_prompt_tokens,
         messages: own_messages,
-    } = match prompt_tokens(&st, &parsed) {
+    } = match if st.cfg.instant {
+        Ok(Counted::UNREAD)
+    } else {
+        prompt_tokens(&st, &parsed)
+    } {
         Ok(x) => x,
         Err(e) => {
             st.rejected.fetch_add(1, Ordering::Relaxed);
@@ -938,14 +954,17 @@ struct Schedule {
     due: std::time::Instant,
     ttft: Duration,
     decode: Duration,
-    pacer: Arc<Pacer>,
+    pacer: Option<Arc<Pacer>>,
 }
 
 impl Schedule {
     /// Moves the schedule on by `by` and waits for it.
     async fn wait(&mut self, by: Duration) {
         self.due += by;
-        self.pacer.until(self.due).await;
+        match &self.pacer {
+            Some(p) => p.until(self.due).await,
+            None => tokio::time::sleep_until(self.due.into()).await,
+        }
     }
 }
 

@@ -381,3 +381,34 @@ fn batching_flags_that_do_not_go_together_are_refused() {
         assert!(e.contains(needle), "{e}");
     }
 }
+
+#[test]
+fn an_instant_simulator_answers_without_reading_the_prompt() {
+    let sim = SimServer::start(
+        SimConfig {
+            instant: true,
+            ..SimConfig::default()
+        },
+        "qwen",
+    );
+    let body = json!({"model": "m", "max_tokens": 5, "ignore_eos": true, "messages": user("The quick brown fox jumps over the lazy dog.")});
+    let (status, text) = post(&sim, body, &[]);
+    assert_eq!(status, 200, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap_or_default();
+    assert_eq!(v["usage"]["prompt_tokens"], 0, "the prompt is not counted");
+    assert_eq!(v["usage"]["completion_tokens"], 5, "the reply is as asked");
+    assert!(
+        v["choices"][0]["message"]["content"]
+            .as_str()
+            .is_some_and(|c| !c.is_empty()),
+        "{text}"
+    );
+    let e = SimConfig {
+        instant: true,
+        decode_ms_per_token: 1.0,
+        ..SimConfig::default()
+    }
+    .validate()
+    .unwrap_err();
+    assert!(e.contains("instant answers at once"), "{e}");
+}

@@ -1,20 +1,22 @@
 //! The request-level open loop: every request released at its own arrival
 //! time, round-robin over the trajectories.
 
-use super::{AdmissionStats, Prep, Ready, reap};
+use super::{AdmissionStats, Ready};
 use crate::arrivals::Schedule;
 use crate::blocks::BlockState;
-use crate::load::release_time;
 use crate::options::EngineError;
 use crate::state::Shared;
-use crate::synth::{Prepared, job, prepare};
+use crate::synth::{NextPrep, Prepared, job};
 use crate::turn::{Turn, drive};
 use batchbench_contract::plan::{PlannedRequest, RequestIter, Trajectory};
 use batchbench_contract::plugin::WorkloadSource;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tokio::task::JoinSet;
+use tokio::sync::mpsc;
 
 /// A trajectory whose requests are released one by one.
 struct User {
@@ -24,14 +26,22 @@ struct User {
     next_index: u64,
 }
 
-/// One request on its way out: who, which, when, and its prompt.
+/// One request on its way out: who, which, when, and its prompt; handed to a
+/// lane, which sends it at its due time.
 struct Release {
     agent_id: u64,
     id: Arc<str>,
     index: u64,
     request: PlannedRequest,
     due: Duration,
-    prep: Prep,
+    prep: Made,
+}
+
+/// A request's prompt: made already (before the clock started), or to be
+/// made by its lane, in place when that costs less than a task.
+enum Made {
+    Done(Prepared),
+    Next(NextPrep),
 }
 
 /// Request-level open loop: every request is due at its own arrival time,
@@ -53,8 +63,9 @@ pub(crate) async fn request_loop(
     let mut rotation: VecDeque<User> = VecDeque::new();
     let mut next_agent = 0u64;
     let mut pipeline: VecDeque<Release> = VecDeque::new();
-    let mut tasks: JoinSet<Result<u64, EngineError>> = JoinSet::new();
+    let mut lanes = Lanes::start(sh);
     let mut schedule_ended = false;
+    let mut horizon = sh.start;
     loop {
         // Keep the pipeline full: the next requests, their due times, their prompts.
         while pipeline.len() < lookahead && !schedule_ended && stats.fatal.is_none() {
@@ -107,7 +118,7 @@ pub(crate) async fn request_loop(
                 break;
             };
             let prep = match prepared {
-                Some(p) => Prep::Done(Some(p)),
+                Some(p) => Made::Done(p),
                 None => {
                     match job(
                         &sh.opts,
@@ -118,12 +129,7 @@ pub(crate) async fn request_loop(
                         &request,
                         &BlockState::default(),
                     ) {
-                        Ok(j) => {
-                            let synth = sh.synth.clone();
-                            Prep::Pending(tokio::spawn(async move {
-                                prepare(&synth, j).await.map(Some)
-                            }))
-                        }
+                        Ok(j) => Made::Next(NextPrep::start(&sh.synth, j)),
                         Err(e) => {
                             stats.fatal.get_or_insert(e);
                             sh.cancel.cancel();
@@ -144,54 +150,220 @@ pub(crate) async fn request_loop(
         let Some(r) = pipeline.pop_front() else {
             break;
         };
-        tokio::select! {
-            biased;
-            () = sh.cancel.cancelled() => {}
-            () = sh.deadline.cancelled() => {}
-            () = tokio::time::sleep_until(release_time(sh, r.due).into()) => {}
+        // Requests go to the lanes, which wait for each one's exact time
+        // themselves, in batches: on each wake-up, every request due within
+        // the next window. Before sleeping, the batches go out.
+        let release = sh.start + r.due.saturating_sub(HAND_OVER_AHEAD);
+        if release > horizon {
+            lanes.flush();
+            tokio::select! {
+                biased;
+                () = sh.cancel.cancelled() => {}
+                () = sh.deadline.cancelled() => {}
+                () = tokio::time::sleep_until(release.into()) => {}
+            }
+            horizon = release.max(std::time::Instant::now()) + HAND_OVER_WINDOW;
         }
         if sh.cancel.is_cancelled() || sh.deadline.is_cancelled() {
             pipeline.push_front(r);
             break;
         }
-        let Some(prepared) = r.prep.ready(&mut stats.fatal, &sh.cancel).await else {
-            break;
-        };
-        let Some(prepared) = prepared else { continue };
-        let now = sh.start.elapsed();
-        stats.lag.record(now.saturating_sub(r.due));
-        stats.arrivals += 1;
-        if r.index == 0 {
-            sh.collector().metrics.trajectories_started += 1;
-        }
-        let sh2 = sh.clone();
-        tasks.spawn(async move {
-            let mut none: RequestIter = Box::new(std::iter::empty());
-            let turn = Turn {
-                agent_id: r.agent_id,
-                slot: r.agent_id,
-                id: &r.id,
-                index: r.index,
-                intended: Some(r.due),
-                admission_wait: Duration::ZERO,
-            };
-            drive(&sh2, turn, r.request, prepared, &mut none).await?;
-            Ok(r.agent_id)
-        });
-        stats.max_observed = stats.max_observed.max(tasks.len() as u64);
-        while let Some(done) = tasks.try_join_next() {
-            reap(done, &mut stats.fatal, &sh.cancel);
-        }
+        lanes.push(r);
     }
     for r in pipeline {
-        if let Prep::Pending(h) = r.prep {
-            h.abort();
+        if let Made::Next(p) = r.prep {
+            p.cancel();
         }
     }
-    while let Some(done) = tasks.join_next().await {
-        reap(done, &mut stats.fatal, &sh.cancel);
+    let (fatal, max, released) = lanes.finish().await;
+    if let Some(e) = fatal {
+        stats.fatal.get_or_insert(e);
     }
+    stats.max_observed = max;
+    stats.arrivals = released.arrivals;
+    stats.lag = released.lag;
     stats
+}
+
+/// How far ahead of their due times requests are handed to the lanes, at
+/// most; and the window of due times handed over per wake-up, so that the
+/// release loop wakes about once per window whatever the rate, and each
+/// request reaches its lane between 10 and 20 ms before it is due.
+const HAND_OVER_AHEAD: Duration = Duration::from_millis(20);
+const HAND_OVER_WINDOW: Duration = Duration::from_millis(10);
+
+/// The arrivals a lane released, and how late.
+#[derive(Default)]
+struct Released {
+    arrivals: u64,
+    lag: crate::metrics::Latency,
+}
+
+/// The workers of the request-level open loop: one task per runtime thread,
+/// each driving its requests in flight without a task or a channel of their
+/// own. The release loop hands requests over in batches, round-robin, up to
+/// [`HAND_OVER_AHEAD`] ahead of their due times; each waits for its time on
+/// the pacer, inside its lane.
+struct Lanes {
+    senders: Vec<mpsc::UnboundedSender<Vec<Release>>>,
+    batches: Vec<Vec<Release>>,
+    next: usize,
+    handles: Vec<tokio::task::JoinHandle<(Option<EngineError>, Released)>>,
+    in_flight: Arc<InFlight>,
+}
+
+/// Requests in flight over every lane, and the most at once.
+#[derive(Default)]
+struct InFlight {
+    now: AtomicU64,
+    max: AtomicU64,
+}
+
+impl Lanes {
+    fn start(sh: &Arc<Shared>) -> Self {
+        let n = tokio::runtime::Handle::current()
+            .metrics()
+            .num_workers()
+            .max(1);
+        let in_flight = Arc::new(InFlight::default());
+        let mut senders = Vec::with_capacity(n);
+        let mut handles = Vec::with_capacity(n);
+        for _ in 0..n {
+            let (tx, rx) = mpsc::unbounded_channel();
+            senders.push(tx);
+            handles.push(tokio::spawn(lane(sh.clone(), rx, in_flight.clone())));
+        }
+        Self {
+            senders,
+            batches: (0..n).map(|_| Vec::new()).collect(),
+            next: 0,
+            handles,
+            in_flight,
+        }
+    }
+
+    fn push(&mut self, h: Release) {
+        self.batches[self.next].push(h);
+        self.next = (self.next + 1) % self.batches.len();
+    }
+
+    /// Sends every lane its batch.
+    fn flush(&mut self) {
+        for (tx, batch) in self.senders.iter().zip(&mut self.batches) {
+            if !batch.is_empty() {
+                // A lane ends only when its sender is dropped or the run is
+                // cancelled; a batch it no longer takes is not sent.
+                let _ = tx.send(std::mem::take(batch));
+            }
+        }
+    }
+
+    /// Hands over the rest and waits for every request in flight; the first
+    /// fatal error and the most requests in flight at once.
+    async fn finish(mut self) -> (Option<EngineError>, u64, Released) {
+        self.flush();
+        drop(std::mem::take(&mut self.senders));
+        let mut fatal = None;
+        let mut all = Released::default();
+        for h in self.handles {
+            match h.await {
+                Ok((e, released)) => {
+                    if let Some(e) = e {
+                        fatal.get_or_insert(e);
+                    }
+                    all.arrivals += released.arrivals;
+                    all.lag.add(&released.lag);
+                }
+                Err(e) => {
+                    fatal.get_or_insert(EngineError::Internal(format!("a lane failed: {e}")));
+                }
+            }
+        }
+        (fatal, self.in_flight.max.load(Ordering::Relaxed), all)
+    }
+}
+
+/// One lane: takes batches, drives their requests, reaps them; ends when the
+/// release loop is done and nothing is in flight.
+async fn lane(
+    sh: Arc<Shared>,
+    mut rx: mpsc::UnboundedReceiver<Vec<Release>>,
+    in_flight: Arc<InFlight>,
+) -> (Option<EngineError>, Released) {
+    let released = Arc::new(std::sync::Mutex::new(Released::default()));
+    let mut requests = FuturesUnordered::new();
+    let mut open = true;
+    let mut fatal = None;
+    loop {
+        tokio::select! {
+            biased;
+            Some(done) = requests.next(), if !requests.is_empty() => {
+                if let Err(e) = done {
+                    fatal.get_or_insert(e);
+                    sh.cancel.cancel();
+                }
+            }
+            batch = rx.recv(), if open => match batch {
+                Some(batch) => {
+                    for h in batch {
+                        requests.push(send(sh.clone(), h, released.clone(), in_flight.clone()));
+                    }
+                }
+                None => open = false,
+            },
+            else => break,
+        }
+    }
+    let released = std::mem::take(
+        &mut *released
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    (fatal, released)
+}
+
+/// One request of the open loop: makes its prompt (at once, up to
+/// [`HAND_OVER_AHEAD`] before its due time), waits for that time, sends,
+/// records. It counts as in flight from its release, not from its hand-over.
+async fn send(
+    sh: Arc<Shared>,
+    h: Release,
+    released: Arc<std::sync::Mutex<Released>>,
+    in_flight: Arc<InFlight>,
+) -> Result<(), EngineError> {
+    let prepared = match h.prep {
+        Made::Done(p) => p,
+        Made::Next(p) => p.finish(&sh.synth).await?,
+    };
+    let mut none: RequestIter = Box::new(std::iter::empty());
+    let was_released = std::sync::atomic::AtomicBool::new(false);
+    let on_release = |lag: Duration| {
+        was_released.store(true, Ordering::Relaxed);
+        let now = in_flight.now.fetch_add(1, Ordering::Relaxed) + 1;
+        in_flight.max.fetch_max(now, Ordering::Relaxed);
+        let mut r = released
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        r.arrivals += 1;
+        r.lag.record(lag);
+        if h.index == 0 {
+            sh.collector().metrics.trajectories_started += 1;
+        }
+    };
+    let turn = Turn {
+        agent_id: h.agent_id,
+        slot: h.agent_id,
+        id: &h.id,
+        index: h.index,
+        intended: Some(h.due),
+        admission_wait: Duration::ZERO,
+        on_release: Some(&on_release),
+    };
+    let done = drive(&sh, turn, h.request, prepared, &mut none).await;
+    if was_released.load(Ordering::Relaxed) {
+        in_flight.now.fetch_sub(1, Ordering::Relaxed);
+    }
+    done.map(drop)
 }
 
 type Next = Option<(u64, Arc<str>, u64, PlannedRequest, Option<Prepared>)>;

@@ -3,8 +3,9 @@
 //! A run sends every request to one URL, so the general pooled client's work per
 //! request (its pool keyed by origin, the connector and proxy matching, the URL
 //! parsed again, its service clones) buys nothing; on loopback it is a tenth of
-//! the client's CPU per request. This keeps idle connections on a stack and
-//! sends on them directly. TLS, proxies and credentials in the URL stay with the
+//! the client's CPU per request. This keeps idle connections on stacks, one
+//! per thread that sends (a thread takes another's only when its own is
+//! empty), and sends on them directly. TLS, proxies and credentials in the URL stay with the
 //! general client (see [`super::Transport::new`]).
 
 use super::{Chunks, Failure};
@@ -15,7 +16,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper::header::{HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, Uri};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -31,8 +32,12 @@ pub(super) struct Origin {
     /// the run's own.
     headers: HeaderMap,
     connect_timeout: Duration,
-    /// Connections that finished their last response, newest last.
-    idle: Mutex<Vec<Kept>>,
+    /// Connections that finished their last response, newest last, kept per
+    /// thread (a thread takes its own first, then another's): the threads of
+    /// a busy client do not queue on one lock.
+    idle: Box<[Mutex<Vec<Kept>>]>,
+    /// How many are kept over every thread's stack, and the most kept.
+    kept: AtomicUsize,
     max_idle: usize,
     /// What the server did with the connections, over the run.
     counts: Counts,
@@ -193,6 +198,20 @@ impl ConnectionCounts {
     }
 }
 
+/// How many stacks of kept connections: one per core, up to 16.
+fn idle_shards() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(16))
+}
+
+/// The stack of kept connections this thread uses, of `n`.
+fn this_shard(n: usize) -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    INDEX.with(|i| *i % n)
+}
+
 impl Origin {
     /// The origin of a plain `http` URL with no credentials in it; `headers` are
     /// the run's fixed headers (content type, key, `--header`s).
@@ -236,7 +255,8 @@ impl Origin {
             path,
             headers,
             connect_timeout,
-            idle: Mutex::new(Vec::new()),
+            idle: (0..idle_shards()).map(|_| Mutex::default()).collect(),
+            kept: AtomicUsize::new(0),
             max_idle: max_idle.max(1),
             counts: Counts::default(),
         })
@@ -385,27 +405,41 @@ impl Origin {
             conn.served = conn.served.saturating_add(1);
             Kept::Open(conn, Instant::now())
         };
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        if idle.len() < self.max_idle {
-            idle.push(kept);
+        if self.kept.fetch_add(1, Ordering::Relaxed) < self.max_idle {
+            self.shard(this_shard(self.idle.len())).push(kept);
+        } else {
+            self.kept.fetch_sub(1, Ordering::Relaxed);
         }
+    }
+
+    fn shard(&self, i: usize) -> std::sync::MutexGuard<'_, Vec<Kept>> {
+        self.idle[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether every kept connection has been seen closed.
     #[cfg(test)]
     pub(super) fn idle_all_closed(&self) -> bool {
-        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.iter().all(|k| match k {
-            Kept::Open(c, _) => c.life.ended.get().is_some(),
-            Kept::Closed => true,
+        (0..self.idle.len()).all(|i| {
+            self.shard(i).iter().all(|k| match k {
+                Kept::Open(c, _) => c.life.ended.get().is_some(),
+                Kept::Closed => true,
+            })
         })
     }
 
-    /// The newest kept slot (an open connection found closed fails its
-    /// `ready`).
+    /// The newest kept slot of this thread's stack, else of the next one
+    /// that has any (an open connection found closed fails its `ready`).
     fn take_idle(&self) -> Option<Kept> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.pop()
+        if self.kept.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let n = self.idle.len();
+        let own = this_shard(n);
+        let kept = (0..n).find_map(|k| self.shard((own + k) % n).pop());
+        if kept.is_some() {
+            self.kept.fetch_sub(1, Ordering::Relaxed);
+        }
+        kept
     }
 
     async fn connect(&self) -> Result<Conn, Failure> {
