@@ -104,9 +104,10 @@ pub struct TargetSpec {
     pub headers: BTreeMap<String, String>,
     /// Stream responses (SSE) unless a request says otherwise.
     pub stream: bool,
-    /// Threads of the client's async runtime (sending, receiving, admission).
-    /// Synthesis that is not on the proven path runs on a separate pool.
-    pub client_threads: u32,
+    /// Threads of the client's async runtime (sending, receiving, admission):
+    /// a number, or `"auto"`. Synthesis that is not on the proven path runs on
+    /// a separate pool.
+    pub client_threads: ClientThreads,
     /// PEM file of extra CA certificates (a private CA) trusted beside the
     /// system's.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -137,7 +138,7 @@ impl Default for TargetSpec {
             retry_delay_ms: defaults::RETRY_DELAY_MS,
             headers: BTreeMap::new(),
             stream: false,
-            client_threads: defaults::CLIENT_THREADS,
+            client_threads: ClientThreads::Fixed(defaults::CLIENT_THREADS),
             ca_cert: None,
             insecure: false,
             max_response_bytes: None,
@@ -318,6 +319,100 @@ pub struct LoadSpec {
     pub duration_secs: Option<f64>,
     /// Requests in flight at the deadline.
     pub at_deadline: AtDeadline,
+}
+
+/// `target.client_threads`: a number of runtime threads, or `auto` (in a
+/// spec, the string `"auto"`), which picks from the load and the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientThreads {
+    /// As many as the load needs: one per [`ClientThreads::AUTO_RATE_PER_THREAD`]
+    /// arrivals a second at the highest rate, at least one, at most the cores
+    /// present; one for a closed loop.
+    Auto,
+    /// This many.
+    Fixed(u32),
+}
+
+impl ClientThreads {
+    /// The most threads a run may ask for.
+    pub const MAX: u32 = 1024;
+    /// The arrivals a second `auto` gives each thread: half of what one thread
+    /// sustains with its send lag held (bench/load.sh), so that a thread has
+    /// room for replies that arrive in bursts.
+    pub const AUTO_RATE_PER_THREAD: f64 = 10_000.0;
+
+    /// The threads to start for `load` on a machine with `cores` cores.
+    pub fn resolve(self, load: &LoadSpec, cores: usize) -> u32 {
+        match self {
+            Self::Fixed(n) => n,
+            Self::Auto => {
+                let peak = load
+                    .stages
+                    .iter()
+                    .map(|s| s.rate)
+                    .chain(load.rate)
+                    .fold(0.0_f64, f64::max);
+                let cores = u32::try_from(cores.max(1)).unwrap_or(Self::MAX);
+                let want = (peak / Self::AUTO_RATE_PER_THREAD).ceil();
+                // In range: `want` is at least 0 and compared as a float.
+                (want.min(f64::from(cores)) as u32).max(1)
+            }
+        }
+    }
+
+    /// Parses a flag's value: `auto` or a number from 1 to [`Self::MAX`].
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if s.eq_ignore_ascii_case("auto") {
+            return Ok(Self::Auto);
+        }
+        match s.parse::<u32>() {
+            Ok(n) if (1..=Self::MAX).contains(&n) => Ok(Self::Fixed(n)),
+            _ => Err(format!(
+                "expected `auto` or a number of threads from 1 to {}, got `{s}`",
+                Self::MAX
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for ClientThreads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Auto => f.write_str("auto"),
+            Self::Fixed(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+impl Serialize for ClientThreads {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Auto => s.serialize_str("auto"),
+            Self::Fixed(n) => s.serialize_u32(*n),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ClientThreads {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Number(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)
+            .map_err(|_| serde::de::Error::custom("expected a number of threads or \"auto\""))?
+        {
+            // Range-checked with the rest of the spec, so that the error names
+            // the field.
+            Raw::Number(n) => Ok(Self::Fixed(u32::try_from(n).unwrap_or(u32::MAX))),
+            Raw::Text(t) if t == "auto" => Ok(Self::Auto),
+            Raw::Text(t) => Err(serde::de::Error::custom(format!(
+                "expected a number of threads or \"auto\", got \"{t}\""
+            ))),
+        }
+    }
 }
 
 impl LoadSpec {
@@ -691,4 +786,87 @@ impl RunSpec {
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(rate: Option<f64>, stages: &[f64]) -> LoadSpec {
+        LoadSpec {
+            rate,
+            stages: stages
+                .iter()
+                .map(|&rate| Stage { secs: 1.0, rate })
+                .collect(),
+            ..LoadSpec::default()
+        }
+    }
+
+    #[test]
+    fn auto_threads_follow_the_highest_rate_up_to_the_cores() {
+        let auto = ClientThreads::Auto;
+        assert_eq!(auto.resolve(&load(None, &[]), 16), 1, "a closed loop");
+        assert_eq!(auto.resolve(&load(Some(1.0), &[]), 16), 1);
+        assert_eq!(auto.resolve(&load(Some(10_000.0), &[]), 16), 1);
+        assert_eq!(auto.resolve(&load(Some(10_001.0), &[]), 16), 2);
+        assert_eq!(
+            auto.resolve(&load(Some(250_000.0), &[]), 16),
+            16,
+            "capped by the cores"
+        );
+        assert_eq!(
+            auto.resolve(&load(None, &[100.0, 45_000.0, 5.0]), 16),
+            5,
+            "the highest stage"
+        );
+        assert_eq!(auto.resolve(&load(Some(50_000.0), &[]), 0), 1);
+        assert_eq!(
+            ClientThreads::Fixed(3).resolve(&load(Some(1e6), &[]), 16),
+            3
+        );
+    }
+
+    #[test]
+    fn client_threads_read_a_number_or_auto_and_write_them_back() {
+        assert_eq!(ClientThreads::parse("auto"), Ok(ClientThreads::Auto));
+        assert_eq!(ClientThreads::parse("AUTO"), Ok(ClientThreads::Auto));
+        assert_eq!(ClientThreads::parse("4"), Ok(ClientThreads::Fixed(4)));
+        for bad in ["0", "1025", "-1", "many", ""] {
+            let e = ClientThreads::parse(bad).expect_err(bad);
+            assert!(
+                e.contains("`auto` or a number of threads from 1 to 1024"),
+                "{e}"
+            );
+        }
+        let read = |v: serde_json::Value| serde_json::from_value::<ClientThreads>(v);
+        assert_eq!(
+            read(serde_json::json!("auto")).ok(),
+            Some(ClientThreads::Auto)
+        );
+        assert_eq!(
+            read(serde_json::json!(2)).ok(),
+            Some(ClientThreads::Fixed(2))
+        );
+        let e = read(serde_json::json!("fast")).expect_err("a word");
+        assert!(e.to_string().contains("\"auto\", got \"fast\""), "{e}");
+        assert!(read(serde_json::json!(1.5)).is_err());
+        for t in [ClientThreads::Auto, ClientThreads::Fixed(8)] {
+            let text = serde_json::to_string(&t).unwrap_or_default();
+            assert_eq!(
+                read(serde_json::from_str(&text).unwrap_or_default()).ok(),
+                Some(t)
+            );
+        }
+        assert_eq!(
+            serde_json::to_string(&ClientThreads::Auto).ok().as_deref(),
+            Some("\"auto\"")
+        );
+        assert_eq!(
+            serde_json::to_string(&ClientThreads::Fixed(8))
+                .ok()
+                .as_deref(),
+            Some("8")
+        );
+    }
 }

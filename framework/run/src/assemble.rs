@@ -12,7 +12,7 @@ use crate::exit::{Failure, engine_failure, plugin_failure, runtime};
 use crate::progress::Progress;
 use batchbench_contract::plugin::{Reporter, Router, WorkloadInfo, WorkloadSource};
 use batchbench_contract::registry::{self, BuildContext};
-use batchbench_contract::spec::{AdmissionMode, PluginSpec, RunSpec};
+use batchbench_contract::spec::{AdmissionMode, ClientThreads, PluginSpec, RunSpec};
 use batchbench_engine::run::{DryRunStats, Engine, EngineOptions, RunOutput};
 use batchbench_engine::shard::ShardedSource;
 use batchbench_engine::tokens::TokenizerHandle;
@@ -114,10 +114,12 @@ fn cancel_on_ctrl_c(token: CancellationToken) {
 /// Checks what can be checked of a spec before anything is loaded: numbers in
 /// range, and every result file creatable. Bad input names the field.
 pub fn check(spec: &RunSpec) -> Result<(), Failure> {
-    let threads = spec.target.client_threads;
-    if !(1..=1024).contains(&threads) {
+    if let ClientThreads::Fixed(threads) = spec.target.client_threads
+        && !(1..=ClientThreads::MAX).contains(&threads)
+    {
         return Err(Failure::bad(format!(
-            "target.client_threads (--client-threads) must be between 1 and 1024, got {threads}"
+            "target.client_threads (--client-threads) must be `auto` or between 1 and {}, got {threads}",
+            ClientThreads::MAX
         )));
     }
     let a = &spec.admission;
@@ -567,7 +569,8 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
     let endless = spec.load.duration_secs.is_some();
     let (ctx, prep, open, counted) = prelude(&mut spec, endless)?;
     let seed = ctx.seed;
-    let rt = runtime(spec.target.client_threads)?;
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let rt = runtime(spec.target.client_threads.resolve(&spec.load, cores))?;
     // A local tokenizer loads on the runtime while this thread builds the
     // workload (reading a large manifest takes seconds): both stand between
     // launch and the first request. A hub id waits, so that bad input never

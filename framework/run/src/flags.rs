@@ -9,7 +9,8 @@ use crate::exit::Failure;
 use batchbench_contract::dist::{LengthDist, LogNormalFlags, lognormal_from_flags};
 use batchbench_contract::slo::{SloBound, SloMetric};
 use batchbench_contract::spec::{
-    Arrival, AtDeadline, ImageFormat, ImageSpec, PluginSpec, Release, RunSpec, Stage, defaults,
+    Arrival, AtDeadline, ClientThreads, ImageFormat, ImageSpec, PluginSpec, Release, RunSpec,
+    Stage, defaults,
 };
 use batchbench_plugins::openai::OpenAiChatConfig;
 use clap::parser::ValueSource;
@@ -513,10 +514,12 @@ pub struct TargetArgs {
     /// Base delay of the exponential retry backoff, in milliseconds.
     #[arg(long, default_value_t = defaults::RETRY_DELAY_MS, value_parser = non_negative, help_heading = "Target")]
     pub retry_delay_ms: u64,
-    /// Threads of the client's async runtime. One costs the least CPU per request;
-    /// raise it when the run's verdict says the client is CPU-bound.
-    #[arg(long, default_value_t = defaults::CLIENT_THREADS, value_parser = clap::value_parser!(u32).range(1..=1024), help_heading = "Target")]
-    pub client_threads: u32,
+    /// Threads of the client's async runtime, or `auto`: one thread per 10,000
+    /// arrivals a second at the run's highest rate, up to the cores present (one
+    /// for a closed loop). One costs the least CPU per request; raise it when
+    /// the run's verdict says the client is CPU-bound.
+    #[arg(long, value_name = "N|auto", default_value_t = ClientThreads::Fixed(defaults::CLIENT_THREADS), value_parser = ClientThreads::parse, help_heading = "Target")]
+    pub client_threads: ClientThreads,
     /// Trust the CA certificates of this PEM file too (a private CA); server
     /// certificates are always verified unless --insecure.
     #[arg(long, value_name = "FILE", help_heading = "Target")]

@@ -671,3 +671,47 @@ fn sessions_held_by_the_active_cap_are_late_admissions_not_client_lag() {
         "the cap's wait counted as send lag: max {lag} ms"
     );
 }
+
+#[test]
+fn client_threads_auto_runs_and_is_recorded_as_asked_and_bad_counts_are_exit_2() {
+    let sim = SimServer::recording("qwen");
+    let url = sim.url();
+    let tok = qwen();
+    let base = [
+        "--host",
+        url.as_str(),
+        "--tokenizer-model",
+        tok.as_str(),
+        "--users",
+        "2",
+        "--requests-per-user",
+        "3",
+        "--input-tokens",
+        "8",
+        "--output-tokens",
+        "2",
+    ];
+    let r = run_batchbench(
+        &[
+            &base[..],
+            &["--request-rate", "500", "--client-threads", "auto"],
+        ]
+        .concat(),
+    );
+    assert_eq!(r.code, 0);
+    assert_eq!(r.count("successful_requests"), 6);
+    let json = r.json.as_ref().expect("a JSON summary");
+    assert_eq!(json["run"]["spec"]["target"]["client_threads"], "auto");
+    let sent = sim.stats().requests;
+    for bad in ["0", "1025", "many"] {
+        let r = run_batchbench(&[&base[..], &["--client-threads", bad]].concat());
+        assert_eq!(r.code, 2, "--client-threads {bad}");
+    }
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = dir.path().join("run.toml");
+    std::fs::write(&config, "[target]\nclient_threads = \"fast\"\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let r = run_batchbench(&[&base[..], &["--config", &config.display().to_string()]].concat());
+    assert_eq!(r.code, 2, "a word that is not auto");
+    assert_eq!(sim.stats().requests, sent, "nothing was sent");
+}
