@@ -352,6 +352,7 @@ pub fn mask_console(text: &str) -> String {
         "inter-token",
         "time per output token",
         "trajectory end-to-end",
+        "95% interval",
     ];
     let mut out = String::new();
     for line in text.lines() {

@@ -281,6 +281,22 @@ impl RunInfo {
                     values.map_or_else(String::new, |v| format!("{:.3}", v[i])),
                 );
             }
+            // The 95% intervals: empty where there is none (too few samples
+            // for a bound on both sides).
+            let ci = stats.and_then(|s| s.ci);
+            for (fig, bounds) in [
+                ("p50", ci.and_then(|c| c.p50_ms)),
+                ("p90", ci.and_then(|c| c.p90_ms)),
+                ("p99", ci.and_then(|c| c.p99_ms)),
+                ("mean", ci.and_then(|c| c.mean_ms)),
+            ] {
+                for (side, i) in [("low", 0), ("high", 1)] {
+                    map.insert(
+                        format!("{family}_{fig}_ms_ci_{side}"),
+                        bounds.map_or_else(String::new, |b| format!("{:.3}", b[i])),
+                    );
+                }
+            }
         }
         map
     }
@@ -301,6 +317,52 @@ pub struct LatencyStats {
     pub mean_ms: f64,
     /// Maximum.
     pub max_ms: f64,
+    /// The 95% confidence intervals of the percentiles and the mean (absent
+    /// in records written before they existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci: Option<Intervals>,
+}
+
+/// How correlation between samples was allowed for in an interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntervalMethod {
+    /// Batch means over time: the interval is widened (or narrowed) by the
+    /// measured correlation.
+    BatchMeans,
+    /// Too few batches to measure the correlation (a run of a few seconds,
+    /// merged shards): the samples are taken as independent, which
+    /// understates the width when they are not.
+    Independent,
+}
+
+/// The 95% intervals of one distribution's figures, in milliseconds. A
+/// percentile without one had too few (effective) samples for a bound on
+/// both sides: a p99 needs at least 368.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Intervals {
+    /// The confidence level (0.95).
+    pub level: f64,
+    /// How correlation between samples was allowed for.
+    pub method: IntervalMethod,
+    /// The batches over time the correlation was measured on (0 when
+    /// independence was assumed).
+    pub batches: u32,
+    /// The median's effective sample size: the count over the measured
+    /// inflation of its variance.
+    pub effective_count: f64,
+    /// The median's interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ms: Option<[f64; 2]>,
+    /// The 90th percentile's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p90_ms: Option<[f64; 2]>,
+    /// The 99th percentile's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<[f64; 2]>,
+    /// The mean's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_ms: Option<[f64; 2]>,
 }
 
 /// One failed request, for the failure report.

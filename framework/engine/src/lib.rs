@@ -9,6 +9,7 @@ pub mod cpu;
 mod dry_run;
 pub mod gguf;
 pub mod images;
+pub mod interval;
 mod load;
 pub mod metrics;
 mod options;

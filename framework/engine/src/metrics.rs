@@ -22,13 +22,15 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(lo, hi, sig).expect("constant histogram bounds are valid")
 }
 
-/// A latency distribution in microseconds.
+/// A latency distribution in microseconds; the samples recorded with their
+/// send time ([`record_at`](Self::record_at)) are also kept in batches over
+/// time, from which the intervals allow for correlation between them.
 #[derive(Debug, Clone)]
-pub struct Latency(Histogram<u64>);
+pub struct Latency(Histogram<u64>, crate::interval::Batches);
 
 impl Default for Latency {
     fn default() -> Self {
-        Self(histogram())
+        Self(histogram(), crate::interval::Batches::default())
     }
 }
 
@@ -36,6 +38,13 @@ impl Latency {
     /// Records one duration.
     pub fn record(&mut self, d: Duration) {
         self.record_us(d.as_micros().min(u128::from(u64::MAX)) as u64);
+    }
+
+    /// Records one duration sent at `at` from the clock start.
+    pub fn record_at(&mut self, d: Duration, at: Duration) {
+        let us = d.as_micros().min(u128::from(u64::MAX)) as u64;
+        self.record_us(us);
+        self.1.record(us, at);
     }
 
     /// Records one value in microseconds.
@@ -75,6 +84,7 @@ impl Latency {
     /// A distribution from [`buckets`](Self::buckets) (of one run or of
     /// several: equal values add), exact when they came from this build's
     /// bounds ([`HISTOGRAM_BOUNDS`]).
+    /// Without batches over time, its intervals take the samples as independent.
     pub fn from_buckets<'a>(buckets: impl IntoIterator<Item = &'a [u64; 2]>) -> Self {
         let mut l = Self::default();
         for [v, c] in buckets {
@@ -86,6 +96,7 @@ impl Latency {
     /// Adds another distribution's samples.
     pub fn add(&mut self, other: &Latency) {
         let _ = self.0.add(&other.0);
+        self.1.add(&other.1);
     }
 
     /// p50/p90/p99/mean/max in milliseconds; `None` when empty.
@@ -101,6 +112,7 @@ impl Latency {
             p99_ms: ms(self.0.value_at_quantile(0.99)),
             mean_ms: self.0.mean() / 1000.0,
             max_ms: ms(self.0.max()),
+            ci: crate::interval::intervals(&self.0, &self.1),
         })
     }
 }
@@ -391,7 +403,8 @@ impl Metrics {
             }
             None => {
                 self.successes += 1;
-                self.latency.record(rec.latency);
+                let at = rec.timing.sent;
+                self.latency.record_at(rec.latency, at);
                 let retried = if rec.retries > 0 {
                     rec.timing.retry_time()
                 } else {
@@ -402,10 +415,11 @@ impl Metrics {
                     self.server.record(t, rec.latency, rec.ttft);
                 }
                 let behind = rec.timing.behind();
-                self.latency_from_intended.record(rec.latency + behind);
+                self.latency_from_intended
+                    .record_at(rec.latency + behind, at);
                 if let Some(t) = rec.ttft {
-                    self.ttft.record(t);
-                    self.ttft_from_intended.record(t + behind);
+                    self.ttft.record_at(t, at);
+                    self.ttft_from_intended.record_at(t + behind, at);
                 }
                 if let Some(t) = rec.ttfrt {
                     self.ttfrt.record(t);

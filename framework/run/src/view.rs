@@ -182,12 +182,55 @@ pub const TRUTH_COLUMNS: &[Column] = records![
     client_minus_server_p99_ms,
 ];
 
-/// The columns after the load model's: the SLO's, the cache estimates' and
-/// the truth columns.
+/// The 95% confidence intervals of the percentile columns before them, last
+/// of all so that every earlier column keeps its position; empty where a
+/// percentile has too few samples for a bound on both sides.
+pub const INTERVAL_COLUMNS: &[Column] = records![
+    latency_p50_ms_ci_low,
+    latency_p50_ms_ci_high,
+    latency_p90_ms_ci_low,
+    latency_p90_ms_ci_high,
+    latency_p99_ms_ci_low,
+    latency_p99_ms_ci_high,
+    latency_mean_ms_ci_low,
+    latency_mean_ms_ci_high,
+    ttft_p50_ms_ci_low,
+    ttft_p50_ms_ci_high,
+    ttft_p90_ms_ci_low,
+    ttft_p90_ms_ci_high,
+    ttft_p99_ms_ci_low,
+    ttft_p99_ms_ci_high,
+    itl_p50_ms_ci_low,
+    itl_p50_ms_ci_high,
+    itl_p90_ms_ci_low,
+    itl_p90_ms_ci_high,
+    itl_p99_ms_ci_low,
+    itl_p99_ms_ci_high,
+    tpot_p50_ms_ci_low,
+    tpot_p50_ms_ci_high,
+    tpot_p90_ms_ci_low,
+    tpot_p90_ms_ci_high,
+    tpot_p99_ms_ci_low,
+    tpot_p99_ms_ci_high,
+    latency_from_intended_p50_ms_ci_low,
+    latency_from_intended_p50_ms_ci_high,
+    latency_from_intended_p90_ms_ci_low,
+    latency_from_intended_p90_ms_ci_high,
+    latency_from_intended_p99_ms_ci_low,
+    latency_from_intended_p99_ms_ci_high,
+    ttft_from_intended_p50_ms_ci_low,
+    ttft_from_intended_p50_ms_ci_high,
+    ttft_from_intended_p99_ms_ci_low,
+    ttft_from_intended_p99_ms_ci_high,
+];
+
+/// The columns after the load model's: the SLO's, the cache estimates', the
+/// truth columns and the intervals.
 pub const OUTCOME_COLUMNS: &[Column] = &[
     Column::Group(SLO_COLUMNS),
     Column::Group(CACHE_COLUMNS),
     Column::Group(TRUTH_COLUMNS),
+    Column::Group(INTERVAL_COLUMNS),
 ];
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use batchbench_contract::plugin::{PluginError, Reporter};
 use batchbench_contract::record::RunInfo;
-use batchbench_contract::record::{LatencyStats, LoadReport, Summary};
+use batchbench_contract::record::{IntervalMethod, LatencyStats, LoadReport, Summary};
 use batchbench_contract::registry::BuildContext;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
@@ -39,6 +39,37 @@ fn lat(out: &mut String, label: &str, s: Option<LatencyStats>) {
             s.p50_ms, s.p90_ms, s.p99_ms, s.mean_ms, s.max_ms, s.count
         );
     }
+}
+
+/// The 95% intervals of a distribution's figures, on a line under it; a
+/// percentile with too few samples for a bound on both sides says so.
+fn intervals(out: &mut String, s: Option<LatencyStats>) {
+    let Some((n, ci)) = s.and_then(|s| Some((s.count, s.ci?))) else {
+        return;
+    };
+    // With enough samples but none to spare once correlation is allowed
+    // for, the effective ones were too few.
+    let show = |name: &str, b: Option<[f64; 2]>, least: u64| match b {
+        Some([lo, hi]) => format!("{name} {lo:.2}-{hi:.2}"),
+        None if n >= least => format!("{name} too few effective samples (needs {least})"),
+        None => format!("{name} too few samples (needs {least})"),
+    };
+    let how = match ci.method {
+        IntervalMethod::BatchMeans => format!(
+            "batch means over {} batches, {:.0} effective samples",
+            ci.batches, ci.effective_count
+        ),
+        IntervalMethod::Independent => "samples taken as independent".to_owned(),
+    };
+    let _ = writeln!(
+        out,
+        "  {:<22} {}  {}  {}  {}  ({how})",
+        "  95% interval",
+        show("p50", ci.p50_ms, 6),
+        show("p90", ci.p90_ms, 36),
+        show("p99", ci.p99_ms, 368),
+        show("mean", ci.mean_ms, 2),
+    );
 }
 
 /// Renders the summary as the console shows it.
@@ -199,16 +230,21 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
     }
     let _ = writeln!(o, "  latency (ms)");
     lat(&mut o, "request", s.latency);
+    intervals(&mut o, s.latency);
     if s.latency_all_attempts.is_some() {
         lat(&mut o, "request, all attempts", s.latency_all_attempts);
     }
     lat(&mut o, "time to first token", s.ttft);
+    intervals(&mut o, s.ttft);
     if s.ttfrt.is_some() {
         lat(&mut o, "first reasoning token", s.ttfrt);
     }
     lat(&mut o, "inter-token", s.itl);
+    intervals(&mut o, s.itl);
     lat(&mut o, "time per output token", s.tpot);
+    intervals(&mut o, s.tpot);
     lat(&mut o, "trajectory end-to-end", s.trajectory_e2e);
+    intervals(&mut o, s.trajectory_e2e);
     if let Some(t) = &s.server_timing {
         server_timing(&mut o, t);
     }

@@ -48,6 +48,7 @@ fn stats() -> Option<LatencyStats> {
         p99_ms: 12.7,
         mean_ms: 7.5,
         max_ms: 12.7,
+        ci: None,
     })
 }
 

@@ -1,0 +1,495 @@
+//! How sure a figure is: 95% confidence intervals of percentiles and means.
+//!
+//! A percentile's interval is distribution-free: the order statistics of the
+//! sample whose ranks the binomial distribution puts around the quantile, 2.5%
+//! outside on each side (so a p99 needs at least 368 samples before it has an
+//! upper bound at all). The ranks are read off the exact histogram, so merged
+//! shards get intervals too.
+//!
+//! Latencies of a loaded server are not independent: a queue that builds up
+//! makes many requests in a row slow. The samples are therefore also kept in
+//! batches by send time ([`Batches`]), and the variance of each batch's share
+//! below the estimate (batch means) says how much less a sample tells than an
+//! independent one would. The interval is then computed for the effective
+//! sample size, `n / inflation`. With fewer than [`MIN_BATCHES`] batches (a
+//! run of a few seconds, or merged shards that carry none) independence is
+//! assumed, and the interval says so.
+
+use hdrhistogram::Histogram;
+use std::time::Duration;
+
+/// The confidence level of every interval.
+pub const LEVEL: f64 = 0.95;
+/// The share of the probability outside the interval on each side.
+const TAIL: f64 = (1.0 - LEVEL) / 2.0;
+/// The standard normal quantile of `1 - TAIL`.
+const Z: f64 = 1.959_963_984_540_054;
+/// The fewest batches with samples from which batch means are trusted.
+pub const MIN_BATCHES: usize = 10;
+/// The most batches kept: past it, neighbours merge and each covers twice the time.
+const MAX_BATCHES: usize = 32;
+/// The range of a batch's coarse histogram, in microseconds: 1 us to an
+/// hour, as the exact ones (larger values saturate).
+const BIN_BOUNDS: (u64, u64) = (1, 3_600_000_000);
+/// The time one batch covers at first.
+const FIRST_WIDTH: Duration = Duration::from_millis(250);
+
+pub use batchbench_contract::record::{IntervalMethod as Method, Intervals};
+
+/// The ranks (1-based, inclusive) of the order statistics that bound the
+/// `p`-quantile of `m` independent samples with probability at least
+/// [`LEVEL`], at most 2.5% outside on each side; `None` when `m` is too
+/// small for a bound on both sides (`p^m` or `(1 - p)^m` over 2.5%).
+pub fn quantile_ranks(m: u64, p: f64) -> Option<(u64, u64)> {
+    if m == 0 || !(0.0..1.0).contains(&p) || p == 0.0 {
+        return None;
+    }
+    let mf = m as f64;
+    let q = 1.0 - p;
+    if mf * p.ln() > TAIL.ln() || mf * q.ln() > TAIL.ln() {
+        return None;
+    }
+    let sd = (mf * p * q).sqrt();
+    if sd >= 8.0 {
+        // The normal approximation, with continuity correction, is within a
+        // rank of the exact one here.
+        let lo = (mf * p - Z * sd + 0.5).floor().max(1.0);
+        let hi = (mf * p + Z * sd + 0.5).ceil().min(mf);
+        return Some((lo as u64, hi as u64));
+    }
+    // Exact: walk the binomial's CDF in log space (the probabilities of the
+    // far tails underflow to zero, which is what they are here).
+    let (ln_p, ln_q) = (p.ln(), q.ln());
+    let mut ln_pmf = mf * ln_q;
+    let mut cdf = 0.0;
+    let (mut lo, mut hi) = (1u64, m);
+    let mut lo_found = false;
+    for k in 0..=m {
+        cdf += ln_pmf.exp();
+        // cdf = P(B <= k). The lower bound X(l) is above the quantile with
+        // probability P(B < l) = P(B <= l - 1).
+        if !lo_found && cdf > TAIL {
+            lo = k.max(1);
+            lo_found = true;
+        }
+        // The upper bound X(u) is below it with probability P(B >= u) =
+        // 1 - P(B <= u - 1).
+        if 1.0 - cdf <= TAIL {
+            hi = (k + 1).min(m);
+            break;
+        }
+        let kf = k as f64;
+        ln_pmf += ((mf - kf) / (kf + 1.0)).ln() + ln_p - ln_q;
+    }
+    Some((lo, hi))
+}
+
+/// The t distribution's `1 - TAIL` quantile for `dof` degrees of freedom (a
+/// Cornish-Fisher expansion, within 0.1% from 5 up).
+fn t_quantile(dof: f64) -> f64 {
+    let z = Z;
+    z + (z.powi(3) + z) / (4.0 * dof)
+        + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * dof * dof)
+}
+
+/// Samples in batches by time: per batch a coarse histogram (1% steps) and
+/// the sum, from which the share below any value and the batch's mean are
+/// read.
+#[derive(Debug, Clone)]
+pub struct Batches {
+    width: Duration,
+    bins: Vec<Option<Box<Bin>>>,
+}
+
+#[derive(Debug, Clone)]
+struct Bin {
+    hist: Histogram<u32>,
+    sum_us: f64,
+}
+
+impl Default for Batches {
+    fn default() -> Self {
+        Self {
+            width: FIRST_WIDTH,
+            bins: Vec::new(),
+        }
+    }
+}
+
+impl Bin {
+    fn new() -> Box<Self> {
+        let (lo, hi) = BIN_BOUNDS;
+        Box::new(Self {
+            hist: Histogram::new_with_bounds(lo, hi, 2)
+                .expect("constant histogram bounds are valid"),
+            sum_us: 0.0,
+        })
+    }
+
+    fn add(&mut self, other: &Bin) {
+        let _ = self.hist.add(&other.hist);
+        self.sum_us += other.sum_us;
+    }
+}
+
+impl Batches {
+    /// Records `us` sent at `at` from the clock start.
+    pub fn record(&mut self, us: u64, at: Duration) {
+        let mut i = (at.as_nanos() / self.width.as_nanos().max(1)) as usize;
+        while i >= MAX_BATCHES {
+            self.coarsen();
+            i = (at.as_nanos() / self.width.as_nanos().max(1)) as usize;
+        }
+        if self.bins.len() <= i {
+            self.bins.resize_with(i + 1, || None);
+        }
+        let bin = self.bins[i].get_or_insert_with(Bin::new);
+        bin.hist.saturating_record(us.max(1));
+        bin.sum_us += us as f64;
+    }
+
+    /// Merges neighbours: each batch covers twice the time.
+    fn coarsen(&mut self) {
+        let old = std::mem::take(&mut self.bins);
+        let mut it = old.into_iter();
+        while let Some(a) = it.next() {
+            let b = it.next().flatten();
+            self.bins.push(match (a, b) {
+                (Some(mut a), Some(b)) => {
+                    a.add(&b);
+                    Some(a)
+                }
+                (a, b) => a.or(b),
+            });
+        }
+        self.width *= 2;
+    }
+
+    /// Adds another's batches, batch by batch on the coarser of the two widths
+    /// (shards or lanes of one run share its clock).
+    pub fn add(&mut self, other: &Batches) {
+        if other.bins.is_empty() {
+            return;
+        }
+        let mut other = other.clone();
+        while self.width < other.width {
+            self.coarsen();
+        }
+        while other.width < self.width {
+            other.coarsen();
+        }
+        if self.bins.len() < other.bins.len() {
+            self.bins.resize_with(other.bins.len(), || None);
+        }
+        for (mine, theirs) in self.bins.iter_mut().zip(other.bins) {
+            match (mine.as_mut(), theirs) {
+                (Some(m), Some(t)) => m.add(&t),
+                (None, Some(t)) => *mine = Some(t),
+                (_, None) => {}
+            }
+        }
+    }
+
+    /// The batches that hold samples.
+    fn filled(&self) -> impl Iterator<Item = &Bin> {
+        self.bins
+            .iter()
+            .flatten()
+            .map(|b| &**b)
+            .filter(|b| !b.hist.is_empty())
+    }
+
+    /// How many times the variance of the share of samples at or below
+    /// `value_us` exceeds an independent sample's (batch means); `None` with
+    /// fewer than [`MIN_BATCHES`] batches, or when every sample is on one side.
+    /// It includes the t distribution's allowance for estimating it from that
+    /// many batches.
+    fn share_inflation(&self, value_us: u64) -> Option<(f64, usize)> {
+        let cells: Vec<(f64, f64)> = self
+            .filled()
+            .map(|b| {
+                (
+                    b.hist.len() as f64,
+                    b.hist.count_between(0, value_us) as f64,
+                )
+            })
+            .collect();
+        inflation(&cells, |share, n| share * (1.0 - share) / n)
+    }
+
+    /// The same for the mean: batch sums against batch sizes, against the
+    /// samples' variance.
+    fn mean_inflation(&self, variance_us2: f64) -> Option<(f64, usize)> {
+        let cells: Vec<(f64, f64)> = self
+            .filled()
+            .map(|b| (b.hist.len() as f64, b.sum_us))
+            .collect();
+        inflation(&cells, |_, n| variance_us2 / n)
+    }
+}
+
+/// Batch means: `cells` are (samples, total) per batch, the total a count of
+/// samples below a value or a sum of values. The variance of the ratio
+/// estimator `sum(total) / sum(samples)` from the spread of the batches,
+/// over `iid(ratio, n)`, the variance independent samples would give it; at
+/// least 1, with the t distribution's allowance for estimating it from that
+/// many batches. `None` with fewer than [`MIN_BATCHES`] batches, or nothing
+/// to vary.
+fn inflation(cells: &[(f64, f64)], iid: impl Fn(f64, f64) -> f64) -> Option<(f64, usize)> {
+    let k = cells.len();
+    if k < MIN_BATCHES {
+        return None;
+    }
+    let n: f64 = cells.iter().map(|c| c.0).sum();
+    let ratio = cells.iter().map(|c| c.1).sum::<f64>() / n;
+    let iid = iid(ratio, n);
+    if iid <= 0.0 {
+        return None;
+    }
+    let kf = k as f64;
+    let bm = kf / (kf - 1.0)
+        * cells
+            .iter()
+            .map(|(nk, y)| (y - ratio * nk).powi(2))
+            .sum::<f64>()
+        / (n * n);
+    let t = t_quantile(kf - 1.0) / Z;
+    // Batches more alike than chance (a regular, periodic load) would claim
+    // more than independent samples could tell: never less than they.
+    Some(((bm / iid).max(1.0) * t * t, k))
+}
+
+/// The intervals of `hist` (microseconds), widened by `batches` where they
+/// measure the correlation.
+pub fn intervals(hist: &Histogram<u64>, batches: &Batches) -> Option<Intervals> {
+    let n = hist.len();
+    if n == 0 {
+        return None;
+    }
+    let ms = |us: u64| us as f64 / 1000.0;
+    let mut method = Method::Independent;
+    let mut used = 0usize;
+    let mut median_eff = n as f64;
+    let mut quantile = |p: f64| -> Option<[f64; 2]> {
+        let est = hist.value_at_quantile(p);
+        let (f, k) = batches.share_inflation(est).unwrap_or((1.0, 0));
+        if k > 0 {
+            method = Method::BatchMeans;
+            used = used.max(k);
+        }
+        let eff = (n as f64 / f).max(1.0);
+        if p == 0.5 {
+            median_eff = eff;
+        }
+        let m = eff.floor() as u64;
+        let (lo, hi) = quantile_ranks(m, p)?;
+        // Rank r of m effective samples is the value at level r / m of the
+        // whole histogram (with m = n, exactly the r-th smallest sample).
+        let at = |rank: u64| ms(hist.value_at_quantile(rank as f64 / m as f64));
+        Some([at(lo).min(ms(est)), at(hi).max(ms(est))])
+    };
+    let p50 = quantile(0.5);
+    let p90 = quantile(0.9);
+    let p99 = quantile(0.99);
+    let mean_ms = (n >= 2).then(|| {
+        let mean = hist.mean();
+        let var = hist.stdev().powi(2) * n as f64 / (n as f64 - 1.0);
+        let f = batches.mean_inflation(var).map_or(1.0, |(f, k)| {
+            method = Method::BatchMeans;
+            used = used.max(k);
+            f
+        });
+        let half = Z * (var * f / n as f64).sqrt();
+        [(mean - half).max(0.0) / 1000.0, (mean + half) / 1000.0]
+    });
+    Some(Intervals {
+        level: LEVEL,
+        method,
+        batches: u32::try_from(used).unwrap_or(u32::MAX),
+        effective_count: median_eff,
+        p50_ms: p50,
+        p90_ms: p90,
+        p99_ms: p99,
+        mean_ms,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_are_the_exact_binomial_ones_and_absent_below_a_two_sided_sample() {
+        // The textbook case: the median of 100 lies between X(40) and X(61).
+        assert_eq!(quantile_ranks(100, 0.5), Some((40, 61)));
+        // 0.99^367 > 2.5% > 0.99^368: a p99 needs 368 samples.
+        assert_eq!(quantile_ranks(367, 0.99), None);
+        let (lo, hi) = quantile_ranks(368, 0.99).expect("368 samples bound a p99");
+        assert!(lo < 368 && hi == 368, "{lo} {hi}");
+        assert_eq!(quantile_ranks(5, 0.5), None, "0.5^5 > 2.5%");
+        assert!(quantile_ranks(6, 0.5).is_some());
+        assert_eq!(quantile_ranks(0, 0.5), None);
+        // The normal approximation takes over within a rank of the exact walk.
+        for (m, p) in [(300, 0.5), (800, 0.9), (7000, 0.99)] {
+            let exact = exact_ranks(m, p);
+            let approx = quantile_ranks(m, p).expect("large");
+            assert!(
+                exact.0.abs_diff(approx.0) <= 1 && exact.1.abs_diff(approx.1) <= 1,
+                "{m} {p}: {exact:?} {approx:?}"
+            );
+        }
+    }
+
+    /// The exact walk alone, for comparison with the approximation.
+    fn exact_ranks(m: u64, p: f64) -> (u64, u64) {
+        let mut cdf = 0.0;
+        let mut lo = None;
+        for k in 0..=m {
+            cdf += binomial_pmf(m, k, p);
+            if lo.is_none() && cdf > TAIL {
+                lo = Some(k.max(1));
+            }
+            if 1.0 - cdf <= TAIL {
+                return (lo.unwrap_or(1), (k + 1).min(m));
+            }
+        }
+        (lo.unwrap_or(1), m)
+    }
+
+    fn binomial_pmf(m: u64, k: u64, p: f64) -> f64 {
+        let ln_choose: f64 = (0..k).map(|i| ((m - i) as f64 / (i + 1) as f64).ln()).sum();
+        (ln_choose + k as f64 * p.ln() + (m - k) as f64 * (1.0 - p).ln()).exp()
+    }
+
+    /// A small seeded generator (xorshift*), uniform in (0, 1).
+    struct Rng(u64);
+    impl Rng {
+        fn uniform(&mut self) -> f64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            ((self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        }
+        fn normal(&mut self) -> f64 {
+            let (a, b) = (self.uniform(), self.uniform());
+            (-2.0 * a.ln()).sqrt() * (std::f64::consts::TAU * b).cos()
+        }
+    }
+
+    /// Share of `runs` seeded runs of `n` log-normal samples (an AR(1) process
+    /// with coefficient `phi` underneath, one sample every 5 ms) whose p50 and
+    /// p90 intervals hold the true quantile.
+    fn coverage(runs: u64, n: u64, phi: f64) -> (f64, f64, Method) {
+        coverage_of(runs, n, phi, true)
+    }
+
+    /// The same, with or without batch means (without: independence assumed).
+    fn coverage_of(runs: u64, n: u64, phi: f64, batch_means: bool) -> (f64, f64, Method) {
+        let (mut c50, mut c90) = (0, 0);
+        let mut method = Method::Independent;
+        for seed in 0..runs {
+            let mut rng = Rng(seed * 7919 + 17);
+            let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).expect("bounds");
+            let mut batches = Batches::default();
+            let mut x = rng.normal();
+            for i in 0..n {
+                x = phi * x + (1.0 - phi * phi).sqrt() * rng.normal();
+                let us = (1000.0 * x.exp()) as u64;
+                hist.saturating_record(us.max(1));
+                if batch_means {
+                    batches.record(us, Duration::from_millis(5 * i));
+                }
+            }
+            let iv = intervals(&hist, &batches).expect("samples");
+            method = iv.method;
+            let holds = |ci: Option<[f64; 2]>, z: f64| {
+                let truth = z.exp(); // ms
+                ci.is_some_and(|[lo, hi]| lo <= truth && truth <= hi)
+            };
+            c50 += u32::from(holds(iv.p50_ms, 0.0));
+            c90 += u32::from(holds(iv.p90_ms, 1.281_551_565_5));
+        }
+        (
+            f64::from(c50) / runs as f64,
+            f64::from(c90) / runs as f64,
+            method,
+        )
+    }
+
+    #[test]
+    fn intervals_cover_the_true_quantile_for_independent_and_correlated_samples() {
+        // A smaller version of bench/confidence.sh, with a wider band.
+        let (p50, p90, method) = coverage(200, 3000, 0.0);
+        assert_eq!(method, Method::BatchMeans);
+        assert!(
+            (0.89..=0.995).contains(&p50) && (0.89..=0.995).contains(&p90),
+            "independent: {p50} {p90}"
+        );
+        // Strongly correlated: an interval that assumed independence would
+        // cover about half the time.
+        let (p50, p90, _) = coverage(200, 3000, 0.95);
+        assert!(
+            (0.87..=0.995).contains(&p50) && (0.87..=0.995).contains(&p90),
+            "correlated: {p50} {p90}"
+        );
+    }
+
+    /// The figures behind the book's "How sure is a figure": 1,000 seeded runs
+    /// each (`cargo test --release -p batchbench-engine --lib coverage_figures
+    /// -- --ignored --nocapture`).
+    #[test]
+    #[ignore = "prints figures; 1,000 runs of each kind"]
+    fn coverage_figures() {
+        for (phi, what) in [
+            (0.0, "independent"),
+            (0.9, "AR(1) 0.9"),
+            (0.95, "AR(1) 0.95"),
+        ] {
+            for batch_means in [true, false] {
+                let (p50, p90, method) = coverage_of(1000, 3000, phi, batch_means);
+                println!(
+                    "{what:<12} {:<26} p50 {:.1}%  p90 {:.1}%  ({method:?})",
+                    if batch_means {
+                        "with batch means"
+                    } else {
+                        "independence assumed"
+                    },
+                    p50 * 100.0,
+                    p90 * 100.0
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_short_run_is_taken_as_independent_and_says_so() {
+        let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).expect("bounds");
+        let mut batches = Batches::default();
+        for i in 1..=200u64 {
+            hist.saturating_record(i * 10);
+            batches.record(i * 10, Duration::from_millis(i));
+        }
+        let iv = intervals(&hist, &batches).expect("samples");
+        assert_eq!(iv.method, Method::Independent, "one second is four batches");
+        assert!(iv.p99_ms.is_none(), "200 samples cannot bound a p99");
+        let [lo, hi] = iv.p50_ms.expect("a median");
+        assert!(lo < 1.005 && hi > 1.005, "{lo} {hi}");
+        let [lo, hi] = iv.mean_ms.expect("a mean");
+        assert!(lo < 1.005 && 1.005 < hi, "{lo} {hi}");
+    }
+
+    #[test]
+    fn batches_merge_on_the_coarser_width_and_keep_every_sample() {
+        let mut a = Batches::default();
+        let mut b = Batches::default();
+        for i in 0..100u64 {
+            a.record(5, Duration::from_millis(i * 10));
+            b.record(7, Duration::from_secs(i));
+        }
+        assert!(b.width > a.width);
+        a.add(&b);
+        assert_eq!(a.width, b.width);
+        assert!(a.bins.len() <= MAX_BATCHES);
+        assert_eq!(a.filled().map(|b| b.hist.len()).sum::<u64>(), 200);
+    }
+}
