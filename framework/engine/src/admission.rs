@@ -10,7 +10,7 @@ mod requests;
 use crate::load;
 use crate::options::EngineError;
 use crate::state::Shared;
-use crate::synth::{PrepJob, Prepared, Synth, first_job, prepare};
+use crate::synth::{NextPrep, Prepared, Synth, first_job};
 use crate::turn::run_trajectory;
 use batchbench_contract::plan::{PlannedRequest, Trajectory};
 use batchbench_contract::plugin::WorkloadSource;
@@ -65,9 +65,8 @@ pub(crate) type Ready = (Trajectory, (Option<PlannedRequest>, Option<Prepared>))
 /// A first prompt made before the clock, or being made on the pool.
 enum Prep {
     Done(Option<Prepared>),
-    Pending(tokio::task::JoinHandle<Result<Option<Prepared>, EngineError>>),
-    /// Made when it is needed, in place: it costs less than a task.
-    Later(Box<PrepJob>),
+    /// Made by a task, or in place when needed if that costs less.
+    Next(NextPrep),
 }
 
 impl Prep {
@@ -81,14 +80,9 @@ impl Prep {
     ) -> Option<Option<Prepared>> {
         let failed = match self {
             Self::Done(p) => return Some(p),
-            Self::Later(job) => match prepare(synth, *job).await {
+            Self::Next(p) => match p.finish(synth).await {
                 Ok(p) => return Some(Some(p)),
                 Err(e) => e,
-            },
-            Self::Pending(h) => match h.await {
-                Ok(Ok(p)) => return Some(p),
-                Ok(Err(e)) => e,
-                Err(e) => EngineError::Internal(e.to_string()),
             },
         };
         fatal.get_or_insert(failed);
@@ -214,17 +208,13 @@ pub(crate) async fn open_loop(
                         first_job(&sh.opts, &t.id, agent, r)
                     });
                     let prep = match job {
-                        Some(Ok(j)) if sh.synth.cheap(&j) => Prep::Later(Box::new(j)),
-                        job => {
-                            let synth = sh.synth.clone();
-                            Prep::Pending(tokio::spawn(async move {
-                                match job {
-                                    Some(Ok(j)) => prepare(&synth, j).await.map(Some),
-                                    Some(Err(e)) => Err(e),
-                                    None => Ok(None),
-                                }
-                            }))
+                        Some(Ok(j)) => Prep::Next(NextPrep::start(&sh.synth, j)),
+                        Some(Err(e)) => {
+                            stats.fatal.get_or_insert(e);
+                            sh.cancel.cancel();
+                            break;
                         }
+                        None => Prep::Done(None),
                     };
                     queue.push_back((t, first, prep, due));
                 }
@@ -317,8 +307,8 @@ pub(crate) async fn open_loop(
     }
     // Abandon what was never admitted (after Ctrl+C, a fatal error or the deadline).
     for (_, _, p, _) in queue {
-        if let Prep::Pending(h) = p {
-            h.abort();
+        if let Prep::Next(p) = p {
+            p.cancel();
         }
     }
     while let Some(done) = tasks.join_next().await {

@@ -583,8 +583,12 @@ mod tests {
         // on it without a timeout: nothing is armed, nothing is held.
         let p = Pacer::start().unwrap_or_else(|e| panic!("{e}"));
         p.until(Instant::now() + Duration::from_millis(1)).await;
-        tokio::task::yield_now().await;
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        // The timer task disarms on its next pass, once it runs: wait for
+        // that, not for a time.
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while p.inner.lock().armed.is_some() && Instant::now() < give_up {
+            tokio::task::yield_now().await;
+        }
         let q = p.inner.lock();
         assert_eq!(q.heap.len(), 0);
         assert_eq!(q.armed, None, "an idle pacer must not be armed");

@@ -258,7 +258,7 @@ impl Synth {
     /// async thread): made in place, with no image. Not spawning one per
     /// request took the exact 32-token shape from 13.3 to 10.3 us of client CPU
     /// per request (bench/client-cpu.sh).
-    pub(crate) fn cheap(&self, job: &PrepJob) -> bool {
+    fn cheap(&self, job: &PrepJob) -> bool {
         self.images.is_none() && self.makes_in_place(job)
     }
 }
