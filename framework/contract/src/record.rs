@@ -298,6 +298,13 @@ impl RunInfo {
                 }
             }
         }
+        for (side, i) in [("low", 0), ("high", 1)] {
+            map.insert(
+                format!("requests_per_second_ci_{side}"),
+                s.requests_per_second_ci
+                    .map_or_else(String::new, |b| fixed6(b[i])),
+            );
+        }
         map
     }
 }
@@ -449,6 +456,11 @@ pub struct Summary {
     pub worst_prompt_drift_tokens: i64,
     /// Successes per second.
     pub requests_per_second: f64,
+    /// The 95% interval of `requests_per_second`, from the spread of the
+    /// successes per batch of time (absent in a run too short for 10 batches,
+    /// and in merged shards).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_second_ci: Option<[f64; 2]>,
     /// Prompt tokens per second.
     pub prompt_tokens_per_second: f64,
     /// Completion tokens per second.
@@ -505,6 +517,10 @@ pub struct Summary {
     /// The arrival process, when requests were released at a rate (absent: the
     /// closed loop).
     pub load: Option<LoadReport>,
+    /// One line when latency or throughput still drifted over the second
+    /// half of the run (the figures describe a moving target).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trend: Option<String>,
     /// How synthetic prompts were known to be exact: `proven` (once, at load),
     /// `pre-tokenized` or `encoded` (every piece checked); absent without a
     /// tokenizer.
@@ -636,6 +652,44 @@ pub struct LoadReport {
     /// Who held the requests back when it was not the server: one line, absent
     /// when the schedule was kept.
     pub verdict: Option<String>,
+    /// A run that stops once its figures are sure (`target_ci`,
+    /// `until_decided`): whether and when they were.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub convergence: Option<Convergence>,
+}
+
+/// Whether a run that stops once its figures are sure enough got there
+/// before its cap (`duration_secs`), and where its figures stood.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Convergence {
+    /// What the run waited for, in words: `every figure within ±2%`,
+    /// `every SLO bound decided`, or both.
+    pub rule: String,
+    /// Whether it got there before the cap.
+    pub converged: bool,
+    /// Measured requests when it got there, or at the cap.
+    pub requests: u64,
+    /// Seconds from the clock start when it got there (absent: it did not).
+    pub secs: Option<f64>,
+    /// The figures it watched, as they stood at the stop.
+    pub figures: Vec<WatchedFigure>,
+    /// What kept it from converging, in words (absent when it converged).
+    pub reason: Option<String>,
+}
+
+/// One figure a converging run watched.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WatchedFigure {
+    /// `e2e_p99`, `ttft_p90`, ...
+    pub name: String,
+    /// The estimate, in milliseconds.
+    pub value_ms: f64,
+    /// Its 95% interval (absent while the sample is too small for one).
+    pub interval_ms: Option<[f64; 2]>,
+    /// Half the interval's width, in percent of the estimate.
+    pub half_width_pct: Option<f64>,
 }
 
 /// The figures of one stage of a rate schedule.

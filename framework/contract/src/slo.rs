@@ -206,6 +206,51 @@ pub struct SloResult {
     /// Whether the bound held (a per-request bound holds when every measured
     /// request met it; without samples nothing holds).
     pub met: bool,
+    /// An aggregate bound: the 95% interval of the observed percentile, in
+    /// milliseconds (absent while the sample is too small for one: a p99
+    /// needs 368 requests).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval_ms: Option<[f64; 2]>,
+    /// An aggregate bound whose interval reaches across the bound, or that
+    /// has none: `met` says which side the percentile fell on, not which side
+    /// the server's is on. A per-request bound is always decided.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub undecided: bool,
+}
+
+impl SloResult {
+    /// Judges an aggregate bound of `max_ms` on its observed percentile,
+    /// that percentile's interval, and `sure`: whether the server's
+    /// percentile is at most the bound, decided at the 95% level (`None`:
+    /// the sample cannot tell).
+    pub fn percentile(
+        bound: String,
+        observed_ms: Option<f64>,
+        interval_ms: Option<[f64; 2]>,
+        max_ms: f64,
+        sure: Option<bool>,
+    ) -> Self {
+        let met = observed_ms.is_some_and(|v| v <= max_ms);
+        let decided = sure == Some(met);
+        Self {
+            bound,
+            observed_ms,
+            share_met: None,
+            met,
+            interval_ms,
+            // Without samples the verdict (not met) is no estimate at all.
+            undecided: observed_ms.is_some() && !decided,
+        }
+    }
+
+    /// `met`, `missed` or `undecided`.
+    pub fn verdict(&self) -> &'static str {
+        match (self.undecided, self.met) {
+            (true, _) => "undecided",
+            (false, true) => "met",
+            (false, false) => "missed",
+        }
+    }
 }
 
 /// How a run fared against its SLO.

@@ -319,6 +319,20 @@ pub struct LoadSpec {
     pub duration_secs: Option<f64>,
     /// Requests in flight at the deadline.
     pub at_deadline: AtDeadline,
+    /// Stop once the figures are this sure: the 95% interval of each figure
+    /// the run is judged by (the percentile bounds of `slo`, else e2e p50 and
+    /// p99) reaches at most this far from it, in percent; `duration_secs` is
+    /// the cap.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_ci: Option<f64>,
+    /// Stop once every percentile bound of `slo` is decided: its interval
+    /// wholly on one side of the bound; `duration_secs` is the cap.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub until_decided: bool,
+    /// With `target_ci` or `until_decided`: not before this many measured
+    /// requests.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_requests: Option<u64>,
 }
 
 /// `target.client_threads`: a number of runtime threads, or `auto` (in a
@@ -501,6 +515,27 @@ impl LoadSpec {
             return Err(format!(
                 "load.warmup_secs ({w}) must be shorter than load.duration_secs ({d})"
             ));
+        }
+        if let Some(t) = self.target_ci
+            && !(t.is_finite() && t > 0.0 && t < 100.0)
+        {
+            return Err(format!(
+                "load.target_ci is a percent above 0 and below 100, got {t}"
+            ));
+        }
+        if self.duration_secs.is_none() {
+            if self.target_ci.is_some() {
+                return Err("load.target_ci runs until the figures are sure enough: it needs load.duration_secs as its cap".into());
+            }
+            if self.until_decided {
+                return Err("load.until_decided runs until the SLO is decided: it needs load.duration_secs as its cap".into());
+            }
+        }
+        if self.min_requests.is_some() && self.target_ci.is_none() && !self.until_decided {
+            return Err("load.min_requests is the least a converging run measures: it needs load.target_ci (or a series' decided points)".into());
+        }
+        if self.min_requests == Some(0) {
+            return Err("load.min_requests must be at least 1".into());
         }
         Ok(())
     }

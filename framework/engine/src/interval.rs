@@ -259,58 +259,243 @@ fn inflation(cells: &[(f64, f64)], iid: impl Fn(f64, f64) -> f64) -> Option<(f64
     Some(((bm / iid).max(1.0) * t * t, k))
 }
 
-/// The intervals of `hist` (microseconds), widened by `batches` where they
-/// measure the correlation.
-pub fn intervals(hist: &Histogram<u64>, batches: &Batches) -> Option<Intervals> {
+/// The 95% interval of the `p`-quantile of `hist` (microseconds), widened by
+/// `batches` where they measure the correlation, in milliseconds; with the
+/// batches used (0: independence assumed) and the effective sample size.
+/// `None` when the effective sample is too small for a bound on both sides.
+pub fn quantile_interval(
+    hist: &Histogram<u64>,
+    batches: &Batches,
+    p: f64,
+) -> (Option<[f64; 2]>, usize, f64) {
+    let n = hist.len();
+    if n == 0 {
+        return (None, 0, 0.0);
+    }
+    let ms = |us: u64| us as f64 / 1000.0;
+    let est = hist.value_at_quantile(p);
+    let (f, k) = batches.share_inflation(est).unwrap_or((1.0, 0));
+    let eff = (n as f64 / f).max(1.0);
+    let m = eff.floor() as u64;
+    let Some((lo, hi)) = quantile_ranks(m, p) else {
+        return (None, k, eff);
+    };
+    // Rank r of m effective samples is the value at level r / m of the
+    // whole histogram (with m = n, exactly the r-th smallest sample).
+    let at = |rank: u64| ms(hist.value_at_quantile(rank as f64 / m as f64));
+    (Some([at(lo).min(ms(est)), at(hi).max(ms(est))]), k, eff)
+}
+
+/// The 95% interval of the mean of `hist` (microseconds), in milliseconds,
+/// widened by `batches`; with the batches used. `None` below two samples.
+pub fn mean_interval(hist: &Histogram<u64>, batches: &Batches) -> Option<([f64; 2], usize)> {
+    let n = hist.len();
+    if n < 2 {
+        return None;
+    }
+    let mean = hist.mean();
+    let var = hist.stdev().powi(2) * n as f64 / (n as f64 - 1.0);
+    let (f, k) = batches.mean_inflation(var).unwrap_or((1.0, 0));
+    let half = Z * (var * f / n as f64).sqrt();
+    Some(([(mean - half).max(0.0) / 1000.0, (mean + half) / 1000.0], k))
+}
+
+/// Whether the `p`-quantile of the distribution behind `hist` is at most
+/// `max_us`, decided at the 95% level: `Some(true)` when the share of samples
+/// above `max_us` is below `1 - p` for sure, `Some(false)` when it is above
+/// it for sure, `None` when the sample cannot tell. The share's interval is
+/// Wilson's, for the effective sample size that batch means give at
+/// `max_us` itself, so a load whose latency climbs (a queue that grows) is
+/// decided on how much of it lay above the bound, not on a percentile of a
+/// moving target. For independent samples it agrees with the order
+/// statistics: with none above the bound, a p99 is decided met from 368
+/// samples on.
+pub fn decide(hist: &Histogram<u64>, batches: &Batches, p: f64, max_us: u64) -> Option<bool> {
     let n = hist.len();
     if n == 0 {
         return None;
     }
-    let ms = |us: u64| us as f64 / 1000.0;
-    let mut method = Method::Independent;
+    let below = hist.count_between(0, max_us);
+    let above = (n - below.min(n)) as f64 / n as f64;
+    let (f, _) = batches.share_inflation(max_us).unwrap_or((1.0, 0));
+    let m = (n as f64 / f).max(1.0);
+    let z2 = Z * Z;
+    let centre = (above + z2 / (2.0 * m)) / (1.0 + z2 / m);
+    let half = Z / (1.0 + z2 / m) * (above * (1.0 - above) / m + z2 / (4.0 * m * m)).sqrt();
+    let allowed = 1.0 - p;
+    if centre + half <= allowed {
+        Some(true)
+    } else if centre - half > allowed {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// The intervals of `hist` (microseconds), widened by `batches` where they
+/// measure the correlation.
+pub fn intervals(hist: &Histogram<u64>, batches: &Batches) -> Option<Intervals> {
+    if hist.is_empty() {
+        return None;
+    }
     let mut used = 0usize;
-    let mut median_eff = n as f64;
-    let mut quantile = |p: f64| -> Option<[f64; 2]> {
-        let est = hist.value_at_quantile(p);
-        let (f, k) = batches.share_inflation(est).unwrap_or((1.0, 0));
-        if k > 0 {
-            method = Method::BatchMeans;
-            used = used.max(k);
-        }
-        let eff = (n as f64 / f).max(1.0);
-        if p == 0.5 {
-            median_eff = eff;
-        }
-        let m = eff.floor() as u64;
-        let (lo, hi) = quantile_ranks(m, p)?;
-        // Rank r of m effective samples is the value at level r / m of the
-        // whole histogram (with m = n, exactly the r-th smallest sample).
-        let at = |rank: u64| ms(hist.value_at_quantile(rank as f64 / m as f64));
-        Some([at(lo).min(ms(est)), at(hi).max(ms(est))])
+    let mut quantile = |p: f64| {
+        let (ci, k, eff) = quantile_interval(hist, batches, p);
+        used = used.max(k);
+        (ci, eff)
     };
-    let p50 = quantile(0.5);
-    let p90 = quantile(0.9);
-    let p99 = quantile(0.99);
-    let mean_ms = (n >= 2).then(|| {
-        let mean = hist.mean();
-        let var = hist.stdev().powi(2) * n as f64 / (n as f64 - 1.0);
-        let f = batches.mean_inflation(var).map_or(1.0, |(f, k)| {
-            method = Method::BatchMeans;
-            used = used.max(k);
-            f
-        });
-        let half = Z * (var * f / n as f64).sqrt();
-        [(mean - half).max(0.0) / 1000.0, (mean + half) / 1000.0]
+    let (p50, median_eff) = quantile(0.5);
+    let (p90, _) = quantile(0.9);
+    let (p99, _) = quantile(0.99);
+    let mean_ms = mean_interval(hist, batches).map(|(ci, k)| {
+        used = used.max(k);
+        ci
     });
     Some(Intervals {
         level: LEVEL,
-        method,
+        method: if used > 0 {
+            Method::BatchMeans
+        } else {
+            Method::Independent
+        },
         batches: u32::try_from(used).unwrap_or(u32::MAX),
         effective_count: median_eff,
         p50_ms: p50,
         p90_ms: p90,
         p99_ms: p99,
         mean_ms,
+    })
+}
+
+/// A drift of the batch means over time: the least-squares line through the
+/// means of the batches.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Trend {
+    /// The line's change over the batches it was fitted on, as a share of
+    /// their mean (+0.1: rose by a tenth).
+    pub change: f64,
+    /// The slope over its standard error.
+    pub t: f64,
+}
+
+impl Trend {
+    /// The slope's t above which the summary calls a drift real: far out in
+    /// the tail (about 1 in 2,000 for a steady run), so that a steady run is
+    /// almost never said to drift.
+    pub const WARN_T: f64 = 3.5;
+    /// The slope's t above which a converging run waits: a steady run that
+    /// crosses it by chance only runs a little longer.
+    pub const WAIT_T: f64 = 2.0;
+
+    /// Whether the line rose or fell by more than `share` with a slope whose
+    /// t is beyond `t`.
+    pub fn drifts(&self, share: f64, t: f64) -> bool {
+        self.t.abs() > t && self.change.abs() > share
+    }
+}
+
+/// The fewest batches a trend is fitted on.
+const TREND_MIN_BATCHES: usize = 6;
+
+/// Which batches a trend is fitted on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Span {
+    /// Every batch: whether the run's figures pool a moving target.
+    Whole,
+    /// The second half: whether the run has settled by its end.
+    SecondHalf,
+}
+
+impl Batches {
+    /// The drift of the batch means over `span` (the last batch left out:
+    /// the run ended inside it); `None` with fewer than six batches there (a
+    /// run of a few seconds) or nothing to fit.
+    pub fn trend(&self, span: Span) -> Option<Trend> {
+        line_trend(&self.span(span, |b| b.sum_us / b.hist.len() as f64))
+    }
+
+    /// The same for the number of samples per batch: the rate at which they
+    /// were sent (throughput, in a closed loop).
+    pub fn count_trend(&self, span: Span) -> Option<Trend> {
+        line_trend(&self.span(span, |b| b.hist.len() as f64))
+    }
+
+    /// Half the width of the 95% interval of the rate at which samples came
+    /// (samples per second, by send time), as a share of the rate: from the
+    /// spread of the samples per batch, empty batches counted, the last one
+    /// left out (the run ended inside it). `None` with fewer than
+    /// [`MIN_BATCHES`] batches.
+    pub fn rate_half_share(&self) -> Option<f64> {
+        let first = self.bins.iter().position(|b| b.is_some())?;
+        let last = self.bins.len().saturating_sub(1);
+        let counts: Vec<f64> = self
+            .bins
+            .get(first..last)?
+            .iter()
+            .map(|b| b.as_deref().map_or(0.0, |b| b.hist.len() as f64))
+            .collect();
+        let k = counts.len();
+        if k < MIN_BATCHES {
+            return None;
+        }
+        let kf = k as f64;
+        let mean = counts.iter().sum::<f64>() / kf;
+        if mean <= 0.0 {
+            return None;
+        }
+        let var = counts.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / (kf - 1.0);
+        Some(t_quantile(kf - 1.0) * (var / kf).sqrt() / mean)
+    }
+
+    fn span(&self, span: Span, y: impl Fn(&Bin) -> f64) -> Vec<(f64, f64)> {
+        let whole = self.bins.len().saturating_sub(1);
+        let from = match span {
+            Span::Whole => 0,
+            Span::SecondHalf => whole / 2,
+        };
+        self.bins[from..whole]
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| {
+                let b = b.as_deref()?;
+                (!b.hist.is_empty()).then(|| (i as f64, y(b)))
+            })
+            .collect()
+    }
+}
+
+/// The least-squares line through `points` (x, y): its change over the x
+/// range as a share of the mean y, and the slope's t.
+fn line_trend(points: &[(f64, f64)]) -> Option<Trend> {
+    let k = points.len();
+    if k < TREND_MIN_BATCHES {
+        return None;
+    }
+    let kf = k as f64;
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / kf;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / kf;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    if sxx <= 0.0 || my <= 0.0 {
+        return None;
+    }
+    let slope = sxy / sxx;
+    let resid: f64 = points
+        .iter()
+        .map(|p| (p.1 - my - slope * (p.0 - mx)).powi(2))
+        .sum();
+    let se = (resid / (kf - 2.0) / sxx).sqrt();
+    let span = points[k - 1].0 - points[0].0;
+    let t = if se > 0.0 {
+        slope / se
+    } else if slope == 0.0 {
+        0.0
+    } else {
+        f64::INFINITY.copysign(slope)
+    };
+    Some(Trend {
+        change: slope * span / my,
+        t,
     })
 }
 
@@ -476,6 +661,78 @@ mod tests {
         assert!(lo < 1.005 && hi > 1.005, "{lo} {hi}");
         let [lo, hi] = iv.mean_ms.expect("a mean");
         assert!(lo < 1.005 && 1.005 < hi, "{lo} {hi}");
+    }
+
+    /// `n` samples of `us`, one every 10 ms, as a histogram and batches.
+    fn steady(n: u64, us: impl Fn(u64) -> u64) -> (Histogram<u64>, Batches) {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut b = Batches::default();
+        for i in 0..n {
+            h.saturating_record(us(i));
+            b.record(us(i), Duration::from_millis(i * 10));
+        }
+        (h, b)
+    }
+
+    #[test]
+    fn a_bound_is_decided_at_it_and_a_p99_needs_368_samples_under_it() {
+        // Every sample well under the bound: decided met from 368 on (the
+        // batches agree perfectly, so they widen nothing).
+        let (h, b) = steady(300, |_| 1_000);
+        assert_eq!(decide(&h, &b, 0.99, 2_000), None);
+        let (h, b) = steady(400, |_| 1_000);
+        assert_eq!(decide(&h, &b, 0.99, 2_000), Some(true));
+        // Half over it: missed for sure, even from a few.
+        let (h, b) = steady(20, |i| if i % 2 == 0 { 1_000 } else { 3_000 });
+        assert_eq!(decide(&h, &b, 0.99, 2_000), Some(false));
+        // 1% over it, as the p99 itself: undecided.
+        let (h, b) = steady(10_000, |i| if i % 100 == 0 { 3_000 } else { 1_000 });
+        assert_eq!(decide(&h, &b, 0.99, 2_000), None);
+        // A climbing latency (a growing queue) has no p99 interval, but is
+        // decided on how much of it lay over the bound.
+        let (h, b) = steady(3_000, |i| 1_000 + i * 100);
+        assert_eq!(quantile_interval(&h, &b, 0.99).0, None);
+        assert_eq!(decide(&h, &b, 0.99, 50_000), Some(false));
+    }
+
+    #[test]
+    fn the_rate_interval_is_the_spread_of_the_samples_per_batch() {
+        // 25 samples in every 250 ms batch: no spread at all.
+        let (_, b) = steady(4_000, |_| 1_000);
+        assert_eq!(b.rate_half_share(), Some(0.0));
+        // Too short a run for 10 batches.
+        let (_, b) = steady(200, |_| 1_000);
+        assert_eq!(b.rate_half_share(), None);
+        // Sends for 4 s, none for 4 s, and so on (the 40 s coarsen into
+        // batches of 2 s): the rate is unsure by about t / sqrt(k) of it.
+        let mut b = Batches::default();
+        for i in 0..4_000u64 {
+            if (i / 400) % 2 == 0 {
+                b.record(1_000, Duration::from_millis(i * 10));
+            }
+        }
+        let h = b.rate_half_share().unwrap_or_default();
+        assert!(h > 0.2 && h < 0.6, "{h}");
+    }
+
+    #[test]
+    fn a_trend_is_a_slope_far_beyond_the_scatter() {
+        let (_, flat) = steady(6_000, |i| 1_000 + (i * 7919) % 500);
+        assert!(
+            flat.trend(Span::Whole)
+                .is_some_and(|t| !t.drifts(0.01, Trend::WAIT_T))
+        );
+        let (_, rising) = steady(6_000, |i| 1_000 + i / 2 + (i * 7919) % 500);
+        let t = rising
+            .trend(Span::SecondHalf)
+            .unwrap_or_else(|| panic!("no trend"));
+        assert!(t.drifts(0.1, Trend::WARN_T), "{t:?}");
+        assert!(
+            rising
+                .count_trend(Span::Whole)
+                .is_some_and(|t| !t.drifts(0.01, Trend::WAIT_T))
+        );
     }
 
     #[test]

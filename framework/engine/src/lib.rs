@@ -5,6 +5,7 @@ mod admission;
 pub mod analysis;
 pub mod arrivals;
 pub mod blocks;
+pub mod converge;
 pub mod cpu;
 mod dry_run;
 pub mod gguf;

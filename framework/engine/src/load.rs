@@ -1,5 +1,6 @@
 //! The load model's rules for each request: when an arrival is handed to its
-//! task and when it is sent, the concurrency cap, warmup and the deadline.
+//! task and when it is sent, the concurrency cap, warmup, the deadline, and
+//! the early end of a run whose figures converged.
 
 use crate::state::Shared;
 use batchbench_contract::plugin::{FailureKind, Reply};
@@ -56,6 +57,50 @@ pub(crate) fn deadline_timer(sh: &Arc<Shared>) -> Option<JoinHandle<()>> {
                     sh.cancel.cancel();
                 }
             }
+        }
+    }))
+}
+
+/// How often a converging run looks at its figures.
+const CONVERGENCE_EVERY: Duration = Duration::from_millis(200);
+
+/// Starts the watch of a converging run: every [`CONVERGENCE_EVERY`] it looks at the
+/// figures, and once they are sure enough it ends the run as its deadline
+/// would (nothing new is sent; requests in flight finish or are cut, as
+/// `at_deadline` says).
+pub(crate) fn convergence_watch(sh: &Arc<Shared>) -> Option<JoinHandle<()>> {
+    let load = &sh.opts.load;
+    if load.target_ci.is_none() && !load.until_decided {
+        return None;
+    }
+    let sh = sh.clone();
+    Some(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(CONVERGENCE_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = sh.cancel.cancelled() => return,
+                () = sh.deadline.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let converged = {
+                let c = sh.collector();
+                let s = crate::converge::standing(&c.metrics, &sh.opts.load, &sh.opts.slo);
+                if s.pending.is_some() {
+                    continue;
+                }
+                crate::converge::Converged {
+                    requests: c.metrics.requests,
+                    at: sh.start.elapsed(),
+                    figures: s.figures,
+                }
+            };
+            let _ = sh.converged.set(converged);
+            sh.deadline.cancel();
+            if sh.opts.load.at_deadline == AtDeadline::Cancel {
+                sh.cancel.cancel();
+            }
+            return;
         }
     }))
 }

@@ -99,6 +99,44 @@ impl Latency {
         self.1.add(&other.1);
     }
 
+    /// The 95% interval of the value at quantile `q` (0 to 1), in
+    /// milliseconds; `None` while the sample is too small for one.
+    pub fn quantile_interval_ms(&self, q: f64) -> Option<[f64; 2]> {
+        crate::interval::quantile_interval(&self.0, &self.1, q).0
+    }
+
+    /// Whether the value at quantile `q` is at most `max_ms`, decided at the
+    /// 95% level (`None`: the sample cannot tell; see [`crate::interval::decide`]).
+    pub fn decide(&self, q: f64, max_ms: f64) -> Option<bool> {
+        let max_us = (max_ms * 1000.0).round().max(0.0) as u64;
+        crate::interval::decide(&self.0, &self.1, q, max_us)
+    }
+
+    /// The 95% interval of the mean, in milliseconds.
+    pub fn mean_interval_ms(&self) -> Option<[f64; 2]> {
+        crate::interval::mean_interval(&self.0, &self.1).map(|(ci, _)| ci)
+    }
+
+    /// The mean in milliseconds; `None` when empty.
+    pub fn mean_ms(&self) -> Option<f64> {
+        (!self.0.is_empty()).then(|| self.0.mean() / 1000.0)
+    }
+
+    /// How the batch means drift over `span` of the run.
+    pub fn trend(&self, span: crate::interval::Span) -> Option<crate::interval::Trend> {
+        self.1.trend(span)
+    }
+
+    /// Half the 95% interval of the rate of samples, as a share of it.
+    pub fn rate_half_share(&self) -> Option<f64> {
+        self.1.rate_half_share()
+    }
+
+    /// How the number of samples per batch drifts over `span`.
+    pub fn count_trend(&self, span: crate::interval::Span) -> Option<crate::interval::Trend> {
+        self.1.count_trend(span)
+    }
+
     /// p50/p90/p99/mean/max in milliseconds; `None` when empty.
     pub fn stats(&self) -> Option<LatencyStats> {
         if self.0.is_empty() {

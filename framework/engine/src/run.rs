@@ -252,6 +252,7 @@ impl Engine {
             sent: std::sync::atomic::AtomicU64::new(0),
             start,
             estimator: Mutex::default(),
+            converged: std::sync::OnceLock::new(),
             collector: Mutex::new(Collector {
                 metrics: Metrics {
                     cache_block_tokens: block_tokens,
@@ -270,6 +271,7 @@ impl Engine {
             )
         });
         let timer = load::deadline_timer(&shared);
+        let watch = load::convergence_watch(&shared);
         let load = shared.opts.load.clone();
         let adm = if load.is_open() && load.release == Release::Requests {
             request_loop(
@@ -297,7 +299,7 @@ impl Engine {
             )
             .await
         };
-        if let Some(t) = timer {
+        for t in [timer, watch].into_iter().flatten() {
             t.abort();
         }
         let AdmissionStats {
@@ -336,6 +338,7 @@ impl Engine {
             max_active_observed: max_observed,
             late_admissions: late,
             admission_lag: &lag,
+            converged: shared.converged.get(),
         });
         summary.prompt_synthesis = shared
             .synth

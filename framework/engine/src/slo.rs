@@ -5,7 +5,7 @@ use crate::metrics::{Latency, Metrics};
 use batchbench_contract::slo::{SloBound, SloMetric, SloReport, SloResult};
 
 /// The run's distribution of `metric`.
-fn distribution(metric: SloMetric, m: &Metrics) -> &Latency {
+pub(crate) fn distribution(metric: SloMetric, m: &Metrics) -> &Latency {
     match metric {
         SloMetric::Ttft => &m.ttft_from_intended,
         SloMetric::Itl => &m.itl,
@@ -26,13 +26,15 @@ pub fn report(bounds: &[SloBound], m: &Metrics, success_rate: f64) -> SloReport 
         .enumerate()
         .map(|(i, b)| match b.percentile {
             Some(p) => {
-                let observed = distribution(b.metric, m).quantile_ms(p / 100.0);
-                SloResult {
-                    bound: b.to_string(),
-                    observed_ms: observed,
-                    share_met: None,
-                    met: observed.is_some_and(|v| v <= b.max.as_secs_f64() * 1000.0),
-                }
+                let d = distribution(b.metric, m);
+                let max_ms = b.max.as_secs_f64() * 1000.0;
+                SloResult::percentile(
+                    b.to_string(),
+                    d.quantile_ms(p / 100.0),
+                    d.quantile_interval_ms(p / 100.0),
+                    max_ms,
+                    d.decide(p / 100.0, max_ms),
+                )
             }
             None => {
                 let met = counts.met.get(i).copied().unwrap_or(0);
@@ -42,6 +44,7 @@ pub fn report(bounds: &[SloBound], m: &Metrics, success_rate: f64) -> SloReport 
                     observed_ms: None,
                     share_met: share,
                     met: m.successes > 0 && met == m.successes,
+                    ..SloResult::default()
                 }
             }
         })

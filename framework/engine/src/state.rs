@@ -58,6 +58,9 @@ pub(crate) struct Shared {
     pub(crate) sent: std::sync::atomic::AtomicU64,
     pub(crate) start: Instant,
     pub(crate) collector: Mutex<Collector>,
+    /// When a converging run's figures were sure enough (measured requests,
+    /// time from the clock start).
+    pub(crate) converged: std::sync::OnceLock<crate::converge::Converged>,
     /// The prefix-cache estimates, fed in send order.
     pub(crate) estimator: Mutex<crate::prefix::Estimator>,
 }

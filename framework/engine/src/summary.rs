@@ -3,10 +3,12 @@
 
 mod load;
 
+use crate::interval::{Span, Trend};
 use crate::metrics::{Metrics, Summary};
 use batchbench_contract::spec::LoadSpec;
 use std::time::Duration;
 
+pub use crate::converge::Converged;
 pub use load::CLIENT_CPU_VERDICT;
 
 /// What a run's summary is made of: its metrics and what admission saw.
@@ -34,6 +36,9 @@ pub struct Tally<'a> {
     pub late_admissions: u64,
     /// Admission lag behind the schedule.
     pub admission_lag: &'a crate::metrics::Latency,
+    /// When a converging run's figures were sure enough (`None`: not, or
+    /// not converging).
+    pub converged: Option<&'a Converged>,
 }
 
 /// The summary of a run (or of merged shards) from its tally: the figures,
@@ -48,6 +53,17 @@ pub fn summarize(t: &Tally<'_>) -> Summary {
         t.elapsed,
         t.client_cpu,
     );
+    summary.requests_per_second_ci = t.metrics.latency.rate_half_share().map(|h| {
+        let r = summary.requests_per_second;
+        [(r * (1.0 - h)).max(0.0), r * (1.0 + h)]
+    });
+    if let Some(l) = summary.load.as_mut() {
+        l.convergence = crate::converge::report(t.metrics, t.load, t.slo, t.converged);
+    }
+    // A schedule that changes the rate on purpose drifts on purpose.
+    if t.load.stages.is_empty() && t.load.ramp_up_secs.is_none() {
+        summary.trend = trend(t.metrics);
+    }
     if !t.slo.is_empty() {
         summary.slo = Some(crate::slo::report(
             t.slo,
@@ -66,4 +82,31 @@ pub fn summarize(t: &Tally<'_>) -> Summary {
     summary.admission_lag = t.admission_lag.stats();
     summary.max_admission_lag_ms = summary.admission_lag.map_or(0.0, |l| l.max_ms);
     summary
+}
+
+/// The share of its mean by which a figure may drift over the second half of
+/// a run before the summary says so.
+const TREND_SHARE: f64 = 0.1;
+
+/// One line when latency or throughput still drifted over the second half of
+/// the run, by more than [`TREND_SHARE`] and far beyond chance.
+fn trend(m: &Metrics) -> Option<String> {
+    let drifts = |t: &Trend| t.drifts(TREND_SHARE, Trend::WARN_T);
+    let e2e = &m.latency_from_intended;
+    let mut says = Vec::new();
+    if let Some(t) = e2e.trend(Span::SecondHalf).filter(drifts) {
+        says.push(format!("e2e latency {:+.0}%", t.change * 100.0));
+    }
+    if let Some(t) = e2e.count_trend(Span::SecondHalf).filter(drifts) {
+        says.push(format!(
+            "requests sent per second {:+.0}%",
+            t.change * 100.0
+        ));
+    }
+    (!says.is_empty()).then(|| {
+        format!(
+            "still drifting over the second half of the run ({}): the figures describe a moving target, not a steady state; run longer, or leave the transient out with warmup",
+            says.join(", ")
+        )
+    })
 }

@@ -136,6 +136,17 @@ pub fn check(spec: &RunSpec) -> Result<(), Failure> {
     }
     spec.load.check().map_err(Failure::bad)?;
     check_shard(spec)?;
+    let converging = spec.load.target_ci.is_some() || spec.load.until_decided;
+    if converging && spec.shard.is_some() {
+        return Err(Failure::bad(
+            "load.target_ci (--target-ci) stops a run once its own figures are sure: each shard would stop on its share's alone; run it unsharded",
+        ));
+    }
+    if spec.load.until_decided && !spec.slo.iter().any(|b| b.percentile.is_some()) {
+        return Err(Failure::bad(
+            "load.until_decided runs until every percentile bound of the SLO is decided: give one in slo (--slo), such as e2e_p99<=2s",
+        ));
+    }
     if let Some(r) = spec.max_failure_rate
         && !(0.0..=1.0).contains(&r)
     {

@@ -303,6 +303,12 @@ pub struct LoadArgs {
     /// cancel (counted apart, not as failures) [default: finish].
     #[arg(long, value_parser = at_deadline, value_name = "POLICY", help_heading = "Load")]
     pub at_deadline: Option<AtDeadline>,
+    /// Stop once every figure the run is judged by (the percentile bounds of
+    /// --slo, else e2e p50 and p99) has a 95% interval within PCT percent of
+    /// it; --duration-secs is the cap. The summary says after how many
+    /// requests it converged, or what kept it from converging.
+    #[arg(long, value_parser = positive_number, value_name = "PCT", help_heading = "Load")]
+    pub target_ci: Option<f64>,
     /// Latency bounds the run is judged by, comma-separated: per request
     /// (ttft<=500ms: goodput counts the requests that met every one) or an
     /// aggregate percentile (ttft_p99<=500ms). Metrics: ttft, itl, tpot, e2e,
@@ -372,6 +378,7 @@ impl LoadArgs {
             (self.ramp_up_secs, &mut l.ramp_up_secs),
             (self.warmup_secs, &mut l.warmup_secs),
             (self.duration_secs, &mut l.duration_secs),
+            (self.target_ci, &mut l.target_ci),
         ] {
             if v.is_some() {
                 *field = v;
@@ -460,6 +467,7 @@ pub fn load_flag_names(message: &str, rate_flag: &str) -> String {
         "warmup_secs",
         "duration_secs",
         "at_deadline",
+        "target_ci",
     ] {
         out = out.replace(
             &format!("load.{field}"),

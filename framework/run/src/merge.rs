@@ -331,6 +331,7 @@ fn merge_into(
         max_active_observed: sum(|s| s.max_active_observed),
         late_admissions: sum(|s| s.late_admissions),
         admission_lag: &admission_lag,
+        converged: None,
     });
     summary.prompt_synthesis = first.doc.summary.prompt_synthesis.clone();
     summary.server_closes_connections = shards

@@ -222,6 +222,8 @@ pub const INTERVAL_COLUMNS: &[Column] = records![
     ttft_from_intended_p50_ms_ci_high,
     ttft_from_intended_p99_ms_ci_low,
     ttft_from_intended_p99_ms_ci_high,
+    requests_per_second_ci_low,
+    requests_per_second_ci_high,
 ];
 
 /// The columns after the load model's: the SLO's, the cache estimates', the

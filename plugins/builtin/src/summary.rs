@@ -153,6 +153,13 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
         "  {:<22} {} prompt, {} completion (usage of successful requests)",
         "tokens", s.total_prompt_tokens, s.total_completion_tokens
     );
+    if let Some([lo, hi]) = s.requests_per_second_ci {
+        let _ = writeln!(
+            o,
+            "  {:<22} {lo:.2}-{hi:.2} req/s (95% interval, from the successes per batch of time)",
+            "throughput interval"
+        );
+    }
     if let (Some(n), Some(rate)) = (s.total_items, s.items_per_second) {
         let _ = writeln!(
             o,
@@ -264,6 +271,9 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
             "tls"
         );
     }
+    if let Some(t) = &s.trend {
+        let _ = writeln!(o, "  note: {t}");
+    }
     if let Some(why) = &s.run_failed {
         let _ = writeln!(o, "  {:<22} FAILED: {why} (exit 1)", "run");
     }
@@ -325,9 +335,25 @@ fn server_metrics(o: &mut String, m: &batchbench_contract::record::ServerMetrics
 fn slo(o: &mut String, r: &batchbench_contract::slo::SloReport) {
     let _ = writeln!(o, "  SLO");
     for b in &r.bounds {
-        let verdict = if b.met { "pass" } else { "FAIL" };
+        let verdict = match (b.met, b.undecided) {
+            (true, false) => "pass",
+            (false, false) => "FAIL",
+            (true, true) => "pass, undecided",
+            (false, true) => "FAIL, undecided",
+        };
         let seen = match (b.observed_ms, b.share_met) {
-            (Some(ms), _) => format!("observed {ms:.2} ms"),
+            (Some(ms), _) if b.undecided => match b.interval_ms {
+                Some([lo, hi]) => format!(
+                    "observed {ms:.2} ms (95% interval [{lo:.2}, {hi:.2}]): too near the bound to tell the server's side of it"
+                ),
+                None => format!(
+                    "observed {ms:.2} ms; too few requests for an interval, so the server's side of the bound is unknown"
+                ),
+            },
+            (Some(ms), _) => match b.interval_ms {
+                Some([lo, hi]) => format!("observed {ms:.2} ms (95% interval [{lo:.2}, {hi:.2}])"),
+                None => format!("observed {ms:.2} ms"),
+            },
             (None, Some(share)) => format!("met by {:.2}% of requests", share * 100.0),
             (None, None) => "no samples".to_owned(),
         };
@@ -397,8 +423,40 @@ fn load(o: &mut String, l: &LoadReport) {
         lat(o, "  latency", st.latency);
         lat(o, "  from intended send", st.latency_from_intended);
     }
+    if let Some(c) = &l.convergence {
+        convergence(o, c);
+    }
     if let Some(v) = &l.verdict {
         let _ = writeln!(o, "  note: {v}");
+    }
+}
+
+/// A converging run's line: after how many requests its figures were sure
+/// enough, or what kept them from it; then each watched figure.
+fn convergence(o: &mut String, c: &batchbench_contract::record::Convergence) {
+    let head = match (c.converged, c.secs) {
+        (true, Some(secs)) => format!(
+            "converged after {} requests ({secs:.1} s): {}",
+            c.requests, c.rule
+        ),
+        _ => format!(
+            "NOT converged at the cap ({} requests; {}): {}",
+            c.requests,
+            c.rule,
+            c.reason.as_deref().unwrap_or("unknown")
+        ),
+    };
+    let _ = writeln!(o, "  {:<22} {head}", "convergence");
+    for f in &c.figures {
+        let ci = match (f.interval_ms, f.half_width_pct) {
+            (Some([lo, hi]), Some(h)) => format!("[{lo:.2}, {hi:.2}] ms, ±{h:.2}%"),
+            _ => "no interval yet (too few requests)".to_owned(),
+        };
+        let _ = writeln!(
+            o,
+            "  {:<22} {:.2} ms, 95% interval {ci}",
+            f.name, f.value_ms
+        );
     }
 }
 

@@ -5,8 +5,10 @@
 
 use batchbench_contract::plugin::WorkloadInfo;
 use batchbench_contract::record::{
-    FailureExample, LatencyStats, LoadReport, RunInfo, StageReport, Summary,
+    Convergence, FailureExample, LatencyStats, LoadReport, RunInfo, StageReport, Summary,
+    WatchedFigure,
 };
+use batchbench_contract::slo::{SloReport, SloResult};
 use batchbench_contract::spec::Arrival;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -129,6 +131,19 @@ fn rendered_shapes() -> BTreeSet<String> {
             ttft: stats(),
         }],
         verdict: Some("the client queue".into()),
+        convergence: Some(Convergence {
+            rule: "every figure within ±2%".into(),
+            converged: true,
+            requests: 5000,
+            secs: Some(12.5),
+            figures: vec![WatchedFigure {
+                name: "e2e_p99".into(),
+                value_ms: 12.7,
+                interval_ms: Some([12.5, 12.9]),
+                half_width_pct: Some(1.6),
+            }],
+            reason: None,
+        }),
     };
     // Every arrival process and release kind, at one rate and over stages.
     let mut loads = Vec::new();
@@ -151,7 +166,62 @@ fn rendered_shapes() -> BTreeSet<String> {
             ..full.clone()
         })
         .collect();
+    // A run that did not converge; its figure still without an interval.
+    let mut unconverged = load.clone();
+    unconverged.convergence = Some(Convergence {
+        converged: false,
+        secs: None,
+        figures: vec![WatchedFigure {
+            interval_ms: None,
+            half_width_pct: None,
+            ..WatchedFigure::default()
+        }],
+        reason: Some("e2e still drifts".into()),
+        ..Convergence::default()
+    });
+    // Every SLO verdict: met, missed, undecided with and without an interval.
+    let slo = SloReport {
+        bounds: vec![
+            SloResult::percentile(
+                "e2e_p99<=20ms".into(),
+                Some(12.7),
+                Some([12.0, 13.0]),
+                20.0,
+                Some(true),
+            ),
+            SloResult::percentile(
+                "e2e_p99<=10ms".into(),
+                Some(12.7),
+                Some([12.0, 13.0]),
+                10.0,
+                Some(false),
+            ),
+            SloResult::percentile(
+                "e2e_p99<=12.8ms".into(),
+                Some(12.7),
+                Some([12.0, 13.0]),
+                12.8,
+                None,
+            ),
+            SloResult::percentile("e2e_p99<=12.6ms".into(), Some(12.7), None, 12.6, None),
+            SloResult {
+                bound: "ttft<=500ms".into(),
+                share_met: Some(0.99),
+                ..SloResult::default()
+            },
+        ],
+        passed: false,
+        good_requests: 15,
+        goodput: 3.0,
+    };
     variants.extend([
+        Summary {
+            load: Some(unconverged),
+            slo: Some(slo),
+            trend: Some("still drifting".into()),
+            requests_per_second_ci: Some([2.9, 3.1]),
+            ..full.clone()
+        },
         full.clone(),
         Summary {
             interrupted: true,

@@ -7,6 +7,7 @@ mod bodies;
 mod book;
 mod codecs;
 mod contract;
+mod converge;
 mod datasets;
 mod faults;
 mod load;

@@ -82,6 +82,7 @@ pub(super) fn report(
         cut_at_deadline: m.cut_at_deadline,
         stages,
         verdict: None,
+        convergence: None,
     };
     let cpu_share = client_cpu.map(|c| crate::cpu::share_of_cores(c, elapsed));
     r.verdict = verdict(&r, m.requests, load.max_concurrency, cpu_share, summary);
