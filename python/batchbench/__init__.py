@@ -717,14 +717,21 @@ def capacity(
     """Runs ``command capacity``: the highest load of ``over`` (see :func:`sweep`)
     at which the run the options describe meets ``slo`` (``"ttft_p99<=500ms"``
     or a list of bounds). Options include ``start``, ``max_load``,
-    ``tolerance``, ``trials`` and ``near``.
+    ``tolerance``, ``trials``, ``near``, and ``min_requests`` with
+    ``point_max_secs``: each point runs until every percentile bound is
+    decided (its 95% interval wholly on one side of the bound), at least
+    ``min_requests`` requests and at most ``point_max_secs`` seconds.
 
-    Returns one dict per point measured, in order. The highest load that met the
-    SLO has ``capacity: True`` and ``capacity_verdict``: ``"found"`` when a
-    higher load missed it within ``tolerance``, otherwise a lower bound
-    (``"at_max_load"``, ``"out_of_points"``, ``"at_limit"``). No point has it
-    when no load met the SLO. A run that cannot complete raises
-    :class:`RunError`; Ctrl+C returns the points measured."""
+    Returns one dict per point measured, in order. A point whose percentile
+    could not be decided (too few requests for its interval, or a percentile
+    too near its bound) has ``undecided: True`` and ``passed: False``: it is
+    never counted as met. The highest load that met the SLO has ``capacity:
+    True`` and ``capacity_verdict``: ``"found"`` when a higher load missed it
+    within ``tolerance``, otherwise a lower bound (``"at_max_load"``,
+    ``"out_of_points"``, ``"at_limit"``, ``"too_short"``: a point had too few
+    requests to decide). No point has it when no load met the SLO. A run that
+    cannot complete raises :class:`RunError`; Ctrl+C returns the points
+    measured."""
     if not isinstance(over, str):
         raise ConfigurationError(f"over must be str, got {type(over).__name__}")
     return _series("capacity", command, config, {**options, "over": over, "slo": slo})

@@ -39,21 +39,42 @@ def test_a_sweep_over_users_returns_a_point_per_value(qwen, tmp_path):
     assert index["kind"] == "sweep" and index["dimension"] == "users"
 
 
+# Steps of 4 ms + 0.4 ms per sequence, 8 in a batch: with 8-token replies,
+# 139 requests/s, so that points of hundreds of requests take seconds.
+FAST_SIM = "sim://?max-running=8&step-base-ms=4&step-ms-per-seq=0.4"
+
+
 def test_capacity_marks_the_highest_load_that_met_the_slo(qwen):
     points = batchbench.capacity(
         "request-rate",
-        ["ttft_p99<=100ms"],
-        start=16,
+        ["ttft_p99<=40ms"],
+        start=64,
         tolerance=0.25,
-        duration_secs=1.5,
+        duration_secs=2,
+        min_requests=400,
+        point_max_secs=20,
         arrival="constant",
-        **run_options(qwen),
+        **{**run_options(qwen), "host": FAST_SIM},
     )
     found = [p for p in points if p["capacity"]]
     assert len(found) == 1 and found[0]["passed"] is True
     assert found[0]["capacity_verdict"] == "found"
-    assert 20 < found[0]["value"] < 60, [(p["value"], p["passed"]) for p in points]
+    assert 100 < found[0]["value"] < 160, [(p["value"], p["passed"]) for p in points]
     assert any(p["passed"] is False and p["value"] > found[0]["value"] for p in points)
+    assert all(p["requests"] >= 400 and not p.get("undecided") for p in points)
+
+
+def test_points_too_short_for_their_p99_are_undecided_never_met(qwen):
+    points = batchbench.capacity(
+        "request-rate",
+        ["ttft_p99<=100ms"],
+        start=16,
+        duration_secs=1.5,
+        arrival="constant",
+        **run_options(qwen),
+    )
+    assert [(p["value"], p["passed"], p["undecided"]) for p in points] == [(16, False, True)]
+    assert not any(p["capacity"] for p in points)
 
 
 def test_bad_series_options_are_configuration_errors(qwen):

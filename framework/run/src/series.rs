@@ -97,6 +97,16 @@ pub struct SeriesArgs {
     /// Runs per point; figures are their mean with a 95% interval.
     #[arg(long, default_value = "1", value_parser = flags::positive, help_heading = "Series")]
     pub trials: u64,
+    /// Run each point until every percentile bound of --slo is decided (its
+    /// 95% interval wholly on one side of the bound), and not before this many
+    /// measured requests; --point-max-secs (or --duration-secs) is the cap.
+    #[arg(long, value_name = "N", value_parser = flags::positive, help_heading = "Series")]
+    pub min_requests: Option<u64>,
+    /// Run each point until every percentile bound of --slo is decided, for
+    /// at most this many seconds (it replaces --duration-secs); a point still
+    /// undecided then is reported as such, never as met.
+    #[arg(long, value_name = "SECS", value_parser = flags::positive_number, help_heading = "Series")]
+    pub point_max_secs: Option<f64>,
 }
 
 /// The flags of `sweep`.
@@ -351,6 +361,8 @@ struct Series<'a> {
     api_key: Option<String>,
     doc: SeriesDoc,
     runs: usize,
+    /// Points run until their SLO is decided: the least requests, and the cap.
+    decide: Option<(Option<u64>, Option<f64>)>,
 }
 
 fn io_failure(path: &Path, e: impl std::fmt::Display) -> Failure {
@@ -376,6 +388,25 @@ impl Series<'_> {
                 self.dim.arg(value)
             )),
         })?;
+        let mut spec = spec;
+        if let Some((min_requests, max_secs)) = self.decide {
+            if !spec.slo.iter().any(|b| b.percentile.is_some()) {
+                return Err(Failure::bad(
+                    "--min-requests and --point-max-secs run each point until the percentile bounds of its SLO are decided: give one in --slo, such as e2e_p99<=2s",
+                ));
+            }
+            let l = &mut spec.load;
+            if max_secs.is_some() {
+                l.duration_secs = max_secs;
+            }
+            if l.duration_secs.is_none() {
+                return Err(Failure::bad(
+                    "--min-requests runs each point until its SLO is decided: give --point-max-secs (or --duration-secs), the longest a point may run",
+                ));
+            }
+            l.until_decided = true;
+            l.min_requests = min_requests;
+        }
         assemble::check(&spec)?;
         Ok(spec)
     }
@@ -571,11 +602,14 @@ fn figures(value: f64, runs: &[Summary], judge: &Judge) -> Figures {
                     near |= observed
                         .as_ref()
                         .is_some_and(|o| (o.mean - max_ms).abs() <= judge.near * max_ms);
+                    let (interval_ms, decided) = decided_by(&observed, &results, i, max_ms);
                     BoundVerdict {
                         bound: b.to_string(),
+                        undecided: observed.is_some() && !decided,
                         observed_ms: observed,
                         share_met: None,
                         met,
+                        interval_ms,
                     }
                 }
                 None => {
@@ -589,6 +623,7 @@ fn figures(value: f64, runs: &[Summary], judge: &Judge) -> Figures {
                         observed_ms: None,
                         share_met: share,
                         met,
+                        ..BoundVerdict::default()
                     }
                 }
             };
@@ -599,13 +634,41 @@ fn figures(value: f64, runs: &[Summary], judge: &Judge) -> Figures {
         } else {
             1.0
         };
-        p.passed = Some(
-            p.bounds.iter().all(|b| b.met)
-                && failure_share <= judge.max_failure_rate
-                && runs.iter().any(|s| s.successful_requests > 0),
-        );
+        let served = failure_share <= judge.max_failure_rate
+            && runs.iter().any(|s| s.successful_requests > 0);
+        let missed = p.bounds.iter().any(|b| !b.met && !b.undecided);
+        p.undecided = served && !missed && p.bounds.iter().any(|b| b.undecided);
+        p.passed = Some(served && p.bounds.iter().all(|b| b.met && !b.undecided));
     }
     Figures { point: p, near }
+}
+
+/// A percentile bound's interval at a point, and whether it is decided. One
+/// run decides by its own verdict (the share of requests above the bound);
+/// several by the interval over their percentiles, `observed`, when every
+/// run had enough requests for an interval of its own: the percentile of a
+/// run too short for one is its largest samples (a p99 of 22 requests is
+/// their maximum), and no mean of such tells the server's.
+fn decided_by(
+    observed: &Option<Estimate>,
+    results: &[Vec<SloResult>],
+    bound: usize,
+    max_ms: f64,
+) -> (Option<[f64; 2]>, bool) {
+    let Some(observed) = observed.as_ref() else {
+        return (None, false);
+    };
+    let runs: Option<Vec<&SloResult>> = results.iter().map(|r| r.get(bound)).collect();
+    match runs.as_deref() {
+        Some([one]) => (one.interval_ms, !one.undecided),
+        Some(all) if all.len() > 1 && all.iter().all(|r| r.interval_ms.is_some()) => {
+            let ci = observed
+                .ci95
+                .map(|h| [observed.mean - h, observed.mean + h]);
+            (ci, ci.is_some_and(|[lo, hi]| hi <= max_ms || lo > max_ms))
+        }
+        _ => (None, false),
+    }
 }
 
 /// A figure with its interval, for the console.
@@ -643,6 +706,18 @@ fn point_line(dim: &Dimension, p: &Point) -> String {
     }
     match p.passed {
         Some(true) => line += ", SLO met",
+        Some(false) if p.undecided => {
+            let open: Vec<String> = p
+                .bounds
+                .iter()
+                .filter(|b| b.undecided)
+                .map(|b| match b.interval_ms {
+                    Some([lo, hi]) => format!("{}: interval {lo:.1}-{hi:.1} ms", b.bound),
+                    None => format!("{}: too few requests for an interval", b.bound),
+                })
+                .collect();
+            line += &format!(", SLO undecided ({})", open.join("; "));
+        }
         Some(false) => {
             let missed: Vec<&str> = p
                 .bounds
@@ -706,6 +781,7 @@ fn table(doc: &SeriesDoc, dim: &Dimension) -> String {
         if slo {
             let mut v = match p.passed {
                 Some(true) => "met".to_owned(),
+                _ if p.undecided => "undecided".to_owned(),
                 _ => "missed".to_owned(),
             };
             if p.capacity {
@@ -920,6 +996,8 @@ fn plan<'a>(
         api_key: None,
         doc: SeriesDoc::default(),
         runs: 0,
+        decide: (series.min_requests.is_some() || series.point_max_secs.is_some())
+            .then_some((series.min_requests, series.point_max_secs)),
     };
     let base = probe.spec(first)?;
     for v in &values[1..] {
@@ -1033,6 +1111,8 @@ fn run_plan(p: Plan<'_>, cancel: Option<CancellationToken>) -> Result<i32, Failu
         argv,
         trials: series.trials,
         runs: 0,
+        decide: (series.min_requests.is_some() || series.point_max_secs.is_some())
+            .then_some((series.min_requests, series.point_max_secs)),
     };
     s.write_index()?;
     eprintln!(
@@ -1124,6 +1204,8 @@ fn run_capacity(s: &mut Series<'_>, c: &CapacityArgs, judge: &Judge) -> Result<(
     let lowest = if dim.whole { 1.0 } else { start / 1024.0 };
     let mut lo: Option<f64> = None;
     let mut hi: Option<f64> = None;
+    let mut missed: Option<f64> = None;
+    let mut undecided: Vec<f64> = Vec::new();
     let mut verdict = "out_of_points";
     let mut limit: Option<String> = None;
     let mut next = Some(start);
@@ -1147,16 +1229,33 @@ fn run_capacity(s: &mut Series<'_>, c: &CapacityArgs, judge: &Judge) -> Result<(
         };
         let passed = p.passed == Some(true);
         let interrupted = p.interrupted;
+        // Undecided for want of requests, not for a percentile near its
+        // bound: a lower load has fewer still, so the search cannot go on.
+        let too_short = p.undecided
+            && p.bounds
+                .iter()
+                .any(|b| b.undecided && b.interval_ms.is_none());
+        if p.undecided {
+            undecided.push(v);
+        } else if !passed {
+            missed = Some(missed.map_or(v, |m: f64| m.min(v)));
+        }
         s.record(p, None)?;
         if interrupted {
             s.doc.interrupted = true;
             verdict = "interrupted";
             break;
         }
+        // An undecided point counts as not met: the capacity reported is
+        // one the SLO was seen to hold at.
         if passed {
             lo = Some(lo.map_or(v, |l: f64| l.max(v)));
         } else {
             hi = Some(hi.map_or(v, |h: f64| h.min(v)));
+        }
+        if too_short {
+            verdict = "too_short";
+            break;
         }
         next = match (lo, hi) {
             // Bracketing upwards, to --max-load at most.
@@ -1198,8 +1297,16 @@ fn run_capacity(s: &mut Series<'_>, c: &CapacityArgs, judge: &Judge) -> Result<(
     }
     let unit = dim.unit;
     let arg = |v: f64| dim.arg(v);
-    let message = match (verdict, lo, hi) {
+    let mut message = match (verdict, lo, hi) {
         ("interrupted", _, _) => "capacity: interrupted, so none is reported".to_owned(),
+        ("too_short", l, h) => format!(
+            "capacity: undecided: the point at {} {unit} had too few requests for the interval of its percentile (a p99 needs 368 at least), so whether it meets the SLO is unknown; give --min-requests with --point-max-secs, or a longer --duration-secs{}",
+            h.map_or_else(|| "?".to_owned(), arg),
+            l.map_or_else(String::new, |l| format!(
+                "; at least {} {unit} met the SLO",
+                arg(l)
+            ))
+        ),
         ("found", Some(l), Some(h)) => format!(
             "capacity: {} {unit} meets the SLO; {} {unit} does not (the capacity lies within {:.1}% above)",
             arg(l),
@@ -1225,6 +1332,35 @@ fn run_capacity(s: &mut Series<'_>, c: &CapacityArgs, judge: &Judge) -> Result<(
             bracket(l, h, &arg, unit)
         ),
     };
+    if undecided.is_empty() && verdict == "found" {
+        message +=
+            ": every point was decided at the 95% level, so this is also the statistical bracket";
+    }
+    // The statistical bracket, where undecided points widen it (a search
+    // that stopped on a point too short to decide has said so already).
+    if !undecided.is_empty() && !matches!(verdict, "interrupted" | "too_short") {
+        let list = undecided
+            .iter()
+            .map(|v| arg(*v))
+            .collect::<Vec<_>>()
+            .join(", ");
+        message += &match (lo, missed) {
+            (Some(l), Some(m)) => format!(
+                ". Statistically the capacity lies between {} and {} {unit}: the SLO stayed undecided at {list} {unit}",
+                arg(l),
+                arg(m)
+            ),
+            (Some(l), None) => format!(
+                ". Statistically the capacity is at least {} {unit}, and no load was seen to miss the SLO for sure: it stayed undecided at {list} {unit}",
+                arg(l)
+            ),
+            (None, Some(m)) => format!(
+                ". Statistically the capacity lies under {} {unit}: the SLO stayed undecided at {list} {unit}",
+                arg(m)
+            ),
+            (None, None) => format!(". The SLO stayed undecided at {list} {unit}"),
+        };
+    }
     // The answer's point: the highest load that met the SLO, unless the
     // search was interrupted (then nothing is claimed).
     if verdict != "interrupted"
@@ -1242,6 +1378,8 @@ fn run_capacity(s: &mut Series<'_>, c: &CapacityArgs, judge: &Judge) -> Result<(
         unit: unit.into(),
         dimension: dim.name.into(),
         lowest_failing: hi,
+        lowest_missed: missed,
+        undecided,
         relative_width: lo.zip(hi).map(|(l, h)| (h - l) / l),
         tolerance: c.tolerance,
         verdict: verdict.into(),
@@ -1280,6 +1418,8 @@ mod tests {
             series: SeriesArgs {
                 over: dim.name.into(),
                 trials: 1,
+                min_requests: None,
+                point_max_secs: None,
             },
             values: v.into(),
             points,
@@ -1391,6 +1531,47 @@ mod tests {
             e2e_p50_ms: Some(Estimate::of(vec![p50])),
             ..Point::default()
         }
+    }
+
+    #[test]
+    fn a_bound_is_decided_by_its_run_or_by_the_runs_that_each_had_an_interval() {
+        let run = |observed: f64, interval: Option<[f64; 2]>, undecided: bool| {
+            vec![SloResult {
+                observed_ms: Some(observed),
+                interval_ms: interval,
+                undecided,
+                ..SloResult::default()
+            }]
+        };
+        let est = |v: &[f64]| Some(Estimate::of(v.to_vec()));
+        // One run: its own verdict.
+        let one = [run(90.0, Some([80.0, 99.0]), false)];
+        assert_eq!(
+            decided_by(&est(&[90.0]), &one, 0, 100.0),
+            (Some([80.0, 99.0]), true)
+        );
+        let one = [run(90.0, None, true)];
+        assert_eq!(decided_by(&est(&[90.0]), &one, 0, 100.0), (None, false));
+        // Several: the t interval over their percentiles (91 ± 12.7 with two
+        // runs 2 apart), wholly on one side of the bound or not.
+        let two = [
+            run(90.0, Some([85.0, 95.0]), false),
+            run(92.0, Some([87.0, 97.0]), false),
+        ];
+        let (ci, decided) = decided_by(&est(&[90.0, 92.0]), &two, 0, 110.0);
+        assert!(decided && ci.is_some_and(|[lo, hi]| lo < 79.0 && hi > 103.0 && hi < 110.0));
+        assert!(!decided_by(&est(&[90.0, 92.0]), &two, 0, 100.0).1);
+        let spread = [
+            run(80.0, Some([75.0, 85.0]), false),
+            run(110.0, Some([105.0, 115.0]), false),
+        ];
+        assert!(!decided_by(&est(&[80.0, 110.0]), &spread, 0, 100.0).1);
+        // A run too short for an interval of its own decides nothing.
+        let short = [run(90.0, Some([85.0, 95.0]), false), run(91.0, None, true)];
+        assert_eq!(
+            decided_by(&est(&[90.0, 91.0]), &short, 0, 100.0),
+            (None, false)
+        );
     }
 
     #[test]

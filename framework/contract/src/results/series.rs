@@ -62,6 +62,15 @@ pub struct BoundVerdict {
     /// Held: the mean percentile is within the bound, or every request of
     /// every run met it.
     pub met: bool,
+    /// An aggregate bound: the 95% interval of the percentile, in ms: the
+    /// run's own (one run), or over the runs' percentiles (`--trials`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_ms: Option<[f64; 2]>,
+    /// An aggregate bound whose interval reaches across the bound, or that
+    /// has none (a run too short for its percentile): `met` says which side
+    /// the percentile fell on, not which side the server's is on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undecided: bool,
 }
 
 /// One point of a series: a load and its runs' figures.
@@ -99,9 +108,13 @@ pub struct Point {
     pub tpot_p99_ms: Option<Estimate>,
     /// Every bound of the SLO.
     pub bounds: Vec<BoundVerdict>,
-    /// With an SLO: every bound held and failures stayed within the allowed
-    /// share.
+    /// With an SLO: every bound held, decided, and failures stayed within the
+    /// allowed share.
     pub passed: Option<bool>,
+    /// With an SLO: no bound missed for sure, and one or more undecided (the
+    /// point neither passed nor failed; `passed` is false).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub undecided: bool,
     /// A figure landed near its bound, so the point was measured once more.
     pub remeasured: bool,
     /// A sweep stopped here: throughput stopped rising while latency rose.
@@ -122,9 +135,17 @@ pub struct Capacity {
     pub unit: String,
     /// The dimension searched.
     pub dimension: String,
-    /// The lowest load measured that missed it (absent: none did, up to
-    /// `--max-load` or the points allowed).
+    /// The lowest load measured that did not meet it, missed or undecided
+    /// (absent: none, up to `--max-load` or the points allowed).
     pub lowest_failing: Option<f64>,
+    /// The lowest load measured that missed it for sure: between `load` and
+    /// it lies the capacity, with the confidence of the points' intervals
+    /// (the statistical bracket; the search's is `load` to `lowest_failing`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lowest_missed: Option<f64>,
+    /// The loads measured whose SLO stayed undecided.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub undecided: Vec<f64>,
     /// `(lowest_failing - load) / load`: how far the true capacity may lie
     /// above the reported one.
     pub relative_width: Option<f64>,
