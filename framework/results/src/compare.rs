@@ -13,7 +13,7 @@
 //! (throughput, goodput) are judged on the figure.
 
 use crate::RunDir;
-use batchbench_contract::record::{LatencyStats, Summary};
+use batchbench_contract::record::{IntervalMethod, LatencyStats, Summary};
 use std::fmt::Write as _;
 
 /// The latency families compared, with their names in thresholds.
@@ -152,8 +152,10 @@ fn phi(z: f64) -> f64 {
 /// `q`-quantile, and the shares above it are compared (a two-proportion z
 /// test, the quantile form of Mood's median test). A shift in the tail moves
 /// its quantile's test even when the bulk of the distribution, and so a
-/// rank test, stays put. `None` when either is empty.
-pub fn quantile_test(a: &[[u64; 2]], b: &[[u64; 2]], q: f64) -> Option<f64> {
+/// rank test, stays put. `inflation` is, per run, how many of its samples
+/// count as one independent sample ([`inflation`]): correlated samples widen
+/// the test. `None` when either is empty.
+pub fn quantile_test(a: &[[u64; 2]], b: &[[u64; 2]], q: f64, inflation: (f64, f64)) -> Option<f64> {
     let n1: u64 = a.iter().map(|[_, c]| c).sum();
     let n2: u64 = b.iter().map(|[_, c]| c).sum();
     if n1 == 0 || n2 == 0 {
@@ -171,7 +173,7 @@ pub fn quantile_test(a: &[[u64; 2]], b: &[[u64; 2]], q: f64) -> Option<f64> {
     let (k1, k2) = (above(a) as f64, above(b) as f64);
     let (n1f, n2f) = (n1 as f64, n2 as f64);
     let p = (k1 + k2) / (n1f + n2f);
-    let var = p * (1.0 - p) * (1.0 / n1f + 1.0 / n2f);
+    let var = p * (1.0 - p) * (inflation.0 / n1f + inflation.1 / n2f);
     if var <= 0.0 {
         return Some(1.0);
     }
@@ -180,8 +182,9 @@ pub fn quantile_test(a: &[[u64; 2]], b: &[[u64; 2]], q: f64) -> Option<f64> {
 }
 
 /// The two-sided p-value that two distributions have the same mean (Welch's
-/// test, normal approximation), from their buckets.
-pub fn mean_test(a: &[[u64; 2]], b: &[[u64; 2]]) -> Option<f64> {
+/// test, normal approximation), from their buckets; `inflation` as for
+/// [`quantile_test`].
+pub fn mean_test(a: &[[u64; 2]], b: &[[u64; 2]], inflation: (f64, f64)) -> Option<f64> {
     let moments = |x: &[[u64; 2]]| -> Option<(f64, f64, f64)> {
         let n: u64 = x.iter().map(|[_, c]| c).sum();
         if n < 2 {
@@ -197,7 +200,7 @@ pub fn mean_test(a: &[[u64; 2]], b: &[[u64; 2]]) -> Option<f64> {
         Some((nf, mean, var))
     };
     let ((n1, m1, v1), (n2, m2, v2)) = (moments(a)?, moments(b)?);
-    let se = (v1 / n1 + v2 / n2).sqrt();
+    let se = (inflation.0 * v1 / n1 + inflation.1 * v2 / n2).sqrt();
     if se <= 0.0 {
         return Some(if m1 == m2 { 1.0 } else { 0.0 });
     }
@@ -223,6 +226,17 @@ fn family(s: &Summary, key: &str) -> Option<LatencyStats> {
         "tpot" => s.tpot,
         _ => None,
     }
+}
+
+/// How many of a run's samples of a distribution count as one independent
+/// sample: its count over the effective count its batch means over time gave
+/// (at the median); 1 where the run took them as independent (a short run,
+/// merged shards, or a run recorded before intervals existed). A loaded
+/// server's latencies move together, and two runs of one configuration then
+/// differ by more than independent samples would.
+pub fn inflation(s: &LatencyStats) -> f64 {
+    s.ci.filter(|c| c.method == IntervalMethod::BatchMeans && c.effective_count > 0.0)
+        .map_or(1.0, |c| (s.count as f64 / c.effective_count).max(1.0))
 }
 
 fn failure_rate(s: &Summary) -> f64 {
@@ -275,16 +289,17 @@ pub fn rows(base: &RunDir, new: &RunDir) -> Vec<Row> {
             base.histograms.families.get(key),
             new.histograms.families.get(key),
         );
+        let inflation = (inflation(&x), inflation(&y));
         for f in FIGURES {
             // Each figure is tested for its own kind of change: a quantile by
             // the split at that quantile, the mean by Welch's test; the max is
             // one sample and is judged on the figure alone.
             let p_value = match buckets {
                 (Some(hb), Some(hn)) => match f {
-                    "p50" => quantile_test(hb, hn, 0.50),
-                    "p90" => quantile_test(hb, hn, 0.90),
-                    "p99" => quantile_test(hb, hn, 0.99),
-                    "mean" => mean_test(hb, hn),
+                    "p50" => quantile_test(hb, hn, 0.50, inflation),
+                    "p90" => quantile_test(hb, hn, 0.90, inflation),
+                    "p99" => quantile_test(hb, hn, 0.99, inflation),
+                    "mean" => mean_test(hb, hn, inflation),
                     _ => None,
                 },
                 _ => None,
@@ -506,15 +521,26 @@ mod tests {
             .map(|v| [if v > 9_800 { v * 3 / 2 } else { v }, 1])
             .collect();
         new.sort_unstable();
-        let p99 = quantile_test(&base, &new, 0.99).unwrap_or(f64::NAN);
-        let p50 = quantile_test(&base, &new, 0.50).unwrap_or(f64::NAN);
+        let p99 = quantile_test(&base, &new, 0.99, (1.0, 1.0)).unwrap_or(f64::NAN);
+        let p50 = quantile_test(&base, &new, 0.50, (1.0, 1.0)).unwrap_or(f64::NAN);
         let whole = mann_whitney(&base, &new).unwrap_or(f64::NAN);
         assert!(p99 < 0.001, "p99 test: {p99}");
         assert!(p50 > 0.5, "p50 test: {p50}");
         assert!(whole > 1000.0 * p99, "rank test: {whole}, p99 test: {p99}");
+        // Samples that move together (each run worth a twentieth of its
+        // count) tell less: the same shift is far less sure, and a smaller
+        // one is within what two such runs differ by.
+        let correlated = quantile_test(&base, &new, 0.99, (20.0, 20.0)).unwrap_or(0.0);
+        assert!(correlated > 1000.0 * p99, "correlated p99 test: {correlated}");
+        let shift: Vec<[u64; 2]> = base.iter().map(|[v, c]| [v + 200, *c]).collect();
+        let (apart, together) = (
+            mean_test(&base, &shift, (1.0, 1.0)).unwrap_or(1.0),
+            mean_test(&base, &shift, (20.0, 20.0)).unwrap_or(0.0),
+        );
+        assert!(apart < 0.01 && together > 0.05, "{apart}, {together}");
         // The same distribution: nothing.
-        assert!(quantile_test(&base, &base, 0.99).unwrap_or(0.0) > 0.9);
-        assert!(mean_test(&base, &base).unwrap_or(0.0) > 0.9);
+        assert!(quantile_test(&base, &base, 0.99, (1.0, 1.0)).unwrap_or(0.0) > 0.9);
+        assert!(mean_test(&base, &base, (1.0, 1.0)).unwrap_or(0.0) > 0.9);
     }
 
     #[test]

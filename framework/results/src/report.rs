@@ -6,6 +6,7 @@
 use crate::svg::{Chart, PALETTE, Rule, Scale, Series, Style, esc, short};
 use crate::{Loaded, RequestLine, RunDir, SeriesDir};
 use batchbench_contract::record::LatencyStats;
+use batchbench_contract::results::series::Estimate;
 use batchbench_contract::slo::{SloBound, SloMetric};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -775,9 +776,13 @@ fn series_section(label: &str, s: &SeriesDir) -> String {
         &x,
         "requests per second",
     );
+    let errors = |f: &dyn Fn(&batchbench_contract::results::series::Point) -> Option<[f64; 2]>| {
+        points.iter().map(f).collect::<Vec<_>>()
+    };
     tput.series.push(
         Series::line("throughput", 0, by(|p| Some(p.requests_per_second.mean)))
-            .styled(Style::LineMarkers),
+            .styled(Style::LineMarkers)
+            .with_errors(errors(&|p| p.requests_per_second.interval)),
     );
     tput.series.push(
         Series::line("goodput", 2, by(|p| p.goodput.as_ref().map(|g| g.mean)))
@@ -798,21 +803,13 @@ fn series_section(label: &str, s: &SeriesDir) -> String {
     type Fig = (
         &'static str,
         SloMetric,
-        fn(&batchbench_contract::results::series::Point) -> Option<f64>,
+        fn(&batchbench_contract::results::series::Point) -> Option<&Estimate>,
     );
     let figs: [Fig; 4] = [
-        ("e2e p50", SloMetric::E2e, |p| {
-            p.e2e_p50_ms.as_ref().map(|e| e.mean)
-        }),
-        ("e2e p99", SloMetric::E2e, |p| {
-            p.e2e_p99_ms.as_ref().map(|e| e.mean)
-        }),
-        ("TTFT p99", SloMetric::Ttft, |p| {
-            p.ttft_p99_ms.as_ref().map(|e| e.mean)
-        }),
-        ("TPOT p99", SloMetric::Tpot, |p| {
-            p.tpot_p99_ms.as_ref().map(|e| e.mean)
-        }),
+        ("e2e p50", SloMetric::E2e, |p| p.e2e_p50_ms.as_ref()),
+        ("e2e p99", SloMetric::E2e, |p| p.e2e_p99_ms.as_ref()),
+        ("TTFT p99", SloMetric::Ttft, |p| p.ttft_p99_ms.as_ref()),
+        ("TPOT p99", SloMetric::Tpot, |p| p.tpot_p99_ms.as_ref()),
     ];
     let mut curve = Chart::new(
         "series-curve",
@@ -822,22 +819,31 @@ fn series_section(label: &str, s: &SeriesDir) -> String {
     );
     curve.y_scale = Scale::Log;
     for (i, (name, metric, f)) in figs.iter().enumerate() {
-        let ys = by(*f);
+        let mean = |p: &batchbench_contract::results::series::Point| f(p).map(|e| e.mean);
+        let ys: Vec<(f64, f64)> = points
+            .iter()
+            .map(|p| (p.value, mean(p).unwrap_or(f64::NAN)))
+            .collect();
         if ys.iter().all(|(_, y)| y.is_nan()) {
             continue;
         }
-        lat.series
-            .push(Series::line(*name, i, ys).styled(Style::LineMarkers));
+        let bars = errors(&|p| f(p).and_then(|e| e.interval));
+        lat.series.push(
+            Series::line(*name, i, ys)
+                .styled(Style::LineMarkers)
+                .with_errors(bars.clone()),
+        );
         curve.series.push(
             Series::line(
                 *name,
                 i,
                 points
                     .iter()
-                    .map(|p| (p.requests_per_second.mean, f(p).unwrap_or(f64::NAN)))
+                    .map(|p| (p.requests_per_second.mean, mean(p).unwrap_or(f64::NAN)))
                     .collect(),
             )
-            .styled(Style::LineMarkers),
+            .styled(Style::LineMarkers)
+            .with_errors(bars),
         );
         for b in &d.slo {
             if let Some(r) = rule(b, *metric)
@@ -882,6 +888,7 @@ fn series_section(label: &str, s: &SeriesDir) -> String {
             p.failed_requests,
             match p.passed {
                 Some(true) => "<span class=\"ok\">met</span>",
+                Some(false) if p.undecided => "<span class=\"undecided\">undecided</span>",
                 Some(false) => "<span class=\"bad\">missed</span>",
                 None => "&ndash;",
             },
@@ -904,6 +911,11 @@ fn series_section(label: &str, s: &SeriesDir) -> String {
     if let Some(c) = &d.capacity {
         let _ = write!(head, "<p class=\"verdict\">{}</p>", esc(&c.message));
     }
+    head.push_str(if d.trials > 1 {
+        "<p class=\"note\">Error bars: 95% intervals of each figure over the point's runs (Student's t).</p>"
+    } else {
+        "<p class=\"note\">Error bars: each run's own 95% interval of the figure (batch means over time); a percentile with too few requests for one has none.</p>"
+    });
     if let Some(why) = &d.stopped_early {
         let _ = write!(head, "<p class=\"note\">{}</p>", esc(why));
     }
@@ -944,7 +956,7 @@ tbody th{font-weight:500;color:var(--muted);white-space:nowrap}
 tr.capacity td{background:#eaf5ec;font-weight:600}
 .scroll{overflow-x:auto}
 .swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:6px}
-.ok{color:var(--ok)}.bad{color:var(--bad);font-weight:600}
+.ok{color:var(--ok)}.bad{color:var(--bad);font-weight:600}.undecided{color:#a15c00;font-weight:600}
 .verdict{font-weight:600}
 details{margin:6px 0}pre{background:#f6f8fa;padding:10px;overflow-x:auto;font-size:12px}
 "#;

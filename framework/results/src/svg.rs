@@ -53,6 +53,8 @@ pub struct Series {
     pub dashed: bool,
     /// Index into [`PALETTE`] (wraps).
     pub colour: usize,
+    /// Per point, its 95% interval in `y`, drawn as an error bar (empty: none).
+    pub errors: Vec<Option<[f64; 2]>>,
 }
 
 impl Series {
@@ -64,7 +66,27 @@ impl Series {
             style: Style::Line,
             dashed: false,
             colour,
+            errors: Vec::new(),
         }
+    }
+
+    /// The same series with an interval per point (`errors[i]` for
+    /// `points[i]`), drawn as error bars.
+    pub fn with_errors(mut self, errors: Vec<Option<[f64; 2]>>) -> Self {
+        self.errors = errors;
+        self
+    }
+
+    /// The error bars that can be drawn: (x, low, high).
+    fn bars(&self, x: Scale, y: Scale) -> impl Iterator<Item = (f64, f64, f64)> + '_ {
+        self.points
+            .iter()
+            .zip(&self.errors)
+            .filter_map(move |(&(px, py), e)| {
+                let [lo, hi] = (*e)?;
+                (usable((px, py), x, y) && usable((px, lo), x, y) && usable((px, hi), x, y))
+                    .then_some((px, lo, hi))
+            })
     }
 
     /// The same series with another style.
@@ -329,6 +351,12 @@ impl Chart {
                 y1 = y1.max(r.y);
             }
         }
+        for s in &self.series {
+            for (_, lo, hi) in s.bars(self.x_scale, self.y_scale) {
+                y0 = y0.min(lo);
+                y1 = y1.max(hi);
+            }
+        }
         let xa = Axis::new(self.x_scale, x0, x1, LEFT, W - RIGHT, false);
         let ya = Axis::new(self.y_scale, y0, y1, H - BOTTOM, TOP, self.y_from_zero);
         let mut o = String::with_capacity(4096);
@@ -434,6 +462,17 @@ impl Chart {
                 r#"<path d="{path}" fill="none" stroke="{colour}" stroke-width="{width}"{cap}{dash} opacity="{op}"/>"#,
                 op = if s.style == Style::Points { 0.55 } else { 1.0 }
             );
+            for (x, lo, hi) in s.bars(self.x_scale, self.y_scale) {
+                let (px, plo, phi) = (xa.px(x), ya.px(lo), ya.px(hi));
+                let _ = write!(
+                    o,
+                    r#"<path class="error" d="M{px:.1} {plo:.1}V{phi:.1}M{a:.1} {plo:.1}h8M{a:.1} {phi:.1}h8" fill="none" stroke="{colour}" stroke-width="1.2"><title>{}: {} to {} (95% interval)</title></path>"#,
+                    esc(&s.name),
+                    short(lo),
+                    short(hi),
+                    a = px - 4.0
+                );
+            }
             if s.style == Style::LineMarkers {
                 for &(x, y) in &s.points {
                     if usable((x, y), self.x_scale, self.y_scale) {

@@ -555,21 +555,32 @@ fn figures(value: f64, runs: &[Summary], judge: &Judge) -> Figures {
     let load = |f: fn(&batchbench_contract::record::LoadReport) -> Option<f64>| {
         Estimate::of_some(runs.iter().map(|s| s.load.as_ref().and_then(f)))
     };
+    // One run's own interval of a figure (several runs have theirs over them).
+    let own = |f: &dyn Fn(&Summary) -> Option<[f64; 2]>| runs.first().and_then(f);
+    let e2e_stats = |s: &Summary| {
+        s.load
+            .as_ref()
+            .and_then(|l| l.latency_from_intended)
+            .or(s.latency)
+    };
     let e2e = |p99: bool| {
-        Estimate::of_some(runs.iter().map(|s| {
-            let l = s
-                .load
-                .as_ref()
-                .and_then(|l| l.latency_from_intended)
-                .or(s.latency);
-            l.map(|l| if p99 { l.p99_ms } else { l.p50_ms })
-        }))
+        Estimate::of_some(
+            runs.iter()
+                .map(|s| e2e_stats(s).map(|l| if p99 { l.p99_ms } else { l.p50_ms })),
+        )
+        .map(|e| {
+            e.or_own(own(&|s| {
+                let ci = e2e_stats(s)?.ci?;
+                if p99 { ci.p99_ms } else { ci.p50_ms }
+            }))
+        })
     };
     let mut p = Point {
         value,
         requests: runs.iter().map(|s| s.total_requests).sum(),
         failed_requests: runs.iter().map(|s| s.failed_requests).sum(),
-        requests_per_second: Estimate::of(runs.iter().map(|s| s.requests_per_second).collect()),
+        requests_per_second: Estimate::of(runs.iter().map(|s| s.requests_per_second).collect())
+            .or_own(own(&|s| s.requests_per_second_ci)),
         completion_tokens_per_second: Estimate::of(
             runs.iter()
                 .map(|s| s.completion_tokens_per_second)
@@ -579,7 +590,8 @@ fn figures(value: f64, runs: &[Summary], judge: &Judge) -> Figures {
         goodput: Estimate::of_some(runs.iter().map(|s| s.slo.as_ref().map(|r| r.goodput))),
         e2e_p50_ms: e2e(false),
         e2e_p99_ms: e2e(true),
-        ttft_p99_ms: load(|l| l.ttft_from_intended.map(|t| t.p99_ms)),
+        ttft_p99_ms: load(|l| l.ttft_from_intended.map(|t| t.p99_ms))
+            .map(|e| e.or_own(own(&|s| s.load.as_ref()?.ttft_from_intended?.ci?.p99_ms))),
         tpot_p99_ms: Estimate::of_some(runs.iter().map(|s| s.tpot.map(|t| t.p99_ms))),
         interrupted: runs.iter().any(|s| s.interrupted),
         ..Point::default()

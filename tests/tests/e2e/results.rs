@@ -259,6 +259,21 @@ fn report_of_runs_and_a_sweep_is_one_self_contained_file_with_every_chart() {
     }
     // The SLO bound is drawn on the series' latency chart.
     assert!(html.contains("SLO ttft_p99&lt;=200ms"));
+    // Each point's figures carry their run's own 95% interval, drawn as an
+    // error bar around the point (a p50 of 20 requests has one).
+    for p in sweep.points() {
+        let ci = &p["e2e_p50_ms"]["interval"];
+        let mean = p["e2e_p50_ms"]["mean"].as_f64().unwrap_or_default();
+        assert!(
+            ci[0].as_f64() <= Some(mean) && ci[1].as_f64() >= Some(mean),
+            "{p}"
+        );
+    }
+    assert!(
+        html.matches("class=\"error\"").count() >= 4,
+        "error bars on the series charts"
+    );
+    assert!(html.contains("e2e p50: ") && html.contains("(95% interval)"));
     // Both runs and both points overlay, and each run's spec is there.
     for label in ["base", "slow", "series 20 req/s", "series 40 req/s"] {
         assert!(html.contains(label), "no {label}");

@@ -15,6 +15,10 @@ pub struct Estimate {
     pub ci95: Option<f64>,
     /// Every run's value.
     pub values: Vec<f64>,
+    /// The 95% interval of the figure: `mean ± ci95` over several runs, or
+    /// one run's own interval (of its percentile or rate), where it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<[f64; 2]>,
 }
 
 impl Estimate {
@@ -30,7 +34,21 @@ impl Estimate {
             let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
             t95(n - 1) * (var / n as f64).sqrt()
         });
-        Self { mean, ci95, values }
+        Self {
+            mean,
+            ci95,
+            values,
+            interval: ci95.map(|h| [mean - h, mean + h]),
+        }
+    }
+
+    /// With one run, that run's own interval (`own`); with several, the
+    /// interval over them stays.
+    pub fn or_own(mut self, own: Option<[f64; 2]>) -> Self {
+        if self.values.len() == 1 {
+            self.interval = own;
+        }
+        self
     }
 
     /// Of every value, when all are present and there is one at least.
