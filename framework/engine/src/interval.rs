@@ -135,6 +135,15 @@ impl Bin {
 impl Batches {
     /// Records `us` sent at `at` from the clock start.
     pub fn record(&mut self, us: u64, at: Duration) {
+        self.record_n(us, 1, at);
+    }
+
+    /// Records `count` samples of `us`, all sent at `at` (the tokens of one
+    /// reply).
+    pub fn record_n(&mut self, us: u64, count: u64, at: Duration) {
+        if count == 0 {
+            return;
+        }
         let mut i = (at.as_nanos() / self.width.as_nanos().max(1)) as usize;
         while i >= MAX_BATCHES {
             self.coarsen();
@@ -144,8 +153,11 @@ impl Batches {
             self.bins.resize_with(i + 1, || None);
         }
         let bin = self.bins[i].get_or_insert_with(Bin::new);
-        bin.hist.saturating_record(us.max(1));
-        bin.sum_us += us as f64;
+        let v = us.clamp(1, bin.hist.high());
+        let _ = bin
+            .hist
+            .record_n(v, u32::try_from(count).unwrap_or(u32::MAX));
+        bin.sum_us += us as f64 * count as f64;
     }
 
     /// Merges neighbours: each batch covers twice the time.

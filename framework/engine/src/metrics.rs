@@ -57,6 +57,13 @@ impl Latency {
         let _ = self.0.record_n(us.clamp(1, self.0.high()), count);
     }
 
+    /// Records `count` equal values of one request sent at `at` from the
+    /// clock start (the tokens of one reply).
+    pub fn record_n_at(&mut self, us: u64, count: u64, at: Duration) {
+        self.record_n(us, count);
+        self.1.record_n(us, count, at);
+    }
+
     /// Number of values.
     pub fn len(&self) -> u64 {
         self.0.len()
@@ -545,13 +552,14 @@ impl Metrics {
 
     /// Folds in a streamed reply's timing (when `measured`: a warmup request
     /// is not): time per output token, and inter-token latency per token (not
-    /// per chunk). Returns the reply's time per output token and its longest per-token
+    /// per chunk), in the batch of its send time `sent`. Returns the reply's time per output token and its longest per-token
     /// gap (the figures of per-request SLO bounds).
     pub fn record_stream(
         &mut self,
         reply: &Reply,
         completion_tokens: u64,
         measured: bool,
+        sent: Duration,
     ) -> (Option<Duration>, Option<Duration>) {
         let Some(first) = reply.first_token_at else {
             return (None, None);
@@ -563,7 +571,7 @@ impl Metrics {
         if completion_tokens >= 2 && last > first {
             let t = (last - first) / (completion_tokens - 1) as u32;
             if measured {
-                self.tpot.record(t);
+                self.tpot.record_at(t, sent);
             }
             tpot = Some(t);
         }
@@ -580,7 +588,7 @@ impl Metrics {
             let gap = w[1].0.saturating_duration_since(w[0].0);
             let per_token = gap.as_micros() as u64 / k;
             if measured {
-                self.itl.record_n(per_token, *k);
+                self.itl.record_n_at(per_token, *k, sent);
             }
             let d = Duration::from_micros(per_token);
             itl_max = Some(itl_max.map_or(d, |m| m.max(d)));

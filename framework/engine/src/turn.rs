@@ -297,8 +297,12 @@ pub(crate) async fn drive(
                 Ok(reply) => {
                     let est = crate::metrics::estimated_cached_tokens(prev_prompt, reply.usage);
                     if let Some(u) = reply.usage {
-                        stream_figures =
-                            c.metrics.record_stream(reply, u.completion_tokens, !warmup);
+                        stream_figures = c.metrics.record_stream(
+                            reply,
+                            u.completion_tokens,
+                            !warmup,
+                            sent_at.saturating_duration_since(sh.start),
+                        );
                     }
                     (
                         reply.usage,

@@ -531,7 +531,10 @@ mod tests {
         // count) tell less: the same shift is far less sure, and a smaller
         // one is within what two such runs differ by.
         let correlated = quantile_test(&base, &new, 0.99, (20.0, 20.0)).unwrap_or(0.0);
-        assert!(correlated > 1000.0 * p99, "correlated p99 test: {correlated}");
+        assert!(
+            correlated > 1000.0 * p99,
+            "correlated p99 test: {correlated}"
+        );
         let shift: Vec<[u64; 2]> = base.iter().map(|[v, c]| [v + 200, *c]).collect();
         let (apart, together) = (
             mean_test(&base, &shift, (1.0, 1.0)).unwrap_or(1.0),
