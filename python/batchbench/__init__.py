@@ -305,9 +305,11 @@ def run_benchmark(config: Mapping[str, Any]) -> Dict[str, Any]:
     "arrival": "poisson", "max_concurrency": 16, "warmup_requests": 100}``
     (``arrival`` is ``constant``, ``poisson`` or ``gamma`` with ``burstiness``;
     ``stages`` is a list of ``{"secs", "rate"}``; ``ramp_up_secs``,
-    ``warmup_secs``, ``at_deadline``). The report's ``load`` then holds the
-    achieved rate, latency from the intended send time, the client queue wait and
-    the send lag.
+    ``warmup_secs``, ``at_deadline``; ``target_ci`` stops the run once every
+    figure it is judged by has a 95% interval within that many percent of it,
+    the long-running mode's duration being the cap). The report's ``load`` then
+    holds the achieved rate, latency from the intended send time, the client
+    queue wait and the send lag, and with ``target_ci`` its ``convergence``.
 
     ``slo`` judges the run against latency bounds, as ``--slo`` does: a string
     ``"ttft_p99<=500ms,e2e<=20s"`` or a list of bounds. The report's ``slo`` then

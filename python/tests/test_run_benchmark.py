@@ -119,6 +119,28 @@ def test_long_running_mode_runs_for_the_duration_recycling_requests(sim):
     assert report["run"]["mode"] == "long_running"
 
 
+def test_target_ci_stops_the_run_once_its_figure_is_sure(qwen):
+    # A queueing simulator at half its capacity: the median e2e settles fast;
+    # the long-running mode's duration is the cap.
+    with batchbench.Simulator(qwen, max_running=8, step_base_ms=4, step_ms_per_seq=0.4) as s:
+        t = time.monotonic()
+        report = batchbench.run_benchmark(
+            {
+                "endpoint": s.endpoint,
+                "user_count": 4,
+                "mode": batchbench.long_running_mode(duration_secs=40),
+                "request_body": batchbench.request_entry(body(max_tokens=10)),
+                "load": {"rate": 55, "arrival": "constant", "target_ci": 3},
+                "slo": "e2e_p50<=1s",
+            }
+        )
+    c = report["load"]["convergence"]
+    assert c["converged"] is True, c
+    assert c["secs"] < 40 and time.monotonic() - t < 40
+    assert [f["name"] for f in c["figures"]] == ["e2e_p50"]
+    assert c["figures"][0]["half_width_pct"] <= 3
+
+
 @pytest.fixture
 def sigint_handled():
     """Python's own SIGINT handler for the test. ``interrupt_main`` does nothing
