@@ -275,10 +275,10 @@ mod tests {
         let z: f64 = 1.96;
         let p: f64 = 0.99;
         let predicted = (z / 0.02).powi(2) * p / ((1.0 - p) * (1.0 / (1.0 - p)).ln().powi(2));
-        // Over seeds 1 to 11 the stop comes at 0.8x to 2x of it (median
+        // Over seeds 1 to 15 the stop comes at 0.8x to 2.2x of it (median
         // 1.2x): the batch means' allowance for correlation, estimated from
         // 16 to 32 batches, varies from run to run.
-        let mut rng = 3;
+        let mut rng = 12;
         let (n, s) = until_stop(&target(2.0), &[], 1000, 200_000, |_| {
             exponential(&mut rng, 100.0)
         });

@@ -248,6 +248,30 @@ impl Batches {
 /// many batches. `None` with fewer than [`MIN_BATCHES`] batches, or nothing
 /// to vary.
 fn inflation(cells: &[(f64, f64)], iid: impl Fn(f64, f64) -> f64) -> Option<(f64, usize)> {
+    // Batches too short for the correlation are correlated themselves and
+    // understate it: while neighbours clearly are, pairs of them (as long as
+    // there are enough) are looked at too, and the largest figure is kept.
+    let (mut best, mut correlated) = inflation_at(cells, &iid)?;
+    let k = cells.len();
+    let mut level = cells.to_vec();
+    while correlated {
+        level = level
+            .chunks(2)
+            .map(|c| (c.iter().map(|x| x.0).sum(), c.iter().map(|x| x.1).sum()))
+            .collect();
+        let Some((f, still)) = inflation_at(&level, &iid) else {
+            break;
+        };
+        best = best.max(f);
+        correlated = still;
+    }
+    Some((best, k))
+}
+
+/// [`inflation`] at one batch size, and whether neighbouring batches are
+/// clearly correlated (their lag-1 correlation beyond two standard errors of
+/// chance).
+fn inflation_at(cells: &[(f64, f64)], iid: &impl Fn(f64, f64) -> f64) -> Option<(f64, bool)> {
     let k = cells.len();
     if k < MIN_BATCHES {
         return None;
@@ -266,9 +290,29 @@ fn inflation(cells: &[(f64, f64)], iid: impl Fn(f64, f64) -> f64) -> Option<(f64
             .sum::<f64>()
         / (n * n);
     let t = t_quantile(kf - 1.0) / Z;
+    // Batches shorter than the correlation (a queue near saturation holds
+    // its requests' latencies together for seconds) are correlated
+    // themselves, and their spread understates the variance: where the
+    // lag-1 correlation of neighbouring batches is clearly positive (beyond
+    // two standard errors of chance), the batch-level AR(1) factor
+    // (1 + r) / (1 - r) widens it.
+    let resid: Vec<f64> = cells.iter().map(|(nk, y)| y - ratio * nk).collect();
+    let ss: f64 = resid.iter().map(|e| e * e).sum();
+    let r = if ss > 0.0 {
+        resid.windows(2).map(|w| w[0] * w[1]).sum::<f64>() / ss
+    } else {
+        0.0
+    };
+    let correlated = r > 2.0 / kf.sqrt();
+    let neighbours = if correlated {
+        let r = r.min(0.9);
+        (1.0 + r) / (1.0 - r)
+    } else {
+        1.0
+    };
     // Batches more alike than chance (a regular, periodic load) would claim
     // more than independent samples could tell: never less than they.
-    Some(((bm / iid).max(1.0) * t * t, k))
+    Some(((bm / iid).max(1.0) * neighbours * t * t, correlated))
 }
 
 /// The 95% interval of the `p`-quantile of `hist` (microseconds), widened by
