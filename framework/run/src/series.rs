@@ -229,8 +229,11 @@ pub fn command(front: &Front, kind: Kind) -> clap::Command {
                  flags describe meets its --slo: doubling from --start until a point misses it \
                  (halving when the first does), then bisection until the bracket is within \
                  --tolerance. A point whose percentile lands within --near of its bound is measured once \
-                 more. Prints the \
-                 capacity, every point and the bracket; --summary-json holds a capacity object.\n\n\
+                 more. A point meets the SLO only when each percentile bound is decided at the 95% level \
+                 (its interval on one side of the bound); an undecided point counts as not met, and \
+                 --min-requests with --point-max-secs run each point until it is decided. Prints the \
+                 capacity, every point and both brackets (the search's and the statistical one); \
+                 --summary-json holds a capacity object.\n\n\
                  Exit codes: 0 done (also when no load met the SLO: see the verdict), 1 a run could \
                  not complete, 2 bad input (nothing sent), 130 interrupted."
             )),
