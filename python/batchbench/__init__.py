@@ -699,8 +699,12 @@ def sweep(
     five). The sweep stops early at saturation unless ``no_early_stop=True``.
 
     Returns one dict per point measured: ``value``, ``requests_per_second``,
-    ``goodput``, ``e2e_p50_ms`` ... (each ``{"mean", "ci95", "values"}``),
-    ``bounds`` and ``passed`` with an ``slo``, ``saturated``, ``runs``. Pass
+    ``goodput``, ``e2e_p50_ms`` ... (each ``{"mean", "ci95", "values"}``, and
+    ``interval``: the 95% interval, a run's own or over ``trials`` runs),
+    ``bounds``, ``passed`` and ``undecided`` with an ``slo`` (a percentile too
+    near its bound, or with too few requests, is undecided and never passed;
+    ``min_requests`` and ``point_max_secs`` run each point until decided),
+    ``saturated``, ``runs``. Pass
     ``output_dir`` to keep each run's ``summary.json`` and ``requests.jsonl``
     (by default they go to a temporary directory)."""
     if not isinstance(over, str):

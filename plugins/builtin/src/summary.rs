@@ -449,14 +449,10 @@ fn convergence(o: &mut String, c: &batchbench_contract::record::Convergence) {
     let _ = writeln!(o, "  {:<22} {head}", "convergence");
     for f in &c.figures {
         let ci = match (f.interval_ms, f.half_width_pct) {
-            (Some([lo, hi]), Some(h)) => format!("[{lo:.2}, {hi:.2}] ms, ±{h:.2}%"),
-            _ => "no interval yet (too few requests)".to_owned(),
+            (Some([lo, hi]), Some(h)) => format!("95% interval [{lo:.2}, {hi:.2}] ms, ±{h:.2}%"),
+            _ => "no 95% interval yet (too few requests)".to_owned(),
         };
-        let _ = writeln!(
-            o,
-            "  {:<22} {:.2} ms, 95% interval {ci}",
-            f.name, f.value_ms
-        );
+        let _ = writeln!(o, "  {:<22} {:.2} ms, {ci}", f.name, f.value_ms);
     }
 }
 
