@@ -216,6 +216,11 @@ pub struct SloResult {
     /// the server's is on. A per-request bound is always decided.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub undecided: bool,
+    /// An aggregate bound whose run had too few requests for any interval of
+    /// its percentile, however independent (a p99 needs 368): only a longer
+    /// run can decide it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub too_few: bool,
 }
 
 impl SloResult {
@@ -240,6 +245,7 @@ impl SloResult {
             interval_ms,
             // Without samples the verdict (not met) is no estimate at all.
             undecided: observed_ms.is_some() && !decided,
+            too_few: false,
         }
     }
 

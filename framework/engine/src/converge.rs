@@ -148,7 +148,10 @@ pub(crate) fn standing(m: &Metrics, load: &LoadSpec, slo: &[SloBound]) -> Standi
     if let Some(n) = load.min_requests
         && m.requests < n
     {
-        pending.push(format!("{} of the least {n} requests measured", m.requests));
+        pending.push(format!(
+            "only {} of the at least {n} requests required were measured",
+            m.requests
+        ));
     }
     let mut seen = std::collections::HashSet::new();
     pending.retain(|p| seen.insert(p.clone()));

@@ -357,35 +357,51 @@ pub fn mean_interval(hist: &Histogram<u64>, batches: &Batches) -> Option<([f64; 
 }
 
 /// Whether the `p`-quantile of the distribution behind `hist` is at most
-/// `max_us`, decided at the 95% level: `Some(true)` when the share of samples
-/// above `max_us` is below `1 - p` for sure, `Some(false)` when it is above
-/// it for sure, `None` when the sample cannot tell. The share's interval is
-/// Wilson's, for the effective sample size that batch means give at
-/// `max_us` itself, so a load whose latency climbs (a queue that grows) is
-/// decided on how much of it lay above the bound, not on a percentile of a
-/// moving target. For independent samples it agrees with the order
-/// statistics: with none above the bound, a p99 is decided met from 368
-/// samples on.
+/// `max_us`, decided at the 95% level: `Some(true)` when it is below for sure,
+/// `Some(false)` when above for sure, `None` when the sample cannot tell.
+///
+/// It is decided at the bound itself, for the effective sample size batch
+/// means give there (or at the estimate, when every sample lies on one side
+/// of the bound, whichever is smaller): with `m` effective samples and `b` of
+/// them at or below the bound, the bound holds for sure when the upper
+/// order statistic of the quantile's interval ([`quantile_ranks`]) is among
+/// those `b`, and fails for sure when the lower one is not. For independent
+/// samples this is exactly the percentile's own interval (a p99 with none
+/// over the bound is decided met from 368 samples on). A sample too small for
+/// the ranks is still decided missed when Wilson's interval of the share above
+/// the bound lies wholly over `1 - p`: a load whose latency climbs (a queue
+/// that grows) has no percentile interval, but nearly all of it over the bound.
 pub fn decide(hist: &Histogram<u64>, batches: &Batches, p: f64, max_us: u64) -> Option<bool> {
     let n = hist.len();
     if n == 0 {
         return None;
     }
-    let below = hist.count_between(0, max_us);
-    let above = (n - below.min(n)) as f64 / n as f64;
-    let (f, _) = batches.share_inflation(max_us).unwrap_or((1.0, 0));
+    let below = hist.count_between(0, max_us).min(n);
+    let est = hist.value_at_quantile(p);
+    let f = [
+        batches.share_inflation(max_us),
+        batches.share_inflation(est),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|(f, _)| f)
+    .fold(1.0_f64, f64::max);
     let m = (n as f64 / f).max(1.0);
+    let b = below as f64 / n as f64 * m;
+    if let Some((lo, hi)) = quantile_ranks(m.floor() as u64, p) {
+        if hi as f64 <= b {
+            return Some(true);
+        }
+        if lo as f64 > b {
+            return Some(false);
+        }
+        return None;
+    }
+    let above = 1.0 - below as f64 / n as f64;
     let z2 = Z * Z;
     let centre = (above + z2 / (2.0 * m)) / (1.0 + z2 / m);
     let half = Z / (1.0 + z2 / m) * (above * (1.0 - above) / m + z2 / (4.0 * m * m)).sqrt();
-    let allowed = 1.0 - p;
-    if centre + half <= allowed {
-        Some(true)
-    } else if centre - half > allowed {
-        Some(false)
-    } else {
-        None
-    }
+    (centre - half > 1.0 - p).then_some(false)
 }
 
 /// The intervals of `hist` (microseconds), widened by `batches` where they
@@ -540,7 +556,19 @@ fn line_trend(points: &[(f64, f64)]) -> Option<Trend> {
         .iter()
         .map(|p| (p.1 - my - slope * (p.0 - mx)).powi(2))
         .sum();
-    let se = (resid / (kf - 2.0) / sxx).sqrt();
+    // Neighbouring batch means of a correlated load move together, and the
+    // slope's standard error widens by their lag-1 correlation, as batch
+    // means do.
+    let e: Vec<f64> = points
+        .iter()
+        .map(|p| p.1 - my - slope * (p.0 - mx))
+        .collect();
+    let r = if resid > 0.0 {
+        (e.windows(2).map(|w| w[0] * w[1]).sum::<f64>() / resid).clamp(0.0, 0.9)
+    } else {
+        0.0
+    };
+    let se = (resid / (kf - 2.0) / sxx * (1.0 + r) / (1.0 - r)).sqrt();
     let span = points[k - 1].0 - points[0].0;
     let t = if se > 0.0 {
         slope / se

@@ -524,7 +524,7 @@ impl Metrics {
 
     /// The schedule figures of a measured request.
     fn record_timing(&mut self, t: &SendTiming) {
-        self.queue_wait.record(t.queue_wait);
+        self.queue_wait.record_at(t.queue_wait, t.sent);
         let lag = t.send_lag();
         self.send_lag.record(lag);
         if lag > LATE_SEND {

@@ -28,13 +28,16 @@ pub fn report(bounds: &[SloBound], m: &Metrics, success_rate: f64) -> SloReport 
             Some(p) => {
                 let d = distribution(b.metric, m);
                 let max_ms = b.max.as_secs_f64() * 1000.0;
-                SloResult::percentile(
-                    b.to_string(),
-                    d.quantile_ms(p / 100.0),
-                    d.quantile_interval_ms(p / 100.0),
-                    max_ms,
-                    d.decide(p / 100.0, max_ms),
-                )
+                SloResult {
+                    too_few: crate::interval::quantile_ranks(d.len(), p / 100.0).is_none(),
+                    ..SloResult::percentile(
+                        b.to_string(),
+                        d.quantile_ms(p / 100.0),
+                        d.quantile_interval_ms(p / 100.0),
+                        max_ms,
+                        d.decide(p / 100.0, max_ms),
+                    )
+                }
             }
             None => {
                 let met = counts.met.get(i).copied().unwrap_or(0);

@@ -911,11 +911,9 @@ fn series_section(label: &str, s: &SeriesDir) -> String {
     if let Some(c) = &d.capacity {
         let _ = write!(head, "<p class=\"verdict\">{}</p>", esc(&c.message));
     }
-    head.push_str(if d.trials > 1 {
-        "<p class=\"note\">Error bars: 95% intervals of each figure over the point's runs (Student's t).</p>"
-    } else {
-        "<p class=\"note\">Error bars: each run's own 95% interval of the figure (batch means over time); a percentile with too few requests for one has none.</p>"
-    });
+    head.push_str(
+        "<p class=\"note\">Error bars: 95% intervals. A point of one run shows the run's own (batch means over time; a percentile with too few requests for one has none); a point of several runs (--trials, or a re-measure near a bound) the interval over them (Student's t).</p>",
+    );
     if let Some(why) = &d.stopped_early {
         let _ = write!(head, "<p class=\"note\">{}</p>", esc(why));
     }

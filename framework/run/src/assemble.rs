@@ -139,7 +139,7 @@ pub fn check(spec: &RunSpec) -> Result<(), Failure> {
     let converging = spec.load.target_ci.is_some() || spec.load.until_decided;
     if converging && spec.shard.is_some() {
         return Err(Failure::bad(
-            "load.target_ci (--target-ci) stops a run once its own figures are sure: each shard would stop on its share's alone; run it unsharded",
+            "load.target_ci (--target-ci) and load.until_decided (a series' --min-requests, --point-max-secs) stop a run once its own figures are sure: each shard would stop on its share's alone; run it unsharded",
         ));
     }
     if spec.load.until_decided && !spec.slo.iter().any(|b| b.percentile.is_some()) {

@@ -618,9 +618,11 @@ fn figures(value: f64, runs: &[Summary], judge: &Judge) -> Figures {
                         .as_ref()
                         .is_some_and(|o| (o.mean - max_ms).abs() <= judge.near * max_ms);
                     let (interval_ms, decided) = decided_by(&observed, &results, i, max_ms);
+                    let too_few = results.iter().any(|r| r.get(i).is_some_and(|r| r.too_few));
                     BoundVerdict {
                         bound: b.to_string(),
                         undecided: observed.is_some() && !decided,
+                        too_few: observed.is_some() && !decided && too_few,
                         observed_ms: observed,
                         share_met: None,
                         met,
@@ -659,11 +661,12 @@ fn figures(value: f64, runs: &[Summary], judge: &Judge) -> Figures {
 }
 
 /// A percentile bound's interval at a point, and whether it is decided. One
-/// run decides by its own verdict (the share of requests above the bound);
-/// several by the interval over their percentiles, `observed`, when every
-/// run had enough requests for an interval of its own: the percentile of a
-/// run too short for one is its largest samples (a p99 of 22 requests is
-/// their maximum), and no mean of such tells the server's.
+/// run decides by its own verdict (its share of requests over the bound).
+/// Several decide when each run decided and all agree, or else by the
+/// interval over their percentiles, `observed`, when every run had an
+/// interval of its own: the percentile of a run too short for one is its
+/// largest samples (a p99 of 22 requests is their maximum), and no mean of
+/// such tells the server's.
 fn decided_by(
     observed: &Option<Estimate>,
     results: &[Vec<SloResult>],
@@ -673,17 +676,26 @@ fn decided_by(
     let Some(observed) = observed.as_ref() else {
         return (None, false);
     };
-    let runs: Option<Vec<&SloResult>> = results.iter().map(|r| r.get(bound)).collect();
-    match runs.as_deref() {
-        Some([one]) => (one.interval_ms, !one.undecided),
-        Some(all) if all.len() > 1 && all.iter().all(|r| r.interval_ms.is_some()) => {
-            let ci = observed
-                .ci95
-                .map(|h| [observed.mean - h, observed.mean + h]);
-            (ci, ci.is_some_and(|[lo, hi]| hi <= max_ms || lo > max_ms))
-        }
-        _ => (None, false),
+    let Some(runs) = results
+        .iter()
+        .map(|r| r.get(bound))
+        .collect::<Option<Vec<&SloResult>>>()
+    else {
+        return (None, false);
+    };
+    if let [one] = runs.as_slice() {
+        return (one.interval_ms, !one.undecided);
     }
+    let ci = runs
+        .iter()
+        .all(|r| r.interval_ms.is_some())
+        .then_some(observed.interval)
+        .flatten();
+    let agree = !runs.is_empty()
+        && runs.iter().all(|r| !r.undecided)
+        && runs.iter().all(|r| r.met == runs[0].met);
+    let by_interval = ci.is_some_and(|[lo, hi]| hi <= max_ms || lo > max_ms);
+    (ci, agree || by_interval)
 }
 
 /// A figure with its interval, for the console.
@@ -1221,6 +1233,7 @@ fn run_capacity(s: &mut Series<'_>, c: &CapacityArgs, judge: &Judge) -> Result<(
     let mut hi: Option<f64> = None;
     let mut missed: Option<f64> = None;
     let mut undecided: Vec<f64> = Vec::new();
+    let mut short_of: Option<(String, u64)> = None;
     let mut verdict = "out_of_points";
     let mut limit: Option<String> = None;
     let mut next = Some(start);
@@ -1244,22 +1257,26 @@ fn run_capacity(s: &mut Series<'_>, c: &CapacityArgs, judge: &Judge) -> Result<(
         };
         let passed = p.passed == Some(true);
         let interrupted = p.interrupted;
-        // Undecided for want of requests, not for a percentile near its
-        // bound: a lower load has fewer still, so the search cannot go on.
-        let too_short = p.undecided
-            && p.bounds
-                .iter()
-                .any(|b| b.undecided && b.interval_ms.is_none());
-        if p.undecided {
-            undecided.push(v);
-        } else if !passed {
-            missed = Some(missed.map_or(v, |m: f64| m.min(v)));
-        }
+        // Undecided for want of requests (not for a percentile near its
+        // bound, nor for latencies that move together): a lower load has
+        // fewer still, so the search cannot go on.
+        let too_short = p
+            .bounds
+            .iter()
+            .zip(&judge.bounds)
+            .find(|(b, _)| p.undecided && b.undecided && b.too_few)
+            .map(|(b, j)| (b.bound.clone(), min_requests(j.percentile.unwrap_or(50.0))));
+        let undecided_point = p.undecided;
         s.record(p, None)?;
         if interrupted {
             s.doc.interrupted = true;
             verdict = "interrupted";
             break;
+        }
+        if undecided_point {
+            undecided.push(v);
+        } else if !passed {
+            missed = Some(missed.map_or(v, |m: f64| m.min(v)));
         }
         // An undecided point counts as not met: the capacity reported is
         // one the SLO was seen to hold at.
@@ -1268,7 +1285,8 @@ fn run_capacity(s: &mut Series<'_>, c: &CapacityArgs, judge: &Judge) -> Result<(
         } else {
             hi = Some(hi.map_or(v, |h: f64| h.min(v)));
         }
-        if too_short {
+        if let Some(short) = too_short {
+            short_of = Some(short);
             verdict = "too_short";
             break;
         }
@@ -1315,8 +1333,10 @@ fn run_capacity(s: &mut Series<'_>, c: &CapacityArgs, judge: &Judge) -> Result<(
     let mut message = match (verdict, lo, hi) {
         ("interrupted", _, _) => "capacity: interrupted, so none is reported".to_owned(),
         ("too_short", l, h) => format!(
-            "capacity: undecided: the point at {} {unit} had too few requests for the interval of its percentile (a p99 needs 368 at least), so whether it meets the SLO is unknown; give --min-requests with --point-max-secs, or a longer --duration-secs{}",
+            "capacity: undecided: the point at {} {unit} had too few requests for any interval of {} (it needs {} at least), so whether it meets the SLO is unknown; give --min-requests with --point-max-secs, or a longer --duration-secs{}",
             h.map_or_else(|| "?".to_owned(), arg),
+            short_of.as_ref().map_or("its percentile", |s| s.0.as_str()),
+            short_of.as_ref().map_or(0, |s| s.1),
             l.map_or_else(String::new, |l| format!(
                 "; at least {} {unit} met the SLO",
                 arg(l)
@@ -1401,6 +1421,15 @@ fn run_capacity(s: &mut Series<'_>, c: &CapacityArgs, judge: &Judge) -> Result<(
         message,
     });
     Ok(())
+}
+
+/// The fewest independent samples with an interval of the `percentile`
+/// (0 to 100) on both sides: 368 for a p99, 36 for a p90.
+fn min_requests(percentile: f64) -> u64 {
+    let q = percentile / 100.0;
+    (1..=1_000_000)
+        .find(|&n| batchbench_engine::interval::quantile_ranks(n, q).is_some())
+        .unwrap_or(1_000_000)
 }
 
 /// What a search that stopped short knows.
@@ -1550,9 +1579,11 @@ mod tests {
 
     #[test]
     fn a_bound_is_decided_by_its_run_or_by_the_runs_that_each_had_an_interval() {
+        const BOUND: f64 = 100.0;
         let run = |observed: f64, interval: Option<[f64; 2]>, undecided: bool| {
             vec![SloResult {
                 observed_ms: Some(observed),
+                met: observed <= BOUND,
                 interval_ms: interval,
                 undecided,
                 ..SloResult::default()
@@ -1562,29 +1593,37 @@ mod tests {
         // One run: its own verdict.
         let one = [run(90.0, Some([80.0, 99.0]), false)];
         assert_eq!(
-            decided_by(&est(&[90.0]), &one, 0, 100.0),
+            decided_by(&est(&[90.0]), &one, 0, BOUND),
             (Some([80.0, 99.0]), true)
         );
         let one = [run(90.0, None, true)];
-        assert_eq!(decided_by(&est(&[90.0]), &one, 0, 100.0), (None, false));
-        // Several: the t interval over their percentiles (91 ± 12.7 with two
-        // runs 2 apart), wholly on one side of the bound or not.
+        assert_eq!(decided_by(&est(&[90.0]), &one, 0, BOUND), (None, false));
+        // Several that each decided, alike: decided, though the t interval
+        // over two runs (91 ± 12.7) reaches across the bound.
         let two = [
             run(90.0, Some([85.0, 95.0]), false),
             run(92.0, Some([87.0, 97.0]), false),
         ];
-        let (ci, decided) = decided_by(&est(&[90.0, 92.0]), &two, 0, 110.0);
-        assert!(decided && ci.is_some_and(|[lo, hi]| lo < 79.0 && hi > 103.0 && hi < 110.0));
-        assert!(!decided_by(&est(&[90.0, 92.0]), &two, 0, 100.0).1);
-        let spread = [
-            run(80.0, Some([75.0, 85.0]), false),
-            run(110.0, Some([105.0, 115.0]), false),
+        let (ci, decided) = decided_by(&est(&[90.0, 92.0]), &two, 0, BOUND);
+        assert!(
+            decided && ci.is_some_and(|[lo, hi]| lo < 79.0 && hi > 103.0),
+            "{ci:?}"
+        );
+        // Not alike (one undecided): the t interval, one side or not.
+        let split = [
+            run(90.0, Some([85.0, 95.0]), false),
+            run(98.0, Some([93.0, 103.0]), true),
         ];
-        assert!(!decided_by(&est(&[80.0, 110.0]), &spread, 0, 100.0).1);
-        // A run too short for an interval of its own decides nothing.
-        let short = [run(90.0, Some([85.0, 95.0]), false), run(91.0, None, true)];
+        assert!(!decided_by(&est(&[90.0, 98.0]), &split, 0, BOUND).1);
+        let apart = [
+            run(40.0, Some([35.0, 45.0]), false),
+            run(41.0, Some([36.0, 46.0]), true),
+        ];
+        assert!(decided_by(&est(&[40.0, 41.0]), &apart, 0, BOUND).1);
+        // Undecided, and one too short for an interval of its own: nothing.
+        let short = [run(90.0, Some([85.0, 95.0]), true), run(91.0, None, true)];
         assert_eq!(
-            decided_by(&est(&[90.0, 91.0]), &short, 0, 100.0),
+            decided_by(&est(&[90.0, 91.0]), &short, 0, BOUND),
             (None, false)
         );
     }

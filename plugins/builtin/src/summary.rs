@@ -440,7 +440,7 @@ fn convergence(o: &mut String, c: &batchbench_contract::record::Convergence) {
             c.requests, c.rule
         ),
         _ => format!(
-            "NOT converged at the cap ({} requests; {}): {}",
+            "NOT converged by the end of the run ({} requests; {}): {}",
             c.requests,
             c.rule,
             c.reason.as_deref().unwrap_or("unknown")

@@ -38,7 +38,8 @@ impl Estimate {
             mean,
             ci95,
             values,
-            interval: ci95.map(|h| [mean - h, mean + h]),
+            // Latencies and rates are never negative.
+            interval: ci95.map(|h| [(mean - h).max(0.0), mean + h]),
         }
     }
 
@@ -89,6 +90,10 @@ pub struct BoundVerdict {
     /// the percentile fell on, not which side the server's is on.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub undecided: bool,
+    /// An undecided aggregate bound with a run too short for any interval
+    /// of its percentile (a p99 of fewer than 368 requests).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub too_few: bool,
 }
 
 /// One point of a series: a load and its runs' figures.
