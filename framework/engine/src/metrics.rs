@@ -119,16 +119,6 @@ impl Latency {
         crate::interval::decide(&self.0, &self.1, q, max_us)
     }
 
-    /// The 95% interval of the mean, in milliseconds.
-    pub fn mean_interval_ms(&self) -> Option<[f64; 2]> {
-        crate::interval::mean_interval(&self.0, &self.1).map(|(ci, _)| ci)
-    }
-
-    /// The mean in milliseconds; `None` when empty.
-    pub fn mean_ms(&self) -> Option<f64> {
-        (!self.0.is_empty()).then(|| self.0.mean() / 1000.0)
-    }
-
     /// How the batch means drift over `span` of the run.
     pub fn trend(&self, span: crate::interval::Span) -> Option<crate::interval::Trend> {
         self.1.trend(span)

@@ -8,7 +8,7 @@ use crate::metrics::{Metrics, Summary};
 use batchbench_contract::spec::LoadSpec;
 use std::time::Duration;
 
-pub use crate::converge::Converged;
+use crate::converge::Converged;
 pub use load::CLIENT_CPU_VERDICT;
 
 /// What a run's summary is made of: its metrics and what admission saw.

@@ -1424,12 +1424,14 @@ fn run_capacity(s: &mut Series<'_>, c: &CapacityArgs, judge: &Judge) -> Result<(
 }
 
 /// The fewest independent samples with an interval of the `percentile`
-/// (0 to 100) on both sides: 368 for a p99, 36 for a p90.
+/// (0 to 100) on both sides: 368 for a p99, 36 for a p90 (where the more
+/// likely side's chance of holding every sample drops under 2.5%, as
+/// [`quantile_ranks`](batchbench_engine::interval::quantile_ranks) asks).
 fn min_requests(percentile: f64) -> u64 {
-    let q = percentile / 100.0;
-    (1..=1_000_000)
-        .find(|&n| batchbench_engine::interval::quantile_ranks(n, q).is_some())
-        .unwrap_or(1_000_000)
+    let q = (percentile / 100.0).clamp(1e-9, 1.0 - 1e-9);
+    let n = (0.025_f64.ln() / q.max(1.0 - q).ln()).floor() + 1.0;
+    debug_assert!(batchbench_engine::interval::quantile_ranks(n as u64, q).is_some());
+    n as u64
 }
 
 /// What a search that stopped short knows.
@@ -1574,6 +1576,22 @@ mod tests {
             requests_per_second: Estimate::of(vec![rps]),
             e2e_p50_ms: Some(Estimate::of(vec![p50])),
             ..Point::default()
+        }
+    }
+
+    #[test]
+    fn the_fewest_requests_of_a_percentile_are_where_its_interval_starts() {
+        for (p, n) in [(99.0, 368), (90.0, 36), (50.0, 6), (99.9, 3688)] {
+            assert_eq!(min_requests(p), n, "p{p}");
+            let q = p / 100.0;
+            assert!(
+                batchbench_engine::interval::quantile_ranks(n - 1, q).is_none(),
+                "p{p}"
+            );
+            assert!(
+                batchbench_engine::interval::quantile_ranks(n, q).is_some(),
+                "p{p}"
+            );
         }
     }
 
