@@ -212,14 +212,27 @@ fn agent_capacity_over_session_rate_is_the_request_capacity_over_the_turns() {
     );
     let load = f(&cap["load"]);
     let sessions = FAST_CAPACITY / 4.0;
+    // A point near the knee may stay undecided within its 30 s (multi-turn
+    // sessions move their latencies together), and counts as not met: the
+    // answer is then conservative, never above the capacity, and the
+    // statistical bracket still holds it.
+    let missed = cap["lowest_missed"].as_f64().unwrap_or(f64::INFINITY);
     assert!(
-        (load - sessions).abs() / sessions < 0.10,
-        "capacity {load} sessions/s against the analytic {sessions:.2}: {cap}"
+        load <= sessions * 1.05 && load >= sessions * 0.75 && missed >= sessions,
+        "capacity {load} sessions/s, missed from {missed}, against the analytic {sessions:.2}: {cap}"
     );
+    if cap["undecided"].is_null() {
+        assert!(
+            (load - sessions).abs() / sessions < 0.10,
+            "every point decided: capacity {load} sessions/s against the analytic {sessions:.2}: {cap}"
+        );
+    }
     let point = r.points().into_iter().find(|p| p["capacity"] == true);
     assert_eq!(point.map(|p| p["passed"].clone()), Some(true.into()));
-    for (factor, holds) in [(0.95, true), (1.2, false)] {
-        let rate = format!("{}", load * factor);
+    // Just under the answer the SLO holds; at 1.2 times the analytic
+    // capacity it does not.
+    for (rate, holds) in [(load * 0.95, true), (sessions * 1.2, false)] {
+        let rate = format!("{rate}");
         let mut flags: Vec<&str> = args[8..].to_vec();
         flags.extend(["--session-rate", &rate]);
         let run = batchbench_tests::run_agent(&flags);
