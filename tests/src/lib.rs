@@ -239,6 +239,24 @@ pub fn run_batchbench(args: &[&str]) -> RunResult {
     )
 }
 
+/// Runs `batchbench ARGS`, which must be refused as bad input (exit 2), and
+/// returns the message it is refused with (as resolving and checking the
+/// run spec give it).
+pub fn refused_batchbench(args: &[&str]) -> String {
+    let r = run_batchbench(args);
+    assert_eq!(r.code, 2, "{args:?}");
+    let mut argv = vec!["batchbench"];
+    argv.extend(args);
+    let e = match batchbench_run::commands::batchbench::resolve_args(argv) {
+        Err(e) => e,
+        Ok(spec) => batchbench_run::assemble::check(&spec)
+            .err()
+            .unwrap_or_else(|| panic!("{args:?} was accepted")),
+    };
+    assert!(e.is_bad_input(), "{args:?}");
+    format!("{:#}", e.error)
+}
+
 /// Runs `batchbench-agent` in process, like [`run_batchbench`].
 pub fn run_agent(args: &[&str]) -> RunResult {
     run_tool(

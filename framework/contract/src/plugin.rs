@@ -370,7 +370,7 @@ impl std::fmt::Display for FailureKind {
 }
 
 /// A request outcome, as reporters see it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RequestRecord<'a> {
     /// Agent index.
     pub agent_id: u64,

@@ -656,6 +656,52 @@ pub struct LoadReport {
     /// `until_decided`): whether and when they were.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub convergence: Option<Convergence>,
+    /// With `warmup = "auto"`: where the run's steady state was found to
+    /// begin, and what the transient before it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steady: Option<SteadyState>,
+}
+
+/// The steady window of a run whose warmup was found (`warmup = "auto"`):
+/// the requests due before `from_secs` are its warmup.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SteadyState {
+    /// How it was found, in words.
+    pub method: String,
+    /// Where the steady window begins: seconds from the clock start, by
+    /// intended send time (0: no transient was found).
+    pub from_secs: f64,
+    /// Where it ends: the last intended send.
+    pub to_secs: f64,
+    /// Requests left out as the transient (they count as warmup).
+    pub cut_requests: u64,
+    /// The series whose transient ended last, which set the cut (absent when
+    /// nothing was cut).
+    pub set_by: Option<String>,
+    /// Each series looked at.
+    pub series: Vec<SteadySeries>,
+    /// When the run held too many records to wait for its end, the time (from
+    /// the clock start) the cut was decided from the windows so far.
+    pub decided_secs: Option<f64>,
+    /// A caution, in words: the transient may outlast what the run shows.
+    pub note: Option<String>,
+}
+
+/// One time series a steady-state search looked at.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SteadySeries {
+    /// `e2e latency`, `time to first token`, `requests sent`, `prefix-cache hits`.
+    pub name: String,
+    /// The unit of its values: `ms`, `per s`, `share`.
+    pub unit: String,
+    /// Where its transient ends, seconds from the clock start (0: none found).
+    pub cut_secs: f64,
+    /// Its mean over the transient (absent when nothing was cut).
+    pub transient_mean: Option<f64>,
+    /// Its mean over the steady window.
+    pub steady_mean: f64,
 }
 
 /// Whether a run that stops once its figures are sure enough got there

@@ -314,6 +314,10 @@ pub struct LoadSpec {
     /// Requests due in the first this many seconds are warmup.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warmup_secs: Option<f64>,
+    /// `"auto"`: the warmup is found from the run's own time series (the end
+    /// of its transient), not given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<Warmup>,
     /// Run for this long, drawing the workload for as long as needed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration_secs: Option<f64>,
@@ -333,6 +337,36 @@ pub struct LoadSpec {
     /// requests.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_requests: Option<u64>,
+}
+
+/// How the warmup is found (`load.warmup`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Warmup {
+    /// The end of the run's transient, found from its own time series
+    /// (MSER-5); the requests before it are warmup.
+    Auto,
+}
+
+impl Warmup {
+    /// Its name in a spec and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+        }
+    }
+}
+
+impl std::str::FromStr for Warmup {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            _ => Err(format!(
+                "`{s}` is not a warmup mode: `auto` finds the end of the transient (give a count or a time with --warmup-requests or --warmup-secs)"
+            )),
+        }
+    }
 }
 
 /// `target.client_threads`: a number of runtime threads, or `auto` (in a
@@ -505,6 +539,17 @@ impl LoadSpec {
         }
         if self.warmup_requests.is_some() && self.warmup_secs.is_some() {
             return Err("load.warmup_requests and load.warmup_secs: give one".into());
+        }
+        if self.warmup == Some(Warmup::Auto) {
+            if self.warmup_requests.is_some() || self.warmup_secs.is_some() {
+                return Err("load.warmup auto finds the warmup itself: leave out load.warmup_requests and load.warmup_secs".into());
+            }
+            if !self.stages.is_empty() || self.ramp_up_secs.is_some() {
+                return Err("load.warmup auto looks for the end of a transient, and a rate schedule (load.stages, load.ramp_up_secs) changes the load on purpose: give a steady rate, or load.warmup_secs".into());
+            }
+            if self.target_ci.is_some() || self.until_decided {
+                return Err("load.warmup auto finds its cut once the run is over, and load.target_ci (and a series' load.until_decided) stops the run on figures that must already leave the transient out: give load.warmup_secs instead".into());
+            }
         }
         if self.at_deadline != AtDeadline::Finish && self.duration_secs.is_none() {
             return Err("load.at_deadline needs load.duration_secs".into());

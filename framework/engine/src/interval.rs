@@ -583,6 +583,27 @@ fn line_trend(points: &[(f64, f64)]) -> Option<Trend> {
     })
 }
 
+/// A small seeded generator for tests (xorshift*).
+#[cfg(test)]
+pub(crate) struct TestRng(pub(crate) u64);
+
+#[cfg(test)]
+impl TestRng {
+    /// Uniform in (0, 1).
+    pub(crate) fn uniform(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        ((self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// Standard normal (Box-Muller).
+    pub(crate) fn normal(&mut self) -> f64 {
+        let (a, b) = (self.uniform(), self.uniform());
+        (-2.0 * a.ln()).sqrt() * (std::f64::consts::TAU * b).cos()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -630,20 +651,7 @@ mod tests {
         (ln_choose + k as f64 * p.ln() + (m - k) as f64 * (1.0 - p).ln()).exp()
     }
 
-    /// A small seeded generator (xorshift*), uniform in (0, 1).
-    struct Rng(u64);
-    impl Rng {
-        fn uniform(&mut self) -> f64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            ((self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-        }
-        fn normal(&mut self) -> f64 {
-            let (a, b) = (self.uniform(), self.uniform());
-            (-2.0 * a.ln()).sqrt() * (std::f64::consts::TAU * b).cos()
-        }
-    }
+    use super::TestRng as Rng;
 
     /// Share of `runs` seeded runs of `n` log-normal samples (an AR(1) process
     /// with coefficient `phi` underneath, one sample every 5 ms) whose p50 and

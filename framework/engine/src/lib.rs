@@ -22,6 +22,7 @@ pub mod server_metrics;
 pub mod shard;
 pub mod slo;
 mod state;
+mod steady;
 mod summary;
 mod synth;
 #[cfg(test)]

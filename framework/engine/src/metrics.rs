@@ -565,26 +565,34 @@ impl Metrics {
             }
             tpot = Some(t);
         }
-        // Inter-token latency per token: each chunk's gap is shared by the tokens it
-        // carried. Servers rarely say how many that is, so the completion tokens are
-        // allocated to chunks by content bytes (largest remainder, at least one each):
-        // exact when every chunk is one token, and never more samples than tokens.
-        let tokens = allocate_tokens(&reply.chunks, completion_tokens);
         let mut itl_max: Option<Duration> = None;
-        for (w, k) in reply.chunks.windows(2).zip(tokens.iter().skip(1)) {
-            if *k == 0 {
-                continue;
-            }
-            let gap = w[1].0.saturating_duration_since(w[0].0);
-            let per_token = gap.as_micros() as u64 / k;
+        for (per_token, k) in itl_gaps(reply, completion_tokens) {
             if measured {
-                self.itl.record_n_at(per_token, *k, sent);
+                self.itl.record_n_at(per_token, k, sent);
             }
             let d = Duration::from_micros(per_token);
             itl_max = Some(itl_max.map_or(d, |m| m.max(d)));
         }
         (tpot, itl_max)
     }
+}
+
+/// A streamed reply's inter-token latency: (microseconds per token, tokens)
+/// for each gap between chunks. Each chunk's gap is shared by the tokens it
+/// carried. Servers rarely say how many that is, so the completion tokens are
+/// allocated to chunks by content bytes (largest remainder, at least one each):
+/// exact when every chunk is one token, and never more samples than tokens.
+pub fn itl_gaps(reply: &Reply, completion_tokens: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+    let tokens = allocate_tokens(&reply.chunks, completion_tokens);
+    reply
+        .chunks
+        .windows(2)
+        .zip(tokens.into_iter().skip(1))
+        .filter(|(_, k)| *k > 0)
+        .map(|(w, k)| {
+            let gap = w[1].0.saturating_duration_since(w[0].0);
+            (gap.as_micros() as u64 / k, k)
+        })
 }
 
 /// A request's contribution to the perfect-prefix-cache estimate: within a

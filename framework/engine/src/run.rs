@@ -238,6 +238,8 @@ impl Engine {
             .max_concurrency
             .map(|n| Semaphore::new(usize::try_from(n).unwrap_or(Semaphore::MAX_PERMITS)));
         let block_tokens = self.opts.cache_block_tokens;
+        let shared_load_auto =
+            self.opts.load.warmup == Some(batchbench_contract::spec::Warmup::Auto);
         let shared = Arc::new(Shared {
             opts: self.opts,
             transport: self.transport,
@@ -260,6 +262,7 @@ impl Engine {
                 },
                 failed: reporters.iter().map(|_| None).collect(),
                 reporters,
+                steady: (shared_load_auto).then(crate::steady::Steady::default),
             }),
         });
 
@@ -326,6 +329,9 @@ impl Engine {
             .map_err(|e| EngineError::Internal(format!("the workload source failed: {e}")))?;
         let mut guard = shared.collector();
         let c = &mut *guard;
+        // The steady state's cut, from the whole run's windows, and the held
+        // records replayed: before the summary and the reporters' end.
+        c.settle(&load, &shared.opts.slo, None);
         let mut summary = summarize(&Tally {
             metrics: &c.metrics,
             elapsed,
@@ -346,6 +352,9 @@ impl Engine {
             .as_ref()
             .map(|t| t.synthesis_path().as_str().to_owned());
         summary.server_metrics = server_metrics;
+        if let (Some(l), Some(s)) = (summary.load.as_mut(), &c.steady) {
+            l.steady = s.report(c.metrics.warmup_requests);
+        }
         summary.server_closes_connections = shared
             .transport
             .connection_counts()

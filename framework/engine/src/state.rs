@@ -6,7 +6,9 @@ use crate::metrics::Metrics;
 use crate::options::EngineOptions;
 use crate::synth::Synth;
 use crate::transport::Transport;
-use batchbench_contract::plugin::{PluginError, Reporter, RequestCodec, Router};
+use batchbench_contract::plugin::{PluginError, Reporter, RequestCodec, RequestRecord, Router};
+use batchbench_contract::slo::SloBound;
+use batchbench_contract::spec::LoadSpec;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::Semaphore;
@@ -19,9 +21,56 @@ pub(crate) struct Collector {
     /// gets no further events, and its error ends the run (exit 1) once every
     /// reporter has finished.
     pub(crate) failed: Vec<Option<PluginError>>,
+    /// With `warmup = "auto"`: the search for the steady state, which holds
+    /// the records until it knows the cut.
+    pub(crate) steady: Option<crate::steady::Steady>,
 }
 
 impl Collector {
+    /// Folds in one request's outcome and hands it to the reporters. With
+    /// `warmup = "auto"` it is held until the cut is known (`itl`: its reply's
+    /// inter-token gaps, which a held record adds when replayed); a run that
+    /// holds too much decides the cut now (`now`, from the clock start).
+    pub(crate) fn request(
+        &mut self,
+        mut rec: RequestRecord<'_>,
+        itl: impl FnOnce() -> Vec<(u64, u64)>,
+        load: &LoadSpec,
+        slo: &[SloBound],
+        now: std::time::Duration,
+    ) {
+        if let Some(s) = self.steady.as_mut() {
+            s.observe(&rec);
+            if s.holding() {
+                if s.hold(&rec, itl()) {
+                    self.settle(load, slo, Some(now));
+                }
+                return;
+            }
+        }
+        self.metrics.record_outcome(&mut rec, load, slo);
+        self.notify(|r| r.on_request(&rec));
+    }
+
+    /// Decides the steady state's cut if it is not yet known (`early`: the run
+    /// goes on), and replays the held records.
+    pub(crate) fn settle(
+        &mut self,
+        load: &LoadSpec,
+        slo: &[SloBound],
+        early: Option<std::time::Duration>,
+    ) {
+        let Some(mut steady) = self.steady.take() else {
+            return;
+        };
+        let mut metrics = std::mem::take(&mut self.metrics);
+        crate::steady::settle(&mut steady, &mut metrics, load, slo, early, |rec| {
+            self.notify(|r| r.on_request(rec));
+        });
+        self.metrics = metrics;
+        self.steady = Some(steady);
+    }
+
     /// Calls `hook` on every reporter that has not failed.
     pub(crate) fn notify(
         &mut self,

@@ -292,6 +292,15 @@ pub(crate) async fn drive(
         {
             let mut c = sh.collector();
             let c = &mut *c;
+            // With `warmup = "auto"`: a held record's stream is added to the
+            // figures when it is replayed, and a request due before a cut
+            // already decided is warmup.
+            let held = c.steady.as_ref().is_some_and(|s| s.holding());
+            let warmup = warmup
+                || c.steady
+                    .as_ref()
+                    .is_some_and(|s| s.cut_covers(timing.intended));
+            let timing = SendTiming { warmup, ..timing };
             let mut stream_figures = (None, None);
             let (usage, ttft, failure, estimated) = match &result {
                 Ok(reply) => {
@@ -300,7 +309,7 @@ pub(crate) async fn drive(
                         stream_figures = c.metrics.record_stream(
                             reply,
                             u.completion_tokens,
-                            !warmup,
+                            !warmup && !held,
                             sent_at.saturating_duration_since(sh.start),
                         );
                     }
@@ -319,7 +328,7 @@ pub(crate) async fn drive(
                 r.first_reasoning_at
                     .map(|t| t.saturating_duration_since(sent_at))
             });
-            let mut rec = RequestRecord {
+            let rec = RequestRecord {
                 agent_id,
                 trajectory_id: id,
                 request_index: index,
@@ -354,9 +363,13 @@ pub(crate) async fn drive(
                 failure,
                 timing,
             };
-            c.metrics
-                .record_outcome(&mut rec, &sh.opts.load, &sh.opts.slo);
-            c.notify(|r| r.on_request(&rec));
+            let itl = || match &result {
+                Ok(reply) => reply.usage.map_or_else(Vec::new, |u| {
+                    crate::metrics::itl_gaps(reply, u.completion_tokens).collect()
+                }),
+                Err(_) => Vec::new(),
+            };
+            c.request(rec, itl, &sh.opts.load, &sh.opts.slo, sh.start.elapsed());
         }
         match result {
             Ok(reply) => {

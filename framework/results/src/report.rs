@@ -3,7 +3,7 @@
 //! legend entries hide their series and records, for tests, that every chart
 //! laid out. Several directories overlay: one colour per run.
 
-use crate::svg::{Chart, PALETTE, Rule, Scale, Series, Style, esc, short};
+use crate::svg::{Band, Chart, PALETTE, Rule, Scale, Series, Style, esc, short};
 use crate::{Loaded, RequestLine, RunDir, SeriesDir};
 use batchbench_contract::record::LatencyStats;
 use batchbench_contract::results::series::Estimate;
@@ -327,6 +327,25 @@ fn time_charts(shown: &[Shown<'_>]) -> String {
                 thin(&ts.t, &some(&ts.error_rate), false),
             ));
         }
+    }
+    // A run whose warmup was found: its transient shaded on every chart.
+    let bands: Vec<Band> = shown
+        .iter()
+        .filter_map(|s| {
+            let st = s.run.doc.summary.load.as_ref()?.steady.as_ref()?;
+            (st.from_secs > 0.0).then(|| Band {
+                from: 0.0,
+                to: st.from_secs,
+                label: if shown.len() > 1 {
+                    format!("{} transient", s.label)
+                } else {
+                    "transient (left out)".to_owned()
+                },
+            })
+        })
+        .collect();
+    for c in [&mut rate, &mut conc, &mut toks, &mut ttft, &mut errs] {
+        c.bands.clone_from(&bands);
     }
     let mut charts = vec![
         (rate, "no request was sent"),
@@ -946,7 +965,7 @@ svg .title{font-size:13px;font-weight:600;fill:var(--fg)}
 svg .grid{stroke:#eef0f2;stroke-width:1}
 svg .frame{fill:none;stroke:#aab3bb}
 svg .tick{fill:var(--muted)}svg .label{fill:var(--fg)}
-svg .rule line{stroke:var(--bad);stroke-width:1.5;stroke-dasharray:3 3}svg .rule text{fill:var(--bad)}
+svg .band rect{fill:var(--fg);opacity:.07}svg .band text{fill:var(--muted);font-size:11px}svg .rule line{stroke:var(--bad);stroke-width:1.5;stroke-dasharray:3 3}svg .rule text{fill:var(--bad)}
 svg .legend-item{cursor:pointer}svg .legend-item text{fill:var(--fg)}
 table{border-collapse:collapse;font-variant-numeric:tabular-nums}
 th,td{border-bottom:1px solid var(--line);padding:4px 10px;text-align:left;vertical-align:top}

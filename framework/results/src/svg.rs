@@ -136,6 +136,19 @@ pub struct Chart {
     pub series: Vec<Series>,
     /// Reference lines.
     pub rules: Vec<Rule>,
+    /// Shaded spans of `x`.
+    pub bands: Vec<Band>,
+}
+
+/// A shaded span of `x` (a run's transient, say), with a label.
+#[derive(Debug, Clone)]
+pub struct Band {
+    /// Where it begins.
+    pub from: f64,
+    /// Where it ends.
+    pub to: f64,
+    /// Its label.
+    pub label: String,
 }
 
 fn usable((x, y): (f64, f64), xs: Scale, ys: Scale) -> bool {
@@ -315,6 +328,7 @@ impl Chart {
             y_from_zero: true,
             series: Vec::new(),
             rules: Vec::new(),
+            bands: Vec::new(),
         }
     }
 
@@ -405,6 +419,28 @@ impl Chart {
             xl = esc(&self.x_label),
             yl = esc(&self.y_label),
         );
+        // Shaded spans, clipped to the plot.
+        for b in &self.bands {
+            if !(b.from.is_finite() && b.to.is_finite() && b.to > b.from) {
+                continue;
+            }
+            let (x0, x1) = (
+                xa.px(b.from).clamp(LEFT, W - RIGHT),
+                xa.px(b.to).clamp(LEFT, W - RIGHT),
+            );
+            if x1 <= x0 {
+                continue;
+            }
+            let _ = write!(
+                o,
+                r#"<g class="band"><rect x="{x0:.1}" y="{TOP}" width="{w:.1}" height="{ph}"/><text x="{tx:.1}" y="{ty}">{l}</text></g>"#,
+                w = x1 - x0,
+                ph = H - TOP - BOTTOM,
+                tx = x0 + 4.0,
+                ty = TOP + 14.0,
+                l = esc(&b.label)
+            );
+        }
         // Reference lines.
         for r in &self.rules {
             if !(r.y.is_finite() && (self.y_scale == Scale::Linear || r.y > 0.0)) {

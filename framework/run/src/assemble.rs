@@ -142,6 +142,11 @@ pub fn check(spec: &RunSpec) -> Result<(), Failure> {
             "load.target_ci (--target-ci) and load.until_decided (a series' --min-requests, --point-max-secs) stop a run once its own figures are sure: each shard would stop on its share's alone; run it unsharded",
         ));
     }
+    if spec.load.warmup.is_some() && spec.shard.is_some() {
+        return Err(Failure::bad(
+            "load.warmup auto (--warmup auto) finds a run's transient from its own time series: each shard would cut on its share alone; run it unsharded, or give load.warmup_secs",
+        ));
+    }
     if spec.load.until_decided && !spec.slo.iter().any(|b| b.percentile.is_some()) {
         return Err(Failure::bad(
             "load.until_decided runs until every percentile bound of the SLO is decided: give one in slo (--slo), such as e2e_p99<=2s",

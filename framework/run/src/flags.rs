@@ -296,6 +296,12 @@ pub struct LoadArgs {
     /// Requests due in the first S seconds are warmup.
     #[arg(long, value_parser = positive_number, help_heading = "Load")]
     pub warmup_secs: Option<f64>,
+    /// auto: find where the run's transient ends, from its own time series
+    /// (MSER-5 on e2e latency, TTFT, send rate and prefix-cache hits), and
+    /// leave the requests due before it out as warmup. The summary gives the
+    /// steady window; records reach reporters once it is known.
+    #[arg(long, value_name = "MODE", help_heading = "Load")]
+    pub warmup: Option<batchbench_contract::spec::Warmup>,
     /// Run for S seconds, drawing the workload for as long as needed.
     #[arg(long, value_parser = positive_number, help_heading = "Load")]
     pub duration_secs: Option<f64>,
@@ -392,6 +398,9 @@ impl LoadArgs {
                 *field = v;
             }
         }
+        if self.warmup.is_some() {
+            l.warmup = self.warmup;
+        }
         if let Some(p) = self.at_deadline {
             l.at_deadline = p;
         }
@@ -468,6 +477,7 @@ pub fn load_flag_names(message: &str, rate_flag: &str) -> String {
         "duration_secs",
         "at_deadline",
         "target_ci",
+        "warmup",
     ] {
         out = out.replace(
             &format!("load.{field}"),

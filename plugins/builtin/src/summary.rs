@@ -391,6 +391,9 @@ fn load(o: &mut String, l: &LoadReport) {
         );
         lat(o, "warmup latency", l.warmup_latency);
     }
+    if let Some(s) = &l.steady {
+        steady(o, s);
+    }
     if let (Some(d), Some(p)) = (l.duration_secs, &l.at_deadline) {
         let _ = writeln!(
             o,
@@ -428,6 +431,41 @@ fn load(o: &mut String, l: &LoadReport) {
     }
     if let Some(v) = &l.verdict {
         let _ = writeln!(o, "  note: {v}");
+    }
+}
+
+/// A run whose warmup was found: where its steady window begins, what set
+/// it, and each series' transient.
+fn steady(o: &mut String, s: &batchbench_contract::record::SteadyState) {
+    let head = match &s.set_by {
+        Some(by) => format!(
+            "from {:.1} s to {:.1} s; the transient before it ({} requests) set by {by}",
+            s.from_secs, s.to_secs, s.cut_requests
+        ),
+        None => format!("the whole run, {:.1} s: no transient found", s.to_secs),
+    };
+    let _ = writeln!(o, "  {:<22} {head}", "steady state");
+    for x in s.series.iter().filter(|x| x.transient_mean.is_some()) {
+        let _ = writeln!(
+            o,
+            "  {:<22} {} until {:.1} s: {:.3} {u} in the transient, {:.3} {u} after",
+            "",
+            x.name,
+            x.cut_secs,
+            x.transient_mean.unwrap_or_default(),
+            x.steady_mean,
+            u = x.unit
+        );
+    }
+    if let Some(d) = s.decided_secs {
+        let _ = writeln!(
+            o,
+            "  {:<22} decided at {d:.1} s, from the run so far (too many records to hold)",
+            ""
+        );
+    }
+    if let Some(n) = &s.note {
+        let _ = writeln!(o, "  note: {n}");
     }
 }
 

@@ -5,8 +5,8 @@
 
 use batchbench_contract::plugin::WorkloadInfo;
 use batchbench_contract::record::{
-    Convergence, FailureExample, LatencyStats, LoadReport, RunInfo, StageReport, Summary,
-    WatchedFigure,
+    Convergence, FailureExample, LatencyStats, LoadReport, RunInfo, StageReport, SteadySeries,
+    SteadyState, Summary, WatchedFigure,
 };
 use batchbench_contract::slo::{SloReport, SloResult};
 use batchbench_contract::spec::Arrival;
@@ -144,6 +144,31 @@ fn rendered_shapes() -> BTreeSet<String> {
             }],
             reason: None,
         }),
+        steady: Some(SteadyState {
+            method: "MSER-5".into(),
+            from_secs: 3.5,
+            to_secs: 60.0,
+            cut_requests: 120,
+            set_by: Some("prefix-cache hits".into()),
+            series: vec![
+                SteadySeries {
+                    name: "prefix-cache hits".into(),
+                    unit: "share".into(),
+                    cut_secs: 3.5,
+                    transient_mean: Some(0.55),
+                    steady_mean: 0.79,
+                },
+                SteadySeries {
+                    name: "requests sent".into(),
+                    unit: "per s".into(),
+                    cut_secs: 0.0,
+                    transient_mean: None,
+                    steady_mean: 40.0,
+                },
+            ],
+            decided_secs: None,
+            note: None,
+        }),
     };
     // Every arrival process and release kind, at one rate and over stages.
     let mut loads = Vec::new();
@@ -178,6 +203,20 @@ fn rendered_shapes() -> BTreeSet<String> {
         }],
         reason: Some("e2e still drifts".into()),
         ..Convergence::default()
+    });
+    // A steady state found from the start, and one decided early with a note.
+    let mut no_transient = load.clone();
+    no_transient.steady = Some(SteadyState {
+        from_secs: 0.0,
+        set_by: None,
+        series: Vec::new(),
+        ..load.steady.clone().unwrap_or_default()
+    });
+    let mut decided_early = load.clone();
+    decided_early.steady = Some(SteadyState {
+        decided_secs: Some(400.0),
+        note: Some("a transient reaches half the run".into()),
+        ..load.steady.clone().unwrap_or_default()
     });
     // Every SLO verdict: met, missed, undecided with and without an interval.
     let slo = SloReport {
@@ -223,6 +262,14 @@ fn rendered_shapes() -> BTreeSet<String> {
             ..full.clone()
         },
         full.clone(),
+        Summary {
+            load: Some(no_transient),
+            ..full.clone()
+        },
+        Summary {
+            load: Some(decided_early),
+            ..full.clone()
+        },
         Summary {
             interrupted: true,
             server_cached_tokens: None,

@@ -20,3 +20,4 @@ mod slo;
 mod snapshots;
 mod spec;
 mod tokens;
+mod warmup;

@@ -17,7 +17,8 @@ pub(super) fn report(
     elapsed: Duration,
     client_cpu: Option<Duration>,
 ) {
-    let warmup = load.warmup_requests.is_some() || load.warmup_secs.is_some();
+    let warmup =
+        load.warmup_requests.is_some() || load.warmup_secs.is_some() || load.warmup.is_some();
     if !(load.is_open() || load.max_concurrency.is_some() || warmup || load.duration_secs.is_some())
     {
         return;
@@ -83,6 +84,7 @@ pub(super) fn report(
         stages,
         verdict: None,
         convergence: None,
+        steady: None,
     };
     let cpu_share = client_cpu.map(|c| crate::cpu::share_of_cores(c, elapsed));
     r.verdict = verdict(&r, m.requests, load.max_concurrency, cpu_share, summary);
