@@ -305,7 +305,9 @@ def run_benchmark(config: Mapping[str, Any]) -> Dict[str, Any]:
     "arrival": "poisson", "max_concurrency": 16, "warmup_requests": 100}``
     (``arrival`` is ``constant``, ``poisson`` or ``gamma`` with ``burstiness``;
     ``stages`` is a list of ``{"secs", "rate"}``; ``ramp_up_secs``,
-    ``warmup_secs``, ``at_deadline``; ``target_ci`` stops the run once every
+    ``warmup_secs``, ``at_deadline``; ``"warmup": "auto"`` finds where the
+    run's transient ends and leaves the requests due before it out, the
+    report's ``load["steady"]`` giving the steady window; ``target_ci`` stops the run once every
     figure it is judged by has a 95% interval within that many percent of it,
     the long-running mode's duration being the cap). The report's ``load`` then
     holds the achieved rate, latency from the intended send time, the client

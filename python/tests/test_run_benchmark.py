@@ -141,6 +141,39 @@ def test_target_ci_stops_the_run_once_its_figure_is_sure(qwen):
     assert c["figures"][0]["half_width_pct"] <= 3
 
 
+def test_warmup_auto_finds_the_steady_window_and_marks_the_records(qwen):
+    # A closed population's first requests all go out at once: whatever the
+    # search finds, the records due before its cut, and only those, are warmup.
+    with batchbench.Simulator(qwen, max_running=8, step_base_ms=4, step_ms_per_seq=0.4) as s:
+        report = batchbench.run_benchmark(
+            {
+                "endpoint": s.endpoint,
+                "user_count": 4,
+                "mode": batchbench.long_running_mode(duration_secs=4),
+                "request_body": batchbench.request_entry(body(max_tokens=10)),
+                "load": {"rate": 50, "arrival": "poisson", "warmup": "auto"},
+            }
+        )
+    steady = report["load"]["steady"]
+    assert steady["to_secs"] > 3, steady
+    assert [x["name"] for x in steady["series"]][:1] == ["e2e latency"], steady
+    cut_ms = steady["from_secs"] * 1000
+    warmup = [r for r in report["records"] if r["warmup"]]
+    assert all(r["intended_ms"] < cut_ms for r in warmup)
+    assert all(r["intended_ms"] >= cut_ms for r in report["records"] if not r["warmup"])
+    assert steady["cut_requests"] == len(warmup) == report["load"]["warmup_requests"]
+    with pytest.raises(ValueError, match="leave out load.warmup_requests"):
+        batchbench.run_benchmark(
+            {
+                "endpoint": "http://127.0.0.1:9/v1/chat/completions",
+                "user_count": 1,
+                "mode": batchbench.long_running_mode(duration_secs=4),
+                "request_body": batchbench.request_entry(body(max_tokens=10)),
+                "load": {"rate": 5, "warmup": "auto", "warmup_secs": 1},
+            }
+        )
+
+
 @pytest.fixture
 def sigint_handled():
     """Python's own SIGINT handler for the test. ``interrupt_main`` does nothing

@@ -238,8 +238,7 @@ impl Engine {
             .max_concurrency
             .map(|n| Semaphore::new(usize::try_from(n).unwrap_or(Semaphore::MAX_PERMITS)));
         let block_tokens = self.opts.cache_block_tokens;
-        let shared_load_auto =
-            self.opts.load.warmup == Some(batchbench_contract::spec::Warmup::Auto);
+        let warmup_auto = self.opts.load.warmup == Some(batchbench_contract::spec::Warmup::Auto);
         let shared = Arc::new(Shared {
             opts: self.opts,
             transport: self.transport,
@@ -262,7 +261,7 @@ impl Engine {
                 },
                 failed: reporters.iter().map(|_| None).collect(),
                 reporters,
-                steady: (shared_load_auto).then(crate::steady::Steady::default),
+                steady: warmup_auto.then(crate::steady::Steady::default),
             }),
         });
 

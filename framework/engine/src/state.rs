@@ -42,7 +42,9 @@ impl Collector {
         if let Some(s) = self.steady.as_mut() {
             s.observe(&rec);
             if s.holding() {
-                if s.hold(&rec, itl()) {
+                let full = s.hold(&rec, itl());
+                self.notify(|r| r.on_held(&rec));
+                if full {
                     self.settle(load, slo, Some(now));
                 }
                 return;

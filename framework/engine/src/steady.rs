@@ -20,7 +20,8 @@
 //! by enough to matter: leaving it out moves the series' mean by more than
 //! [`MATERIAL_SHARE`]. MSER also cuts through a slow fluctuation just past the
 //! transient, so the cut then moves back over blocks already within
-//! [`SETTLED_T`] standard errors of the steady mean. The run's cut is the latest
+//! [`SETTLED_T`] standard errors of the steady mean (passing over a lone block
+//! outside). The run's cut is the latest
 //! of its series' cuts.
 //!
 //! Until the cut is known, the records are held: not in the figures and not yet
@@ -368,7 +369,12 @@ fn series(
         (
             "prefix-cache hits",
             "share",
-            pick(&|w| (w.prompt > 0).then(|| w.cached as f64 / w.prompt as f64)),
+            // A server that reports no cached tokens at all has no such series.
+            if windows.iter().any(|w| w.cached > 0) {
+                pick(&|w| (w.prompt > 0).then(|| w.cached as f64 / w.prompt as f64))
+            } else {
+                Vec::new()
+            },
         ),
     ];
     out.retain(|s| s.2.len() >= MIN_BATCHES);
@@ -431,8 +437,9 @@ fn spread(y: &[f64]) -> (f64, f64, f64) {
 /// MSER also cuts through a slow fluctuation of the steady state just past
 /// the transient (a dip takes variance with it). So the cut is then moved
 /// back, block by block of [`BLOCK_SHARE`] of the series, over blocks whose
-/// mean lies within [`SETTLED_T`] standard errors of the steady mean: it ends
-/// where the series last stood apart from its steady state.
+/// mean lies within [`SETTLED_T`] standard errors of the steady mean (a lone
+/// block outside is passed over): it ends where the series last stood apart
+/// from its steady state.
 pub fn transient(y: &[f64]) -> usize {
     let d = mser(y);
     if d == 0 || y.len() - d < 2 {
@@ -466,10 +473,16 @@ pub fn transient(y: &[f64]) -> usize {
         let m = y[from..to].iter().sum::<f64>() / (to - from) as f64;
         (m - ma).abs() <= SETTLED_T * var_of(to - from).sqrt()
     };
-    // Back over each block that has settled, while all it adds still has:
-    // a long tail of small excesses adds up.
+    // Back over each block that has settled, while all it adds still has (a
+    // long tail of small excesses adds up). One block alone outside the band,
+    // with the one before it inside, is the steady state's own noise: a
+    // transient's tail leaves it block after block.
     let mut cut = d;
-    while cut >= block && settled(cut - block, cut) && settled(cut - block, d) {
+    while cut >= block && settled(cut - block, d) {
+        let lone = cut >= 2 * block && settled(cut - 2 * block, cut - block);
+        if !settled(cut - block, cut) && !lone {
+            break;
+        }
         cut -= block;
     }
     cut

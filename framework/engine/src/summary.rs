@@ -105,7 +105,7 @@ fn trend(m: &Metrics) -> Option<String> {
     }
     (!says.is_empty()).then(|| {
         format!(
-            "still drifting over the second half of the run ({}): the figures describe a moving target, not a steady state; run longer, or leave the transient out with warmup",
+            "still drifting over the second half of the run ({}): the figures describe a moving target, not a steady state; run longer, or leave the transient out with warmup (`auto` finds it)",
             says.join(", ")
         )
     })

@@ -630,6 +630,31 @@ mod tests {
     }
 
     #[test]
+    fn a_band_is_shaded_within_the_plot_and_an_empty_one_is_not() {
+        let mut c = Chart::new("c", "t", "x", "y");
+        c.series
+            .push(Series::line("a", 0, vec![(0.0, 1.0), (10.0, 2.0)]));
+        for (from, to) in [(0.0, 2.5), (-5.0, 50.0), (3.0, 3.0), (f64::NAN, 1.0)] {
+            c.bands.push(Band {
+                from,
+                to,
+                label: "transient <left out>".into(),
+            });
+        }
+        let svg = c.svg().unwrap_or_default();
+        assert_eq!(svg.matches(r#"class="band""#).count(), 2, "{svg}");
+        assert!(svg.contains("transient &lt;left out&gt;"));
+        // The second is clipped to the plot: it starts where the first does.
+        let xs: Vec<&str> = svg
+            .split(r#"<g class="band"><rect x=""#)
+            .skip(1)
+            .map(|r| r.split('"').next().unwrap_or_default())
+            .collect();
+        assert_eq!(xs.len(), 2);
+        assert_eq!(xs[0], xs[1]);
+    }
+
+    #[test]
     fn nothing_to_draw_is_no_chart() {
         let mut c = Chart::new("c", "t", "x", "y");
         assert!(c.svg().is_none());

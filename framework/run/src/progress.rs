@@ -9,6 +9,8 @@ use std::io::IsTerminal;
 /// stderr is not a terminal or with `--quiet`.
 pub struct Progress {
     bar: ProgressBar,
+    /// Requests counted when their record was held, not yet handed over.
+    held: u64,
 }
 
 impl std::fmt::Debug for Progress {
@@ -31,16 +33,33 @@ impl Progress {
         ) {
             bar.set_style(style.progress_chars("=> "));
         }
-        Self { bar }
+        Self { bar, held: 0 }
+    }
+}
+
+impl Progress {
+    fn count(&mut self, rec: &RequestRecord<'_>) {
+        self.bar.inc(1);
+        if rec.failure.is_some() {
+            self.bar.set_message("(failures: see summary)");
+        }
     }
 }
 
 impl Reporter for Progress {
     fn on_request(&mut self, rec: &RequestRecord<'_>) -> Result<(), PluginError> {
-        self.bar.inc(1);
-        if rec.failure.is_some() {
-            self.bar.set_message("(failures: see summary)");
+        // A held record was counted when it was held.
+        if self.held > 0 {
+            self.held -= 1;
+        } else {
+            self.count(rec);
         }
+        Ok(())
+    }
+
+    fn on_held(&mut self, rec: &RequestRecord<'_>) -> Result<(), PluginError> {
+        self.held += 1;
+        self.count(rec);
         Ok(())
     }
 
@@ -120,5 +139,25 @@ impl PrepBar {
         {
             bar.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_record_counts_once_when_held_not_again_when_handed_over() {
+        let mut p = Progress::new(Some(10), true);
+        let rec = RequestRecord::default();
+        for _ in 0..3 {
+            p.on_held(&rec).unwrap_or_else(|e| panic!("{e}"));
+        }
+        assert_eq!(p.bar.position(), 3);
+        // The three held records come through, then two that were not held.
+        for _ in 0..5 {
+            p.on_request(&rec).unwrap_or_else(|e| panic!("{e}"));
+        }
+        assert_eq!(p.bar.position(), 5);
     }
 }

@@ -147,9 +147,9 @@ fn a_run_steady_from_the_start_cuts_nothing() {
     assert_eq!(f(&s["from_secs"]), 0.0, "{s}");
     assert!(s["set_by"].is_null(), "{s}");
     assert_eq!(load["warmup_requests"], 0);
-    // Latency, TTFT, the send rate, and the hit share (the simulator says
-    // it cached nothing).
-    assert_eq!(s["series"].as_array().map(Vec::len), Some(4), "{s}");
+    // Latency, TTFT and the send rate; no hit share, as the simulator cached
+    // nothing.
+    assert_eq!(s["series"].as_array().map(Vec::len), Some(3), "{s}");
     let sent = &s["series"][2];
     assert_eq!(sent["name"], "requests sent");
     let rate = f(&sent["steady_mean"]);
