@@ -49,7 +49,7 @@ pub const DIFFER_T: f64 = 4.0;
 /// ... and leaving it out moves the mean of the whole series by at least this
 /// share of the steady mean: a transient too short or too small to change a
 /// figure is left in.
-pub const MATERIAL_SHARE: f64 = 0.01;
+pub const MATERIAL_SHARE: f64 = 0.005;
 /// The blocks over which a cut moves back, as a share of the batches.
 pub const BLOCK_SHARE: f64 = 0.02;
 /// A block within this many standard errors of the steady mean has settled.
@@ -104,6 +104,8 @@ pub(crate) struct Steady {
     /// Held records, until the cut is known (`None` after).
     held: Option<Vec<Held>>,
     held_bytes: usize,
+    /// The most bytes held before the cut is decided early.
+    hold_limit: usize,
     /// Where the steady window begins, once known.
     cut: Option<Duration>,
     /// The latest intended send seen.
@@ -118,6 +120,7 @@ impl Default for Steady {
             windows: Vec::new(),
             held: Some(Vec::new()),
             held_bytes: 0,
+            hold_limit: HOLD_BYTES,
             cut: None,
             last_intended: Duration::ZERO,
             report: None,
@@ -196,7 +199,7 @@ impl Steady {
             failure,
             itl,
         });
-        self.held_bytes > HOLD_BYTES
+        self.held_bytes > self.hold_limit
     }
 
     /// Decides the cut from the windows so far (`early`: the time from the
@@ -494,7 +497,7 @@ fn search(windows: &[Window], width: Duration) -> SteadyState {
     let start_secs = |window: usize| window as f64 * width.as_secs_f64();
     let mut out = SteadyState {
         method: format!(
-            "MSER-5: batch means of at least {BATCH_REQUESTS} requests in {} ms windows of intended send time, over the first half of the batches; a cut kept when the transient differs by more than {DIFFER_T} standard errors and leaving it out moves the mean by more than {:.0}%, then moved back over blocks already within {SETTLED_T} standard errors of the steady mean",
+            "MSER-5: batch means of at least {BATCH_REQUESTS} requests in {} ms windows of intended send time, over the first half of the batches; a cut kept when the transient differs by more than {DIFFER_T} standard errors and leaving it out moves the mean by more than {:.1}%, then moved back over blocks already within {SETTLED_T} standard errors of the steady mean",
             width.as_millis(),
             MATERIAL_SHARE * 100.0
         ),
@@ -652,6 +655,48 @@ mod tests {
         assert!(!s.holding());
         assert!(s.cut_covers(Duration::from_secs(1)));
         assert!(!s.cut_covers(Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn a_run_that_holds_too_much_decides_early_and_goes_on_unheld() {
+        // Each record: its own size, a one-byte trajectory id, one gap.
+        let each = std::mem::size_of::<Held>() + 1 + 16;
+        let mut s = Steady {
+            hold_limit: 10 * each,
+            ..Steady::default()
+        };
+        let mut metrics = Metrics::default();
+        let mut full = false;
+        let mut i = 0;
+        while !full {
+            let rec = record(i * 10, 30, 0);
+            s.observe(&rec);
+            full = s.hold(&rec, vec![(1000, 3)]);
+            i += 1;
+        }
+        assert_eq!(i, 11, "the eleventh record passes the limit");
+        let mut seen = 0;
+        settle(
+            &mut s,
+            &mut metrics,
+            &Default::default(),
+            &[],
+            Some(Duration::from_millis(120)),
+            |_| seen += 1,
+        );
+        assert_eq!(seen, 11);
+        assert!(!s.holding());
+        // Too few to look for a transient: nothing cut, every record measured,
+        // and a replayed reply's inter-token gaps are in the figures.
+        assert_eq!(metrics.requests, 11);
+        assert_eq!(metrics.itl.len(), 33);
+        let rec = record(200, 30, 0);
+        s.observe(&rec);
+        assert!(!s.hold(&rec, Vec::new()), "nothing is held once decided");
+        let r = s.report(metrics.warmup_requests).expect("decided");
+        assert_eq!(r.decided_secs, Some(0.12));
+        assert_eq!(r.to_secs, 0.2);
+        assert!(r.note.as_deref().unwrap_or_default().contains("too few"));
     }
 
     #[test]
