@@ -516,8 +516,9 @@ pub trait Reporter: Send {
         Ok(())
     }
     /// After each request whose record is held until the run knows whether
-    /// it is warmup (`warmup = "auto"` finds that once the run is over): the
-    /// same record comes through [`on_request`](Self::on_request) then. For
+    /// it is warmup (`warmup = "auto"` finds that once the run is over, or
+    /// earlier when it holds too much): the same record comes through
+    /// [`on_request`](Self::on_request) then. For
     /// live displays, which would otherwise stand still; a reporter that
     /// writes records waits for `on_request`.
     fn on_held(&mut self, _rec: &RequestRecord<'_>) -> Result<(), PluginError> {

@@ -312,6 +312,9 @@ impl Engine {
             arrivals,
         } = adm;
         let elapsed = start.elapsed();
+        // The steady state's cut, from the whole run's windows, and the held
+        // records replayed, before anything below can fail.
+        shared.collector().settle(&load, &shared.opts.slo, None);
         // The scraper takes one last scrape, then hands over its tally.
         let server_metrics = match scraper {
             Some((task, stop)) => {
@@ -328,9 +331,6 @@ impl Engine {
             .map_err(|e| EngineError::Internal(format!("the workload source failed: {e}")))?;
         let mut guard = shared.collector();
         let c = &mut *guard;
-        // The steady state's cut, from the whole run's windows, and the held
-        // records replayed: before the summary and the reporters' end.
-        c.settle(&load, &shared.opts.slo, None);
         let mut summary = summarize(&Tally {
             metrics: &c.metrics,
             elapsed,

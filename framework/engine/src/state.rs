@@ -34,7 +34,7 @@ impl Collector {
     pub(crate) fn request(
         &mut self,
         mut rec: RequestRecord<'_>,
-        itl: impl FnOnce() -> Vec<(u64, u64)>,
+        itl: impl FnOnce() -> Vec<(u32, u32)>,
         load: &LoadSpec,
         slo: &[SloBound],
         now: std::time::Duration,

@@ -1,9 +1,9 @@
 //! `warmup = "auto"`: where a run's transient ends, found from its own time
 //! series, and the requests due before it left out as warmup.
 //!
-//! Every request that ends is counted, by its intended send time, in a window
-//! of the run ([`FIRST_WIDTH`] at first; past [`MAX_WINDOWS`] neighbours merge
-//! and each covers twice the time). Once the run is over, the windows are
+//! Every request that ends (not one cut at the deadline) is counted, by its
+//! intended send time, in a window of the run ([`FIRST_WIDTH`] at first; past
+//! [`MAX_WINDOWS`] neighbours merge and each covers twice the time). Once the run is over, the windows are
 //! grouped in order into batches of at least [`BATCH_REQUESTS`] requests, and
 //! four series are read off the batches: e2e latency from the intended send
 //! time, time to first token, requests sent per second, and the share of the
@@ -17,8 +17,8 @@
 //! end). A cut is kept only when the transient it leaves out differs from the
 //! rest beyond chance, by more than [`DIFFER_T`] standard errors (widened for
 //! correlated batches; a stationary series has a minimum somewhere too), and
-//! by enough to matter: leaving it out moves the series' mean by more than
-//! [`MATERIAL_SHARE`]. MSER also cuts through a slow fluctuation just past the
+//! by enough to matter: by more than [`DIFFER_SHARE`] of the steady mean, and
+//! leaving it out moves the series' mean by more than [`MATERIAL_SHARE`]. MSER also cuts through a slow fluctuation just past the
 //! transient, so the cut then moves back over blocks already within
 //! [`SETTLED_T`] standard errors of the steady mean (passing over a lone block
 //! outside). The run's cut is the latest
@@ -28,7 +28,8 @@
 //! handed to the reporters. Then those due before the cut are replayed as
 //! warmup and the rest as measured, exactly as if `warmup_secs` had named the
 //! cut. A run that holds more than [`HOLD_BYTES`] decides from the windows it
-//! has so far and goes on without holding.
+//! has so far (those older than the longest latency seen, which no request
+//! still in flight can change) and goes on without holding.
 
 use crate::metrics::Metrics;
 use batchbench_contract::plugin::{FailureKind, RequestRecord};
@@ -46,6 +47,9 @@ pub const MIN_BATCHES: usize = 10;
 /// A transient differs from the steady state by at least this many standard
 /// errors of the difference.
 pub const DIFFER_T: f64 = 4.0;
+/// ... by at least this share of the steady mean (a figure a few percent off
+/// at the start is the machine's noise, not a transient worth a cut) ...
+pub const DIFFER_SHARE: f64 = 0.05;
 /// ... and leaving it out moves the mean of the whole series by at least this
 /// share of the steady mean: a transient too short or too small to change a
 /// figure is left in.
@@ -93,7 +97,7 @@ struct Held {
     rec: RequestRecord<'static>,
     trajectory_id: String,
     failure: Option<(FailureKind, String)>,
-    itl: Vec<(u64, u64)>,
+    itl: Vec<(u32, u32)>,
 }
 
 /// The steady-state search of one run.
@@ -110,6 +114,8 @@ pub(crate) struct Steady {
     cut: Option<Duration>,
     /// The latest intended send seen.
     last_intended: Duration,
+    /// The longest e2e latency seen (from the intended send).
+    max_e2e: Duration,
     report: Option<SteadyState>,
 }
 
@@ -123,6 +129,7 @@ impl Default for Steady {
             hold_limit: HOLD_BYTES,
             cut: None,
             last_intended: Duration::ZERO,
+            max_e2e: Duration::ZERO,
             report: None,
         }
     }
@@ -164,9 +171,11 @@ impl Steady {
         }
         let w = &mut self.windows[i];
         w.requests += 1;
+        let e2e = rec.latency + rec.timing.behind();
+        self.max_e2e = self.max_e2e.max(e2e);
         if rec.failure.is_none() {
             w.ok += 1;
-            w.e2e_ms += (rec.latency + rec.timing.behind()).as_secs_f64() * 1000.0;
+            w.e2e_ms += e2e.as_secs_f64() * 1000.0;
             if let Some(t) = rec.ttft {
                 w.ttft_n += 1;
                 w.ttft_ms += t.as_secs_f64() * 1000.0;
@@ -183,7 +192,7 @@ impl Steady {
     /// Holds a record until the cut is known; `itl` are its reply's
     /// inter-token gaps (per-token microseconds, tokens). Returns whether the
     /// held records have outgrown [`HOLD_BYTES`].
-    pub(crate) fn hold(&mut self, rec: &RequestRecord<'_>, itl: Vec<(u64, u64)>) -> bool {
+    pub(crate) fn hold(&mut self, rec: &RequestRecord<'_>, itl: Vec<(u32, u32)>) -> bool {
         let Some(held) = self.held.as_mut() else {
             return false;
         };
@@ -191,7 +200,7 @@ impl Steady {
         self.held_bytes += std::mem::size_of::<Held>()
             + rec.trajectory_id.len()
             + failure.as_ref().map_or(0, |f| f.1.len())
-            + itl.len() * 16
+            + itl.len() * 8
             + rec.token_times.len() * 16;
         held.push(Held {
             rec: detached(rec),
@@ -208,10 +217,19 @@ impl Steady {
         let Some(held) = self.held.take() else {
             return Vec::new();
         };
-        let mut report = search(&self.windows, self.width);
+        // Deciding early, the latest windows still miss their slowest
+        // requests (in flight): they are left out of the search.
+        let upto = match early {
+            Some(_) => {
+                let settled = self.last_intended.saturating_sub(self.max_e2e);
+                let n = (settled.as_nanos() / self.width.as_nanos().max(1)) as usize;
+                n.min(self.windows.len())
+            }
+            None => self.windows.len(),
+        };
+        let (mut report, window) = search(&self.windows[..upto], self.width);
         report.decided_secs = early.map(|d| d.as_secs_f64());
-        let cut = Duration::from_secs_f64(report.from_secs);
-        self.cut = Some(cut);
+        self.cut = Some(self.width * u32::try_from(window).unwrap_or(u32::MAX));
         self.report = Some(report);
         held
     }
@@ -284,7 +302,7 @@ pub(crate) fn settle(
                 metrics.tpot.record_at(t, sent);
             }
             for &(us, k) in &h.itl {
-                metrics.itl.record_n_at(us, k, sent);
+                metrics.itl.record_n_at(u64::from(us), u64::from(k), sent);
             }
         }
         metrics.record_outcome(&mut rec, load, slo);
@@ -434,7 +452,7 @@ fn spread(y: &[f64]) -> (f64, f64, f64) {
 }
 
 /// MSER's cut of `y`, kept only when what it leaves out differs from the rest
-/// beyond chance and by enough to matter (see [`DIFFER_T`],
+/// beyond chance and by enough to matter (see [`DIFFER_T`], [`DIFFER_SHARE`],
 /// [`MATERIAL_SHARE`]); 0 otherwise.
 ///
 /// MSER also cuts through a slow fluctuation of the steady state just past
@@ -455,7 +473,10 @@ pub fn transient(y: &[f64]) -> usize {
     let se = (var * widen * (1.0 / d as f64 + 1.0 / k)).sqrt();
     let diff = (mb - ma).abs();
     let moves = diff * d as f64 / y.len() as f64;
-    if !(diff > DIFFER_T * se && moves > MATERIAL_SHARE * ma.abs()) {
+    if !(diff > DIFFER_T * se
+        && diff > DIFFER_SHARE * ma.abs()
+        && moves > MATERIAL_SHARE * ma.abs())
+    {
         return 0;
     }
     let block = ((y.len() as f64 * BLOCK_SHARE).ceil() as usize).max(3);
@@ -491,14 +512,16 @@ pub fn transient(y: &[f64]) -> usize {
     cut
 }
 
-/// The search over the run's windows: each series' cut and the run's.
-fn search(windows: &[Window], width: Duration) -> SteadyState {
+/// The search over the run's windows: each series' cut, and the run's (as a
+/// window index: it begins at `width` times it).
+fn search(windows: &[Window], width: Duration) -> (SteadyState, usize) {
     let b = batches(windows);
     let start_secs = |window: usize| window as f64 * width.as_secs_f64();
     let mut out = SteadyState {
         method: format!(
-            "MSER-5: batch means of at least {BATCH_REQUESTS} requests in {} ms windows of intended send time, over the first half of the batches; a cut kept when the transient differs by more than {DIFFER_T} standard errors and leaving it out moves the mean by more than {:.1}%, then moved back over blocks already within {SETTLED_T} standard errors of the steady mean",
+            "MSER-5: batch means of at least {BATCH_REQUESTS} requests in {} ms windows of intended send time, over the first half of the batches; a cut kept when the transient differs by more than {DIFFER_T} standard errors and {:.0}% and leaving it out moves the mean by more than {:.1}%, then moved back over blocks already within {SETTLED_T} standard errors of the steady mean",
             width.as_millis(),
+            DIFFER_SHARE * 100.0,
             MATERIAL_SHARE * 100.0
         ),
         ..SteadyState::default()
@@ -508,16 +531,19 @@ fn search(windows: &[Window], width: Duration) -> SteadyState {
         out.note = Some(format!(
             "too few requests to look for a transient: fewer than {MIN_BATCHES} batches of {BATCH_REQUESTS}; nothing was cut"
         ));
-        return out;
+        return (out, 0);
     }
     let mut at_half = false;
+    let mut cut_window = 0;
     for (name, unit, points) in all {
         let y: Vec<f64> = points.iter().map(|p| p.1).collect();
         let d = transient(&y);
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-        let cut_secs = if d == 0 { 0.0 } else { start_secs(points[d].0) };
+        let window = if d == 0 { 0 } else { points[d].0 };
+        let cut_secs = start_secs(window);
         at_half |= d > 0 && d >= y.len() / 2;
-        if cut_secs > out.from_secs {
+        if window > cut_window {
+            cut_window = window;
             out.from_secs = cut_secs;
             out.set_by = Some(name.to_owned());
         }
@@ -535,7 +561,7 @@ fn search(windows: &[Window], width: Duration) -> SteadyState {
                 .to_owned(),
         );
     }
-    out
+    (out, cut_window)
 }
 
 #[cfg(test)]
@@ -660,7 +686,7 @@ mod tests {
     #[test]
     fn a_run_that_holds_too_much_decides_early_and_goes_on_unheld() {
         // Each record: its own size, a one-byte trajectory id, one gap.
-        let each = std::mem::size_of::<Held>() + 1 + 16;
+        let each = std::mem::size_of::<Held>() + 1 + 8;
         let mut s = Steady {
             hold_limit: 10 * each,
             ..Steady::default()
@@ -705,7 +731,7 @@ mod tests {
         for i in 0..20 {
             s.observe(&record(i * 100, 10, 0));
         }
-        let r = search(&s.windows, s.width);
+        let (r, _) = search(&s.windows, s.width);
         assert_eq!(r.from_secs, 0.0);
         assert!(r.note.as_deref().unwrap().contains("too few"), "{r:?}");
     }

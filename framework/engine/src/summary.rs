@@ -62,7 +62,7 @@ pub fn summarize(t: &Tally<'_>) -> Summary {
     }
     // A schedule that changes the rate on purpose drifts on purpose.
     if t.load.stages.is_empty() && t.load.ramp_up_secs.is_none() {
-        summary.trend = trend(t.metrics);
+        summary.trend = trend(t.metrics, t.load.warmup.is_some());
     }
     if !t.slo.is_empty() {
         summary.slo = Some(crate::slo::report(
@@ -90,7 +90,7 @@ const TREND_SHARE: f64 = 0.1;
 
 /// One line when latency or throughput still drifted over the second half of
 /// the run, by more than [`TREND_SHARE`] and far beyond chance.
-fn trend(m: &Metrics) -> Option<String> {
+fn trend(m: &Metrics, found_warmup: bool) -> Option<String> {
     let drifts = |t: &Trend| t.drifts(TREND_SHARE, Trend::WARN_T);
     let e2e = &m.latency_from_intended;
     let mut says = Vec::new();
@@ -103,9 +103,15 @@ fn trend(m: &Metrics) -> Option<String> {
             t.change * 100.0
         ));
     }
+    // With the warmup found, what drifts is past it: only a longer run helps.
+    let remedy = if found_warmup {
+        "run longer"
+    } else {
+        "run longer, or leave the transient out with warmup (`auto` finds it)"
+    };
     (!says.is_empty()).then(|| {
         format!(
-            "still drifting over the second half of the run ({}): the figures describe a moving target, not a steady state; run longer, or leave the transient out with warmup (`auto` finds it)",
+            "still drifting over the second half of the run ({}): the figures describe a moving target, not a steady state; {remedy}",
             says.join(", ")
         )
     })

@@ -365,7 +365,14 @@ pub(crate) async fn drive(
             };
             let itl = || match &result {
                 Ok(reply) => reply.usage.map_or_else(Vec::new, |u| {
-                    crate::metrics::itl_gaps(reply, u.completion_tokens).collect()
+                    crate::metrics::itl_gaps(reply, u.completion_tokens)
+                        .map(|(us, k)| {
+                            (
+                                u32::try_from(us).unwrap_or(u32::MAX),
+                                u32::try_from(k).unwrap_or(u32::MAX),
+                            )
+                        })
+                        .collect()
                 }),
                 Err(_) => Vec::new(),
             };
