@@ -142,7 +142,7 @@ def test_target_ci_stops_the_run_once_its_figure_is_sure(qwen):
 
 
 def test_warmup_auto_finds_the_steady_window_and_marks_the_records(qwen):
-    # A closed population's first requests all go out at once: whatever the
+    # Poisson arrivals at half a batching simulator's capacity: whatever the
     # search finds, the records due before its cut, and only those, are warmup.
     with batchbench.Simulator(qwen, max_running=8, step_base_ms=4, step_ms_per_seq=0.4) as s:
         report = batchbench.run_benchmark(

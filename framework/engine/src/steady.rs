@@ -366,7 +366,7 @@ fn series(
     // run.
     let per = windows.len().div_ceil(b.len().max(1)).max(1);
     let span_secs = per as f64 * width.as_secs_f64();
-    let sent: Points = windows
+    let mut sent: Points = windows
         .chunks_exact(per)
         .enumerate()
         .map(|(i, c)| {
@@ -374,7 +374,7 @@ fn series(
             (i * per, n as f64 / span_secs)
         })
         .collect();
-    let sent = sent[..sent.len().saturating_sub(1)].to_vec();
+    sent.pop();
     let mut out = vec![
         (
             "e2e latency",

@@ -17,7 +17,7 @@ fn f(v: &Value) -> f64 {
 /// tokens, by intended send time) first reaches 95% of its final value (its
 /// share over the second half of the run): the centre of the first one-second
 /// span, stepped by 0.25 s, whose share does.
-pub fn hit_share_settles_at(records: &[Value]) -> f64 {
+fn hit_share_settles_at(records: &[Value]) -> f64 {
     let ok: Vec<(f64, f64, f64)> = records
         .iter()
         .filter(|r| r["ok"] == true)
