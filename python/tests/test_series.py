@@ -61,7 +61,10 @@ def test_capacity_marks_the_highest_load_that_met_the_slo(qwen):
     assert found[0]["capacity_verdict"] == "found"
     assert 100 < found[0]["value"] < 160, [(p["value"], p["passed"]) for p in points]
     assert any(p["passed"] is False and p["value"] > found[0]["value"] for p in points)
-    assert all(p["requests"] >= 400 and not p.get("undecided") for p in points)
+    # Every point ran its minimum; one near the knee may stay undecided within
+    # its time budget, and then counts as not met.
+    assert all(p["requests"] >= 400 for p in points)
+    assert all(p["passed"] is False for p in points if p.get("undecided"))
 
 
 def test_points_too_short_for_their_p99_are_undecided_never_met(qwen):
