@@ -83,17 +83,21 @@ fn capacity_finds_the_analytic_saturation_rate_and_the_slo_holds_under_it_but_no
     assert_eq!(cap["verdict"], "found", "{cap}");
     assert_eq!(cap["unit"], "req/s");
     let load = f(&cap["load"]);
-    assert!(
-        (load - FAST_CAPACITY).abs() / FAST_CAPACITY < 0.05,
-        "capacity {load} req/s against the analytic {FAST_CAPACITY:.1}: {cap}"
-    );
     assert!(f(&cap["relative_width"]) <= 0.05, "{cap}");
-    // The statistical bracket holds the analytic capacity.
+    // The statistical bracket holds the analytic capacity, and is narrow:
+    // a point just under the knee may stay undecided within its budget (its
+    // p99 sits on the bound), which widens the bracket by one step, never
+    // more.
     let missed = f(&cap["lowest_missed"]);
     assert!(
         load <= FAST_CAPACITY && FAST_CAPACITY <= missed,
         "[{load}, {missed}] against {FAST_CAPACITY:.1}: {cap}"
     );
+    assert!(
+        (load - FAST_CAPACITY).abs() / FAST_CAPACITY < 0.1,
+        "capacity {load} req/s against the analytic {FAST_CAPACITY:.1}: {cap}"
+    );
+    assert!((missed - load) / load <= 0.1, "{cap}");
     let marked: Vec<f64> = r
         .points()
         .iter()
@@ -103,7 +107,14 @@ fn capacity_finds_the_analytic_saturation_rate_and_the_slo_holds_under_it_but_no
     assert_eq!(marked, [load], "one point is the capacity");
     for p in r.points() {
         assert!(p["requests"].as_u64() >= Some(500), "{p}");
-        assert_eq!(p["bounds"][0]["undecided"], Value::Null, "decided: {p}");
+        let value = f(&p["value"]);
+        if value <= load || value >= missed {
+            assert_eq!(p["bounds"][0]["undecided"], Value::Null, "decided: {p}");
+        } else {
+            // Inside the bracket: decided as missed, or undecided and then
+            // never counted as met.
+            assert_eq!(p["passed"], false, "{p}");
+        }
     }
     // The search measured the SLO holding at the reported rate. Fresh runs
     // check the verdict: just under the rate (at the rate itself a fresh run
