@@ -314,12 +314,47 @@ pub struct RouteExtras {
     pub body_fields: Vec<(String, serde_json::Value)>,
 }
 
-/// Adds per-request identity.
+/// What a router that picks endpoints sees when a request is about to go out
+/// (after its due time and its concurrency permit): who it belongs to, this
+/// client's load on each endpoint, and the prompt's blocks.
+#[derive(Debug, Clone, Copy)]
+pub struct EndpointContext<'a> {
+    /// Who the request belongs to.
+    pub route: RouteContext<'a>,
+    /// This client's requests in flight on each endpoint, by endpoint index
+    /// (the order of the run's hosts); its length is the number of endpoints.
+    pub in_flight: &'a [u32],
+    /// Hashes of the prompt's full blocks, in order; each covers the prompt
+    /// from its start to the end of its block (chained), so equal hashes at
+    /// index `i` mean equal first `i + 1` blocks.
+    pub block_hashes: &'a [u64],
+    /// Tokens per block of `block_hashes` (the run's cache block size).
+    pub block_tokens: u32,
+}
+
+/// Adds per-request identity, and (a routing policy) picks the endpoint of a
+/// fleet each request goes to.
 pub trait Router: Send + Sync {
-    /// Adds headers and body fields for the request described by `ctx`. An error
-    /// stops the run (exit 1): a request must never go out without the identity
-    /// the user asked for.
-    fn decorate(&self, ctx: &RouteContext<'_>, out: &mut RouteExtras) -> Result<(), PluginError>;
+    /// Adds headers and body fields for the request described by `ctx` (by
+    /// default none: a routing policy may only pick). An error stops the run
+    /// (exit 1): a request must never go out without the identity the user
+    /// asked for.
+    fn decorate(&self, _ctx: &RouteContext<'_>, _out: &mut RouteExtras) -> Result<(), PluginError> {
+        Ok(())
+    }
+
+    /// Whether this router picks endpoints (a routing policy). One router of
+    /// a run may; two that do are refused before anything is sent.
+    fn chooses_endpoint(&self) -> bool {
+        false
+    }
+
+    /// The endpoint (an index below `ctx.in_flight.len()`) of the request
+    /// about to go out; called only when [`Router::chooses_endpoint`]. An
+    /// index out of range stops the run.
+    fn choose_endpoint(&self, _ctx: &EndpointContext<'_>) -> Result<usize, PluginError> {
+        Ok(0)
+    }
 
     /// The data-parallel rank a routing slot is pinned to, if this router pins
     /// slots to ranks (reported per trajectory).
@@ -425,6 +460,9 @@ pub struct RequestRecord<'a> {
     pub failure: Option<(FailureKind, &'a str)>,
     /// When it was due and when it went out.
     pub timing: SendTiming,
+    /// The endpoint it went to, by index in the run's hosts: present only in
+    /// a run against several (a fleet).
+    pub endpoint: Option<u32>,
 }
 
 /// When a request was due and when it was sent, as offsets from the benchmark

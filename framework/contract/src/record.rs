@@ -537,6 +537,49 @@ pub struct Summary {
     /// were scraped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<ServerMetricsReport>,
+    /// The routing policy that picked each request's endpoint (a router's
+    /// name): present in a run against a fleet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<String>,
+    /// Each endpoint's share of the run, in the order of the hosts: present
+    /// in a run against a fleet. Its counts add up to the run's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<EndpointSummary>,
+}
+
+/// One endpoint of a fleet over a run: what the routing sent it and how it
+/// answered.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EndpointSummary {
+    /// The endpoint's URL (credentials redacted).
+    pub url: String,
+    /// Requests sent to it (measured ones: warmup left out).
+    pub requests: u64,
+    /// Its successes.
+    pub successful_requests: u64,
+    /// Its failures.
+    pub failed_requests: u64,
+    /// Its failures by kind (`http_503`, `timeout`, ...).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub failures_by_kind: BTreeMap<String, u64>,
+    /// Its successes per second, over the run's duration.
+    pub requests_per_second: f64,
+    /// Prompt tokens of its successes.
+    pub prompt_tokens: u64,
+    /// Completion tokens of its successes.
+    pub completion_tokens: u64,
+    /// Completion tokens per second, over the run's duration.
+    pub completion_tokens_per_second: f64,
+    /// Cached prompt tokens it reported (absent: it reported none at all).
+    pub server_cached_tokens: Option<u64>,
+    /// What a perfect prefix cache of its own would have held of the prompts
+    /// sent to it (blocks of the run's cache block size).
+    pub estimated_cached_tokens: u64,
+    /// Request latency of its successes.
+    pub latency: Option<LatencyStats>,
+    /// Time to first token of its successes (streamed).
+    pub ttft: Option<LatencyStats>,
 }
 
 /// The server's own timings over a run's successes, beside the client's.

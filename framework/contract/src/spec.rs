@@ -80,8 +80,9 @@ impl PluginSpec {
 #[serde(deny_unknown_fields, default)]
 pub struct TargetSpec {
     /// Base URL of the server, or `sim://` (with options as a query) for the
-    /// built-in simulator.
-    pub host: String,
+    /// built-in simulator; several URLs (a list) make a fleet, whose endpoint
+    /// a routing policy picks per request.
+    pub host: Hosts,
     /// Request path, or a full URL; empty: the codec's own path.
     pub endpoint: String,
     /// The request's `model` field.
@@ -161,7 +162,88 @@ impl TargetSpec {
 
     /// Whether `host` asks for the in-process simulator.
     pub fn is_sim(&self) -> bool {
-        self.host.starts_with("sim://") || self.host == "sim:"
+        self.host.first().starts_with("sim://") || self.host.first() == "sim:"
+    }
+}
+
+/// The server or servers of a run: one base URL, or several (a fleet of
+/// replicas, one endpoint each). A spec writes one as a string and several as
+/// a list; a string always reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hosts(Vec<String>);
+
+impl Hosts {
+    /// Several hosts; `None` for an empty list.
+    pub fn new(hosts: Vec<String>) -> Option<Self> {
+        (!hosts.is_empty()).then_some(Self(hosts))
+    }
+
+    /// The first host (the only one of a run with one).
+    pub fn first(&self) -> &str {
+        &self.0[0]
+    }
+
+    /// Every host, in the order given: endpoint `i` is `all()[i]`.
+    pub fn all(&self) -> &[String] {
+        &self.0
+    }
+
+    /// More than one host: the run routes.
+    pub fn is_fleet(&self) -> bool {
+        self.0.len() > 1
+    }
+
+    /// Each host through `f` (redacting credentials, say).
+    pub fn map(&self, f: impl Fn(&str) -> String) -> Self {
+        Self(self.0.iter().map(|h| f(h)).collect())
+    }
+}
+
+impl From<&str> for Hosts {
+    fn from(h: &str) -> Self {
+        Self(vec![h.to_owned()])
+    }
+}
+
+impl From<String> for Hosts {
+    fn from(h: String) -> Self {
+        Self(vec![h])
+    }
+}
+
+/// The hosts as one line: the URLs joined by commas (the CSV's `host`
+/// column; one host is itself).
+impl std::fmt::Display for Hosts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.join(","))
+    }
+}
+
+impl Serialize for Hosts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0.as_slice() {
+            [one] => s.serialize_str(one),
+            many => many.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Hosts {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum OneOrMany {
+            One(String),
+            Many(Vec<String>),
+        }
+        match OneOrMany::deserialize(d)
+            .map_err(|_| serde::de::Error::custom("a host is a URL string, or a list of them"))?
+        {
+            OneOrMany::One(h) => Ok(Self(vec![h])),
+            OneOrMany::Many(hs) => {
+                Self::new(hs).ok_or_else(|| serde::de::Error::custom("the list of hosts is empty"))
+            }
+        }
     }
 }
 

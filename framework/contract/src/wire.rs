@@ -250,6 +250,9 @@ pub struct WireRequestRecord {
     /// An arrival of the schedule (released at its arrival time).
     #[serde(default)]
     pub arrival: bool,
+    /// The endpoint of a fleet it went to, by index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<u32>,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -295,6 +298,7 @@ impl WireRequestRecord {
             queue_wait_ms: ms(r.timing.queue_wait),
             warmup: r.timing.warmup,
             arrival: r.timing.arrival,
+            endpoint: r.endpoint,
         }
     }
 
@@ -339,6 +343,7 @@ impl WireRequestRecord {
                 warmup: self.warmup,
                 arrival: self.arrival,
             },
+            endpoint: self.endpoint,
         }
     }
 }
@@ -395,6 +400,7 @@ mod tests {
                 warmup: true,
                 arrival: true,
             },
+            endpoint: None,
         };
         let wire = WireRequestRecord::from_record(&rec);
         let json = serde_json::to_string(&wire).unwrap_or_default();

@@ -76,6 +76,9 @@ pub struct EngineOptions {
     pub max_failure_rate: Option<f64>,
     /// Prometheus endpoints of the server scraped during the run.
     pub server_metrics: Vec<String>,
+    /// The name of the router that picks each request's endpoint, against a
+    /// fleet (reported, and named in its errors).
+    pub routing: Option<String>,
     /// Time between scrapes.
     pub metrics_interval: Duration,
     /// The block size of the prefix-cache estimates.
@@ -112,6 +115,7 @@ impl Default for EngineOptions {
             slo: Vec::new(),
             max_failure_rate: None,
             server_metrics: Vec::new(),
+            routing: None,
             metrics_interval: Duration::from_secs(1),
             cache_block_tokens: crate::prefix::DEFAULT_BLOCK_TOKENS,
             shard: batchbench_contract::shard::Shard::WHOLE,

@@ -40,7 +40,7 @@ pub struct RunOutput {
 /// A run: plugins, options and the target, ready to go.
 pub struct Engine {
     opts: EngineOptions,
-    transport: Transport,
+    transports: Vec<Transport>,
     codec: Arc<dyn RequestCodec>,
     routers: Vec<Arc<dyn Router>>,
     reporters: Vec<Box<dyn Reporter>>,
@@ -63,7 +63,7 @@ impl Engine {
     pub fn new(opts: EngineOptions, transport: Transport, codec: Arc<dyn RequestCodec>) -> Self {
         Self {
             opts,
-            transport,
+            transports: vec![transport],
             codec,
             routers: Vec::new(),
             reporters: Vec::new(),
@@ -72,6 +72,14 @@ impl Engine {
             config: serde_json::Value::Null,
             spec: None,
         }
+    }
+
+    /// Adds an endpoint of a fleet: the run's first is the transport it was
+    /// made with, and a router that picks endpoints
+    /// ([`Router::chooses_endpoint`]) sends each request to one of them.
+    pub fn endpoint(mut self, t: Transport) -> Self {
+        self.transports.push(t);
+        self
     }
 
     /// Adds a router; routers decorate in the order added.
@@ -121,7 +129,7 @@ impl Engine {
         let max_active = self.opts.max_active.max(1);
         let mut info = RunInfo {
             model: self.opts.model.clone(),
-            url: batchbench_contract::record::redact_url(&self.transport.config().url),
+            url: batchbench_contract::record::redact_url(&self.transports[0].config().url),
             seed: self.opts.seed,
             started_unix: 0.0,
             max_active,
@@ -239,9 +247,28 @@ impl Engine {
             .map(|n| Semaphore::new(usize::try_from(n).unwrap_or(Semaphore::MAX_PERMITS)));
         let block_tokens = self.opts.cache_block_tokens;
         let warmup_auto = self.opts.load.warmup == Some(batchbench_contract::spec::Warmup::Auto);
+        let fleet = self.transports.len() > 1;
+        let chooser = self.routers.iter().find(|r| r.chooses_endpoint()).cloned();
+        if fleet && chooser.is_none() {
+            return Err(EngineError::Plan(
+                "several endpoints need a router that picks one per request (a routing policy)"
+                    .into(),
+            ));
+        }
+        let endpoints: Vec<crate::metrics::EndpointTally> = if fleet {
+            self.transports.iter().map(|_| Default::default()).collect()
+        } else {
+            Vec::new()
+        };
         let shared = Arc::new(Shared {
             opts: self.opts,
-            transport: self.transport,
+            in_flight: self
+                .transports
+                .iter()
+                .map(|_| std::sync::atomic::AtomicU32::new(0))
+                .collect(),
+            transports: self.transports,
+            chooser,
             codec: self.codec,
             routers: self.routers,
             synth,
@@ -257,6 +284,7 @@ impl Engine {
             collector: Mutex::new(Collector {
                 metrics: Metrics {
                     cache_block_tokens: block_tokens,
+                    endpoints,
                     ..Metrics::default()
                 },
                 failed: reporters.iter().map(|_| None).collect(),
@@ -351,11 +379,27 @@ impl Engine {
             .as_ref()
             .map(|t| t.synthesis_path().as_str().to_owned());
         summary.server_metrics = server_metrics;
+        if shared.transports.len() > 1 {
+            summary.routing.clone_from(&shared.opts.routing);
+            let secs = elapsed.as_secs_f64();
+            summary.endpoints = c
+                .metrics
+                .endpoints
+                .iter()
+                .zip(&shared.transports)
+                .map(|(e, t)| {
+                    e.summary(
+                        batchbench_contract::record::redact_url(&t.config().url),
+                        secs,
+                    )
+                })
+                .collect();
+        }
         if let (Some(l), Some(s)) = (summary.load.as_mut(), &c.steady) {
             l.steady = s.report(c.metrics.warmup_requests);
         }
         summary.server_closes_connections = shared
-            .transport
+            .transport()
             .connection_counts()
             .is_some_and(|c| c.closes_after_every_response());
         // Every reporter finishes (a failed one too, to flush what it has), so

@@ -21,7 +21,7 @@ pub(crate) async fn scrape_loop(
     let interval = shared.opts.metrics_interval.max(Duration::from_millis(10));
     let mut tally = Tally::new(&shown, interval);
     let timeout = interval.clamp(Duration::from_secs(1), Duration::from_secs(5));
-    let client = shared.transport.side_client(timeout);
+    let client = shared.transport().side_client(timeout);
     let mut mappers: Vec<Mapper> = urls.iter().map(|_| Mapper::default()).collect();
     let mut next = tokio::time::Instant::now();
     loop {

@@ -6,7 +6,9 @@ use crate::metrics::Metrics;
 use crate::options::EngineOptions;
 use crate::synth::Synth;
 use crate::transport::Transport;
-use batchbench_contract::plugin::{PluginError, Reporter, RequestCodec, RequestRecord, Router};
+use batchbench_contract::plugin::{
+    EndpointContext, PluginError, Reporter, RequestCodec, RequestRecord, RouteContext, Router,
+};
 use batchbench_contract::slo::SloBound;
 use batchbench_contract::spec::LoadSpec;
 use std::sync::{Arc, Mutex};
@@ -90,7 +92,12 @@ impl Collector {
 
 pub(crate) struct Shared {
     pub(crate) opts: EngineOptions,
-    pub(crate) transport: Transport,
+    /// One per endpoint, in the order of the run's hosts.
+    pub(crate) transports: Vec<Transport>,
+    /// This client's requests in flight per endpoint (a fleet's only).
+    pub(crate) in_flight: Vec<std::sync::atomic::AtomicU32>,
+    /// The router that picks endpoints, against a fleet.
+    pub(crate) chooser: Option<Arc<dyn Router>>,
     pub(crate) codec: Arc<dyn RequestCodec>,
     pub(crate) routers: Vec<Arc<dyn Router>>,
     pub(crate) synth: Arc<Synth>,
@@ -121,5 +128,44 @@ impl Shared {
         self.collector
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The first endpoint's transport (the only one against one server): its
+    /// client settings are every endpoint's.
+    pub(crate) fn transport(&self) -> &Transport {
+        &self.transports[0]
+    }
+
+    /// The endpoint the request of `route` goes to: the routing policy's
+    /// pick against a fleet (from this client's load per endpoint and the
+    /// prompt's block hashes), endpoint 0 otherwise.
+    pub(crate) fn choose_endpoint(
+        &self,
+        route: RouteContext<'_>,
+        block_hashes: &[u64],
+    ) -> Result<Option<usize>, crate::options::EngineError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(r) = &self.chooser else {
+            return Ok(None);
+        };
+        let in_flight: Vec<u32> = self.in_flight.iter().map(|a| a.load(Relaxed)).collect();
+        let i = r.choose_endpoint(&EndpointContext {
+            route,
+            in_flight: &in_flight,
+            block_hashes,
+            block_tokens: self.opts.cache_block_tokens,
+        })?;
+        if i >= self.transports.len() {
+            return Err(PluginError::Config {
+                plugin: self.opts.routing.clone().unwrap_or_else(|| "router".into()),
+                message: format!(
+                    "chose endpoint {i}, but the run has {} (0 to {})",
+                    self.transports.len(),
+                    self.transports.len() - 1
+                ),
+            }
+            .into());
+        }
+        Ok(Some(i))
     }
 }

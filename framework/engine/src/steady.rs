@@ -271,6 +271,7 @@ fn detached(rec: &RequestRecord<'_>) -> RequestRecord<'static> {
         slo_met: rec.slo_met,
         failure: None,
         timing: rec.timing,
+        endpoint: None,
     }
 }
 

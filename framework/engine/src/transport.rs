@@ -123,6 +123,19 @@ pub fn join_url(host: &str, endpoint: &str) -> String {
     format!("{host}{ep}")
 }
 
+/// Checks that `url` is one requests can go to: an `http` or `https` URL
+/// with a host.
+pub fn check_url(url: &str) -> Result<(), TransportError> {
+    let u = reqwest::Url::parse(url)
+        .map_err(|e| TransportError(format!("invalid URL '{url}': {e}")))?;
+    if !matches!(u.scheme(), "http" | "https") || u.host_str().is_none() {
+        return Err(TransportError(format!(
+            "'{url}' is not an http or https URL with a host"
+        )));
+    }
+    Ok(())
+}
+
 /// A transport failure that makes the run impossible (bad URL, bad header).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]

@@ -253,11 +253,21 @@ pub(crate) async fn drive(
             }
         };
         let warmup = load::is_warmup(sh, eligible);
+        // Against a fleet, the routing policy picks the endpoint now, from
+        // the load as it stands when the request goes out; each endpoint's
+        // prefix-cache estimate is its own.
+        let endpoint = sh.choose_endpoint(ctx, shape.hashes())?;
+        let rank = endpoint.map_or(rank, |e| Some(e as u64));
         let cache_estimate = sh
             .estimator
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .observe(&mut shape, rank);
+        let transport = &sh.transports[endpoint.unwrap_or(0)];
+        let in_flight = endpoint.map(|e| &sh.in_flight[e]);
+        if let Some(n) = in_flight {
+            n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         let Outcome {
             result,
             retries,
@@ -266,10 +276,12 @@ pub(crate) async fn drive(
             sent_at,
             first_byte_at,
             done_at,
-        } = sh
-            .transport
+        } = transport
             .send(&payload, &extras.headers, stream, &*sh.codec, &sh.cancel)
             .await;
+        if let Some(n) = in_flight {
+            n.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
         drop(permit);
         let latency = done_at.saturating_duration_since(sent_at);
         let since_start = |t: Instant| t.saturating_duration_since(sh.start);
@@ -362,6 +374,7 @@ pub(crate) async fn drive(
                 slo_met: None,
                 failure,
                 timing,
+                endpoint: endpoint.map(|e| u32::try_from(e).unwrap_or(u32::MAX)),
             };
             let itl = || match &result {
                 Ok(reply) => reply.usage.map_or_else(Vec::new, |u| {

@@ -171,9 +171,7 @@ pub fn check(spec: &RunSpec) -> Result<(), Failure> {
             t.request_timeout_secs
         )));
     }
-    if t.is_sim() {
-        sim_config(&t.host).map_err(|e| Failure::bad(format!("--host: {e}")))?;
-    }
+    check_hosts(t)?;
     for (flag, path) in spec.output.files() {
         check_output(flag, path)?;
     }
@@ -242,13 +240,105 @@ fn check_shard(spec: &RunSpec) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The hosts of a spec: one server, a fleet of URLs, or the simulator (a
+/// fleet with `replicas`); every URL checked before anything is sent.
+fn check_hosts(t: &batchbench_contract::spec::TargetSpec) -> Result<(), Failure> {
+    let hosts = t.host.all();
+    let full_url = t.endpoint.starts_with("http://") || t.endpoint.starts_with("https://");
+    if full_url && t.host.is_fleet() {
+        return Err(Failure::bad(
+            "--endpoint: a full URL sends every request to one server; with several --host, give the request path",
+        ));
+    }
+    if full_url && !t.is_sim() {
+        // The endpoint is the whole URL (the host is not used).
+        return Ok(());
+    }
+    let name = |i: usize| {
+        if t.host.is_fleet() {
+            format!("--host {} (target.host[{i}])", hosts[i])
+        } else {
+            "--host".to_owned()
+        }
+    };
+    for (i, h) in hosts.iter().enumerate() {
+        let sim = h.starts_with("sim:");
+        if sim && t.host.is_fleet() {
+            return Err(Failure::bad(format!(
+                "{}: the simulator cannot be one host of several; a simulated fleet is one host, sim://?replicas=N",
+                name(i)
+            )));
+        }
+        if sim {
+            sim_config(h).map_err(|e| Failure::bad(format!("--host: {e}")))?;
+            continue;
+        }
+        batchbench_engine::transport::check_url(h)
+            .map_err(|e| Failure::bad(format!("{}: {e}", name(i))))?;
+    }
+    if let Some(dup) = hosts
+        .iter()
+        .enumerate()
+        .find(|(i, h)| hosts[..*i].contains(h))
+    {
+        return Err(Failure::bad(format!(
+            "{}: given twice; each endpoint of a fleet is its own server",
+            name(dup.0)
+        )));
+    }
+    Ok(())
+}
+
+/// How many endpoints the run's hosts make (a simulator's replicas count).
+fn endpoint_count(t: &batchbench_contract::spec::TargetSpec) -> u32 {
+    if t.is_sim() {
+        sim_config(t.host.first()).map_or(1, |c| c.replicas)
+    } else {
+        u32::try_from(t.host.all().len()).unwrap_or(u32::MAX)
+    }
+}
+
+/// Against a fleet, the routers must hold exactly one routing policy (a
+/// router that picks endpoints): none given, `round_robin` is added (and
+/// recorded in the spec); two are refused. Returns the policy's name.
+fn routing_policy(
+    spec: &mut RunSpec,
+    routers: &mut Vec<Arc<dyn Router>>,
+    ctx: &BuildContext,
+) -> Result<Option<String>, Failure> {
+    let choosers: Vec<&str> = spec
+        .routers
+        .iter()
+        .zip(routers.iter())
+        .filter(|(_, r)| r.chooses_endpoint())
+        .map(|(s, _)| s.name.as_str())
+        .collect();
+    if let [a, b, ..] = choosers.as_slice() {
+        return Err(Failure::bad(format!(
+            "--router: {a} and {b} both pick endpoints; give one routing policy"
+        )));
+    }
+    if let Some(name) = choosers.first() {
+        return Ok(Some((*name).to_owned()));
+    }
+    if endpoint_count(&spec.target) < 2 {
+        return Ok(None);
+    }
+    let policy = PluginSpec::new("round_robin", serde_json::json!({}));
+    routers.push(Arc::from(
+        registry::router(&policy.name, &policy.config, ctx).map_err(plugin_failure)?,
+    ));
+    spec.routers.push(policy);
+    Ok(Some("round_robin".to_owned()))
+}
+
 /// The spec as the run record keeps it: the credentials of its URLs (the
 /// target's, the metrics endpoints') replaced by `***`; the API key is never in
 /// a spec at all.
 fn recorded_spec(spec: &RunSpec) -> RunSpec {
     use batchbench_contract::record::redact_url;
     let mut s = spec.clone();
-    s.target.host = redact_url(&s.target.host);
+    s.target.host = s.target.host.map(redact_url);
     for u in &mut s.server_metrics.urls {
         *u = redact_url(u);
     }
@@ -629,7 +719,8 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
     if spec.target.endpoint.is_empty() {
         spec.target.endpoint = codec.endpoint().to_owned();
     }
-    let routers = build_routers(&spec.routers, &ctx)?;
+    let mut routers = build_routers(&spec.routers, &ctx)?;
+    let routing = routing_policy(&mut spec, &mut routers, &ctx)?;
     // The tokenizer the workload or the codec loaded while built, if one did.
     let counted = counted.get().cloned();
     let mut reps = reporters(&spec, profile, &ctx, !host.quiet_summary)?;
@@ -690,21 +781,30 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
             _ => Some(load_tokenizer(&spec).await?),
         };
         let t = &spec.target;
-        let sim = match t.is_sim() {
-            false => None,
-            true => {
-                let cfg = sim_config(&t.host).map_err(|e| Failure::bad(format!("--host: {e}")))?;
-                let tok = tokenizer.clone().ok_or_else(|| {
-                    Failure::bad("--host sim:// needs a tokenizer (--tokenizer-model)")
-                })?;
-                let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-                Some(Sim::start(cfg, tok, addr).await.map_err(|e| {
-                    Failure::failed(anyhow::anyhow!("cannot start the simulator: {e}"))
-                })?)
+        let mut sims = Vec::new();
+        if t.is_sim() {
+            let cfg =
+                sim_config(t.host.first()).map_err(|e| Failure::bad(format!("--host: {e}")))?;
+            let tok = tokenizer.clone().ok_or_else(|| {
+                Failure::bad("--host sim:// needs a tokenizer (--tokenizer-model)")
+            })?;
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+            for i in 0..cfg.replicas {
+                sims.push(
+                    Sim::start(cfg.replica(i), tok.clone(), addr)
+                        .await
+                        .map_err(|e| {
+                            Failure::failed(anyhow::anyhow!("cannot start the simulator: {e}"))
+                        })?,
+                );
             }
+        }
+        let bases: Vec<String> = if sims.is_empty() {
+            t.host.all().to_vec()
+        } else {
+            sims.iter().map(Sim::url).collect()
         };
-        let base = sim.as_ref().map_or_else(|| t.host.clone(), Sim::url);
-        let api_key = match &sim {
+        let api_key = match sims.first() {
             Some(_) => None,
             None => host
                 .api_key
@@ -712,9 +812,15 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
                 .or_else(|| std::env::var(&t.api_key_env).ok())
                 .filter(|k| !k.is_empty()),
         };
-        let transport = Transport::new(TargetConfig {
-            url: join_url(&base, &t.endpoint),
-            api_key,
+        let ca_pem = t
+            .ca_cert
+            .as_deref()
+            .map(TlsConfig::read_ca)
+            .transpose()
+            .map_err(|e| Failure::bad(e.0))?;
+        let target = |base: &str| TargetConfig {
+            url: join_url(base, &t.endpoint),
+            api_key: api_key.clone(),
             api_key_header: codec.api_key_header().map(str::to_owned),
             timeout: Duration::from_secs_f64(t.request_timeout_secs),
             max_retries: t.max_retries,
@@ -728,19 +834,20 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
             pool_size: usize::try_from(pool).unwrap_or(usize::MAX),
             verbose: spec.output.verbose,
             tls: TlsConfig {
-                ca_pem: t
-                    .ca_cert
-                    .as_deref()
-                    .map(TlsConfig::read_ca)
-                    .transpose()
-                    .map_err(|e| Failure::bad(e.0))?,
+                ca_pem: ca_pem.clone(),
                 insecure: t.insecure,
             },
             max_response_bytes: t
                 .max_response_bytes
                 .unwrap_or(batchbench_engine::transport::MAX_RESPONSE_BYTES),
-        })
-        .map_err(|e| Failure::bad(format!("--host/--endpoint: {e}")))?;
+        };
+        let mut transports = Vec::with_capacity(bases.len());
+        for base in &bases {
+            transports.push(
+                Transport::new(target(base))
+                    .map_err(|e| Failure::bad(format!("--host/--endpoint: {e}")))?,
+            );
+        }
         // A host (the Python package) cancels through its own token; the CLI
         // cancels on Ctrl+C.
         let cancel = host.cancel.unwrap_or_else(|| {
@@ -769,19 +876,27 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
                 .server_metrics
                 .urls
                 .iter()
-                .map(|u| match u.as_str() {
-                    "target" => join_url(&base, "/metrics"),
-                    _ => u.clone(),
+                .flat_map(|u| match u.as_str() {
+                    "target" => bases.iter().map(|b| join_url(b, "/metrics")).collect(),
+                    _ => vec![u.clone()],
                 })
                 .collect(),
+            routing,
             metrics_interval: Duration::from_secs_f64(spec.server_metrics.interval_secs),
             ..EngineOptions::default()
         };
         let quiet = spec.output.quiet;
-        let mut engine = Engine::new(opts, transport, Arc::from(codec))
+        let mut transports = transports.into_iter();
+        let first = transports
+            .next()
+            .ok_or_else(|| Failure::bad("--host: no host given"))?;
+        let mut engine = Engine::new(opts, first, Arc::from(codec))
             .record(view, recorded)
             .cancel_token(cancel)
             .reporter(Box::new(Progress::new(total, quiet)));
+        for t in transports {
+            engine = engine.endpoint(t);
+        }
         for r in routers {
             engine = engine.router(r);
         }
@@ -792,7 +907,7 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
             engine = engine.tokenizer(t);
         }
         let out = run_source(engine, source).await;
-        if let Some(sim) = sim {
+        for sim in sims {
             sim.stop().await;
         }
         out.map(|o| Outcome::Ran(Box::new(o)))

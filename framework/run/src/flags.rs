@@ -9,8 +9,8 @@ use crate::exit::Failure;
 use batchbench_contract::dist::{LengthDist, LogNormalFlags, lognormal_from_flags};
 use batchbench_contract::slo::{SloBound, SloMetric};
 use batchbench_contract::spec::{
-    Arrival, AtDeadline, ClientThreads, ImageFormat, ImageSpec, PluginSpec, Release, RunSpec,
-    Stage, defaults,
+    Arrival, AtDeadline, ClientThreads, Hosts, ImageFormat, ImageSpec, PluginSpec, Release,
+    RunSpec, Stage, defaults,
 };
 use batchbench_plugins::openai::OpenAiChatConfig;
 use clap::parser::ValueSource;
@@ -502,9 +502,12 @@ pub struct ConfigArgs {
 /// Target and protocol flags, shared by `batchbench` and `batchbench-agent`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TargetArgs {
-    /// Base URL of the server, or sim:// for the built-in simulator.
+    /// Base URL of the server, or sim:// for the built-in simulator. Given
+    /// more than once: a fleet, each request sent to the endpoint a routing
+    /// policy picks (--router round_robin, the default, random,
+    /// least_outstanding, session_affinity, prefix_affinity).
     #[arg(long, default_value = defaults::HOST, help_heading = "Target")]
-    pub host: String,
+    pub host: Vec<String>,
     /// Request path, or a full URL [default: the codec's path: /v1/chat/completions
     /// for openai_chat, /v1/completions, /v1/responses, /v1/messages, /generate,
     /// /v1/embeddings for the others].
@@ -596,7 +599,8 @@ impl TargetArgs {
     pub fn apply(&self, spec: &mut RunSpec, g: &Given) -> Result<(), Failure> {
         let t = &mut spec.target;
         if g.has("host") {
-            t.host.clone_from(&self.host);
+            t.host = Hosts::new(self.host.clone())
+                .ok_or_else(|| Failure::bad("--host: no host given"))?;
         }
         if g.has("endpoint") {
             t.endpoint.clone_from(&self.endpoint);

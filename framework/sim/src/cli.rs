@@ -13,7 +13,8 @@ struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
-    /// Port to listen on (0 picks a free one).
+    /// Port to listen on (0 picks a free one); with --replicas N, replica i
+    /// listens on port + i.
     #[arg(long, default_value_t = 8000)]
     port: u16,
     /// Tokenizer used to count prompt tokens: a tokenizer.json, a directory holding
@@ -51,17 +52,32 @@ fn serve(args: Args) -> anyhow::Result<()> {
         let addr: SocketAddr = format!("{}:{}", args.host, args.port)
             .parse()
             .with_context(|| format!("invalid address {}:{}", args.host, args.port))?;
-        let sim = Sim::start(args.sim, tok, addr)
-            .await
-            .with_context(|| format!("cannot listen on {addr}"))?;
-        eprintln!("batchbench-sim listening on {}", sim.url());
+        args.sim.validate().map_err(anyhow::Error::msg)?;
+        let mut sims = Vec::new();
+        for i in 0..args.sim.replicas {
+            let mut at = addr;
+            if addr.port() != 0 {
+                let port = u16::try_from(u32::from(addr.port()) + i)
+                    .map_err(|_| anyhow::anyhow!("replica {i} would need a port above 65535"))?;
+                at.set_port(port);
+            }
+            let sim = Sim::start(args.sim.replica(i), tok.clone(), at)
+                .await
+                .with_context(|| format!("cannot listen on {at}"))?;
+            eprintln!("batchbench-sim listening on {}", sim.url());
+            sims.push(sim);
+        }
         let cancel = tokio_util::sync::CancellationToken::new();
         let c = cancel.clone();
         tokio::spawn(async move {
             let _ = tokio::signal::ctrl_c().await;
             c.cancel();
         });
-        sim.serve_until(cancel).await;
+        let mut tasks = tokio::task::JoinSet::new();
+        for sim in sims {
+            tasks.spawn(sim.serve_until(cancel.clone()));
+        }
+        while tasks.join_next().await.is_some() {}
         Ok(())
     })
 }

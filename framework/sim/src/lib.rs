@@ -146,6 +146,17 @@ pub struct SimConfig {
     /// Data-parallel workers, each with its own prefix cache.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub workers: u32,
+    /// Replicas: a fleet of this many servers, each on its own port with its
+    /// own prefix cache and batch. Unlike `workers` (where the simulator
+    /// places requests), the client's routing picks a replica.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub replicas: u32,
+    /// How much slower each replica is than configured, one factor per
+    /// replica in order (comma separated; missing ones are 1): every time of
+    /// the latency model (TTFT, prefill, decode, step) is multiplied by it.
+    /// `1,1,1,3`: the fourth of four replicas takes three times as long.
+    #[arg(long, value_delimiter = ',')]
+    pub replica_slowdown: Vec<f64>,
     /// Prefix-cache capacity per worker, in tokens.
     #[arg(long, default_value_t = 1_000_000)]
     pub cache_capacity_tokens: u64,
@@ -198,6 +209,30 @@ impl Default for SimConfig {
 }
 
 impl SimConfig {
+    /// The config of replica `i` of a fleet: one server's (`replicas` 1), its
+    /// times scaled by its `replica_slowdown`, its seed its own.
+    pub fn replica(&self, i: u32) -> Self {
+        let k = self
+            .replica_slowdown
+            .get(i as usize)
+            .copied()
+            .unwrap_or(1.0);
+        let mut c = self.clone();
+        c.replicas = 1;
+        c.replica_slowdown = Vec::new();
+        c.seed = self.seed.wrapping_add(u64::from(i));
+        for v in [
+            &mut c.ttft_base_ms,
+            &mut c.prefill_us_per_token,
+            &mut c.decode_ms_per_token,
+            &mut c.step_base_ms,
+            &mut c.step_ms_per_seq,
+        ] {
+            *v *= k;
+        }
+        c
+    }
+
     /// The continuous-batching model, when `max_running` turns it on.
     pub(crate) fn batch_model(&self) -> Option<batch::BatchModel> {
         let ms = |v: f64| std::time::Duration::from_secs_f64(v.max(0.0) / 1000.0);
@@ -255,6 +290,22 @@ impl SimConfig {
             if !v.is_finite() || v < 0.0 {
                 return Err(format!("{name} must be a finite number >= 0, got {v}"));
             }
+        }
+        if self.replica_slowdown.len() > self.replicas as usize {
+            return Err(format!(
+                "replica-slowdown gives {} factors for {} replica(s)",
+                self.replica_slowdown.len(),
+                self.replicas
+            ));
+        }
+        if let Some(k) = self
+            .replica_slowdown
+            .iter()
+            .find(|k| !(k.is_finite() && **k > 0.0))
+        {
+            return Err(format!(
+                "replica-slowdown factors must be positive numbers, got {k}"
+            ));
         }
         if self.instant
             && (self.max_running > 0

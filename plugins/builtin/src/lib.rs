@@ -43,6 +43,7 @@ pub mod requests_jsonl;
 pub mod responses;
 pub mod results_dir;
 pub mod routers;
+pub mod routing;
 pub mod sglang;
 pub mod summary;
 mod wire_util;
@@ -66,6 +67,11 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("codec", "openai_responses"),
     ("codec", "sglang_generate"),
     ("router", "dp_rank"),
+    ("router", "least_outstanding"),
+    ("router", "prefix_affinity"),
+    ("router", "random"),
+    ("router", "round_robin"),
+    ("router", "session_affinity"),
     ("router", "user_tag"),
     ("reporter", "agent_events"),
     ("reporter", "console_summary"),

@@ -107,6 +107,10 @@ struct Line<'a> {
     /// An arrival of a rate schedule (released at its arrival time).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     arrival: bool,
+    /// The endpoint it went to, by index in the run's hosts (a fleet's runs
+    /// only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    endpoint: Option<u32>,
 }
 
 /// Writes one JSON line per request as it completes.
@@ -190,6 +194,7 @@ fn line<'a>(rec: &'a RequestRecord<'a>) -> Line<'a> {
         latency_from_intended_ms: ms(rec.latency + rec.timing.behind()),
         warmup: rec.timing.warmup,
         arrival: rec.timing.arrival,
+        endpoint: rec.endpoint,
     }
 }
 
@@ -199,6 +204,8 @@ fn line<'a>(rec: &'a RequestRecord<'a>) -> Line<'a> {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct RecordLine {
+    /// The endpoint of a fleet it went to.
+    pub endpoint: Option<u32>,
     /// Agent id.
     pub agent_id: u64,
     /// Trajectory id.
@@ -324,6 +331,7 @@ impl RecordLine {
             queue_wait_ms: self.queue_wait_ms,
             warmup: self.warmup,
             arrival: self.arrival,
+            endpoint: self.endpoint,
         }
     }
 }
@@ -424,6 +432,7 @@ mod tests {
                 warmup: false,
                 arrival: true,
             },
+            endpoint: None,
         };
         let written = record_json(&rec);
         let back: RecordLine = serde_json::from_value(written.clone()).unwrap_or_default();

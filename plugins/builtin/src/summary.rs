@@ -82,7 +82,17 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
     };
     let _ = writeln!(o, "{title}");
     let _ = writeln!(o, "  {:<22} {}", "model", info.model);
-    let _ = writeln!(o, "  {:<22} {}", "endpoint", info.url);
+    if s.endpoints.is_empty() {
+        let _ = writeln!(o, "  {:<22} {}", "endpoint", info.url);
+    } else {
+        let _ = writeln!(
+            o,
+            "  {:<22} a fleet of {}, routed by {} (per endpoint below)",
+            "endpoints",
+            s.endpoints.len(),
+            s.routing.as_deref().unwrap_or("a router")
+        );
+    }
     let _ = writeln!(o, "  {:<22} {}", "workload", info.workload.mode);
     if let Some(shard) = info.spec.as_ref().and_then(|sp| sp.shard) {
         let start = info.start_skew_ms.map_or(String::new(), |k| {
@@ -125,12 +135,7 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
         );
     }
     if !s.failures_by_kind.is_empty() {
-        let kinds: Vec<String> = s
-            .failures_by_kind
-            .iter()
-            .map(|(k, v)| format!("{k}: {v}"))
-            .collect();
-        let _ = writeln!(o, "  {:<22} {}", "failures", kinds.join(", "));
+        let _ = writeln!(o, "  {:<22} {}", "failures", kinds(&s.failures_by_kind));
         for f in s.failures.iter().take(5) {
             let _ = writeln!(
                 o,
@@ -255,6 +260,9 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
     if let Some(t) = &s.server_timing {
         server_timing(&mut o, t);
     }
+    if !s.endpoints.is_empty() {
+        endpoints(&mut o, &s.endpoints);
+    }
     if let Some(l) = &s.load {
         load(&mut o, l);
     }
@@ -278,6 +286,54 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
         let _ = writeln!(o, "  {:<22} FAILED: {why} (exit 1)", "run");
     }
     o
+}
+
+/// Failures by kind: `http_503: 2, timeout: 1`.
+fn kinds(by_kind: &std::collections::BTreeMap<String, u64>) -> String {
+    let kinds: Vec<String> = by_kind.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    kinds.join(", ")
+}
+
+/// A fleet's endpoints, one row each: what the routing sent where, how each
+/// answered, and what its prefix cache held (server-reported, beside the
+/// perfect cache of its own).
+fn endpoints(o: &mut String, es: &[batchbench_contract::record::EndpointSummary]) {
+    let _ = writeln!(
+        o,
+        "  per endpoint           {:>8} {:>8} {:>7} {:>9} {:>9} {:>9} {:>9}  cached prompt tokens: server / own perfect cache",
+        "requests", "ok", "failed", "req/s", "e2e p50", "e2e p99", "TTFT p50"
+    );
+    let ms = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.2}"));
+    for (i, e) in es.iter().enumerate() {
+        let hit = |c: u64| {
+            if e.prompt_tokens > 0 {
+                format!(" ({:.1}%)", 100.0 * c as f64 / e.prompt_tokens as f64)
+            } else {
+                String::new()
+            }
+        };
+        let server = e
+            .server_cached_tokens
+            .map_or_else(|| "not reported".to_owned(), |c| format!("{c}{}", hit(c)));
+        let _ = writeln!(
+            o,
+            "  {:<22} {:>8} {:>8} {:>7} {:>9.2} {:>9} {:>9} {:>9}  {server} / {}{}",
+            format!("[{i}]"),
+            e.requests,
+            e.successful_requests,
+            e.failed_requests,
+            e.requests_per_second,
+            ms(e.latency.as_ref().map(|l| l.p50_ms)),
+            ms(e.latency.as_ref().map(|l| l.p99_ms)),
+            ms(e.ttft.as_ref().map(|l| l.p50_ms)),
+            e.estimated_cached_tokens,
+            hit(e.estimated_cached_tokens),
+        );
+        let _ = writeln!(o, "  {:<22} {}", "", e.url);
+        if !e.failures_by_kind.is_empty() {
+            let _ = writeln!(o, "  {:<22} failures {}", "", kinds(&e.failures_by_kind));
+        }
+    }
 }
 
 /// The server's own timings beside the client's.

@@ -10,6 +10,7 @@ mod contract;
 mod converge;
 mod datasets;
 mod faults;
+mod fleet;
 mod load;
 mod replay;
 mod results;

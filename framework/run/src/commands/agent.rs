@@ -552,6 +552,7 @@ const REPLAY: &str = "replay_jsonl";
 
 fn view(spec: &RunSpec, info: &WorkloadInfo) -> serde_json::Value {
     let t = &spec.target;
+    let hosts = t.host.to_string();
     let chat = flags::chat_options(spec);
     let router = |name: &str| spec.routers.iter().find(|r| r.name == name);
     let user_tag = router(USER_TAG).and_then(|r| r.config_as::<UserTagConfig>().ok());
@@ -564,7 +565,7 @@ fn view(spec: &RunSpec, info: &WorkloadInfo) -> serde_json::Value {
             LatencyView::of(c.tool_call_latency_ms)
         });
     let v = View {
-        host: &t.host,
+        host: &hosts,
         endpoint: &t.endpoint,
         tokenizer_model: t.tokenizer(),
         sglang: chat.sglang,

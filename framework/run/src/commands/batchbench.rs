@@ -154,6 +154,7 @@ fn length_columns(d: Option<LengthDist>) -> Columns {
 
 fn view(spec: &RunSpec, _info: &WorkloadInfo) -> serde_json::Value {
     let t = &spec.target;
+    let hosts = t.host.to_string();
     let chat = flags::chat_options(spec);
     let batch = (spec.workload.name == FINITE_BATCH)
         .then(|| spec.workload.config_as::<FiniteBatchConfig>().ok())
@@ -185,7 +186,7 @@ fn view(spec: &RunSpec, _info: &WorkloadInfo) -> serde_json::Value {
         request_timeout_secs: view::whole(t.request_timeout_secs),
         max_retries: t.max_retries,
         retry_delay_ms: t.retry_delay_ms,
-        host: &t.host,
+        host: &hosts,
         endpoint: &t.endpoint,
         tokenizer_model: t.tokenizer(),
         input_tokens: in_fixed.unwrap_or(0),

@@ -1,0 +1,297 @@
+//! Fleets: several endpoints, a routing policy picking one per request, and
+//! results per endpoint. The simulated fleet (`sim://?replicas=N`) gives each
+//! replica its own prefix cache and batch, so what a policy does to cache
+//! hits and queueing shows in the server's own figures.
+
+use batchbench_tests::{SimServer, run_agent, run_batchbench, tokenizer_path};
+use serde_json::Value;
+
+fn tok() -> String {
+    tokenizer_path("qwen").display().to_string()
+}
+
+fn endpoints(r: &batchbench_tests::RunResult) -> Vec<Value> {
+    r.summary("endpoints")
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// The server-reported share of prompt tokens served from the cache.
+fn hit_share(r: &batchbench_tests::RunResult) -> f64 {
+    r.count("server_cached_tokens") as f64 / r.count("total_prompt_tokens") as f64
+}
+
+/// Sixteen agents, each a conversation of six turns that resends everything
+/// before it, against four replicas, routed by `policy`.
+fn agents_on_four(policy: &str) -> batchbench_tests::RunResult {
+    let tok = tok();
+    run_agent(&[
+        "--host",
+        "sim://?replicas=4",
+        "--tokenizer-model",
+        &tok,
+        "--agents",
+        "16",
+        "--tool-invocations",
+        "6",
+        "--input-tokens",
+        "512",
+        "--output-tokens",
+        "32",
+        "--environment-tokens",
+        "128",
+        "--seed",
+        "11",
+        "--router",
+        policy,
+    ])
+}
+
+#[test]
+fn affinity_keeps_each_conversation_on_its_cache_and_round_robin_scatters_it() {
+    let mut shares = Vec::new();
+    for policy in ["round_robin", "session_affinity", "prefix_affinity"] {
+        let r = agents_on_four(policy);
+        assert_eq!(r.code, 0, "{policy}");
+        assert_eq!(r.summary("routing"), policy);
+        let es = endpoints(&r);
+        assert_eq!(es.len(), 4, "{policy}");
+        // Per-endpoint counts add up to the run's.
+        for (key, total) in [
+            ("requests", "total_requests"),
+            ("successful_requests", "successful_requests"),
+            ("prompt_tokens", "total_prompt_tokens"),
+            ("server_cached_tokens", "server_cached_tokens"),
+        ] {
+            let sum: u64 = es.iter().map(|e| u(&e[key])).sum();
+            assert_eq!(sum, r.count(total), "{policy}: {key}");
+        }
+        let est: u64 = es.iter().map(|e| u(&e["estimated_cached_tokens"])).sum();
+        assert_eq!(
+            est,
+            r.count("rank_estimated_cached_input_tokens"),
+            "{policy}: each endpoint's perfect cache is the estimate per rank"
+        );
+        // Every endpoint took some of the sixteen conversations.
+        for e in &es {
+            assert!(u(&e["requests"]) > 0, "{policy}: {e}");
+        }
+        shares.push((policy, hit_share(&r)));
+    }
+    let (rr, session, prefix) = (shares[0].1, shares[1].1, shares[2].1);
+    assert!(
+        session >= rr + 0.10 && prefix >= rr + 0.10,
+        "affinity keeps the conversation's cache: {shares:?}"
+    );
+}
+
+#[test]
+fn session_affinity_sends_every_turn_of_a_conversation_to_one_endpoint() {
+    let tok = tok();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let jsonl = dir.path().join("r.jsonl");
+    let r = run_agent(&[
+        "--host",
+        "sim://?replicas=3",
+        "--tokenizer-model",
+        &tok,
+        "--agents",
+        "12",
+        "--tool-invocations",
+        "4",
+        "--input-tokens",
+        "64",
+        "--output-tokens",
+        "8",
+        "--router",
+        "session_affinity",
+        "--requests-jsonl",
+        jsonl.to_str().unwrap_or_default(),
+    ]);
+    assert_eq!(r.code, 0);
+    let text = std::fs::read_to_string(&jsonl).unwrap_or_default();
+    let mut home = std::collections::HashMap::new();
+    for line in text.lines() {
+        let l: Value = serde_json::from_str(line).unwrap_or_default();
+        let e = u(&l["endpoint"]);
+        assert!(e < 3, "{l}");
+        let t = l["trajectory_id"].as_str().unwrap_or_default().to_owned();
+        assert_eq!(*home.entry(t).or_insert(e), e, "{l}");
+    }
+    assert_eq!(home.len(), 12);
+}
+
+/// A closed loop of 24 users against four continuous-batching replicas (4
+/// sequences a batch), the fourth three times slower, routed by `policy`.
+fn unequal_fleet(policy: &str) -> batchbench_tests::RunResult {
+    let tok = tok();
+    run_batchbench(&[
+        "--host",
+        "sim://?replicas=4&replica-slowdown=1,1,1,3&max-running=4&step-base-ms=2&step-ms-per-seq=0.5",
+        "--tokenizer-model",
+        &tok,
+        "--users",
+        "24",
+        "--requests-per-user",
+        "12",
+        "--input-tokens",
+        "32",
+        "--output-tokens",
+        "16",
+        "--stream",
+        "--seed",
+        "3",
+        "--router",
+        policy,
+    ])
+}
+
+#[test]
+fn least_outstanding_sends_less_to_a_slow_replica_and_cuts_the_tail() {
+    let rr = unequal_fleet("round_robin");
+    let lo = unequal_fleet("least_outstanding");
+    assert_eq!((rr.code, lo.code), (0, 0));
+    let share_of_slow = |r: &batchbench_tests::RunResult| {
+        let es = endpoints(r);
+        u(&es[3]["requests"]) as f64 / r.count("total_requests") as f64
+    };
+    let p99 = |r: &batchbench_tests::RunResult| {
+        r.summary("latency")["p99_ms"].as_f64().unwrap_or_default()
+    };
+    assert!(
+        (share_of_slow(&rr) - 0.25).abs() < 0.02,
+        "round robin: {}",
+        share_of_slow(&rr)
+    );
+    assert!(
+        share_of_slow(&lo) < 0.2,
+        "least outstanding: {}",
+        share_of_slow(&lo)
+    );
+    // Round robin strands users on the slow replica's queue (about 1.1 s
+    // against 0.4 s when measured).
+    assert!(
+        p99(&lo) < 0.7 * p99(&rr),
+        "e2e p99 {} (least outstanding) against {} (round robin)",
+        p99(&lo),
+        p99(&rr)
+    );
+}
+
+#[test]
+fn one_host_gives_todays_run_and_a_list_of_servers_is_a_fleet() {
+    let (a, b) = (SimServer::recording("qwen"), SimServer::recording("qwen"));
+    let tok = tok();
+    let base = |hosts: &[&str]| {
+        let mut args: Vec<&str> = Vec::new();
+        for h in hosts {
+            args.extend(["--host", h]);
+        }
+        args.extend([
+            "--tokenizer-model",
+            &tok,
+            "--users",
+            "4",
+            "--requests-per-user",
+            "5",
+            "--input-tokens",
+            "32",
+            "--output-tokens",
+            "4",
+            "--seed",
+            "5",
+        ]);
+        run_batchbench(&args)
+    };
+    let one = base(&[&a.url()]);
+    assert_eq!(one.code, 0);
+    assert!(one.summary("endpoints").is_null(), "one host: no fleet");
+    assert!(one.summary("routing").is_null());
+    assert_eq!(one.csv[0]["host"], a.url());
+    let before = a.stats().requests;
+    let two = base(&[&a.url(), &b.url()]);
+    assert_eq!(two.code, 0);
+    // No policy named: round robin, said so.
+    assert_eq!(two.summary("routing"), "round_robin");
+    assert_eq!(a.stats().requests - before, 10);
+    assert_eq!(b.stats().requests, 10);
+    assert_eq!(two.csv[0]["host"], format!("{},{}", a.url(), b.url()));
+    let es = endpoints(&two);
+    assert_eq!(es[1]["url"], format!("{}/v1/chat/completions", b.url()));
+    // The same bodies went to both: the fleet changes where, not what.
+    let bodies = |s: &SimServer| {
+        s.requests()
+            .into_iter()
+            .map(|r| r.prompt_tokens)
+            .collect::<Vec<_>>()
+    };
+    let mut all = bodies(&a)[before as usize..].to_vec();
+    all.extend(bodies(&b));
+    all.sort_unstable();
+    let mut once = bodies(&a)[..before as usize].to_vec();
+    once.sort_unstable();
+    assert_eq!(all, once);
+}
+
+#[test]
+fn bad_fleets_exit_2_with_nothing_sent() {
+    let sim = SimServer::recording("qwen");
+    let tok = tok();
+    let url = sim.url();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "--tokenizer-model",
+            &tok,
+            "--users",
+            "2",
+            "--requests-per-user",
+            "2",
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "2",
+        ];
+        args.extend(extra);
+        run_batchbench(&args)
+    };
+    for (extra, why) in [
+        (
+            vec!["--host", &url, "--host", "http//no-scheme"],
+            "a malformed URL",
+        ),
+        (vec!["--host", &url, "--host", &url], "a host given twice"),
+        (
+            vec!["--host", &url, "--host", "sim://"],
+            "the simulator in a list",
+        ),
+        (
+            vec!["--host", &url, "--router", "no_such_policy"],
+            "a policy that does not exist",
+        ),
+        (
+            vec![
+                "--host",
+                &url,
+                "--host",
+                "http://127.0.0.1:9",
+                "--router",
+                "round_robin",
+                "--router",
+                "least_outstanding",
+            ],
+            "two policies",
+        ),
+        (
+            vec!["--host", "sim://?replicas=2&replica-slowdown=1,1,1"],
+            "more slowdowns than replicas",
+        ),
+    ] {
+        assert_eq!(run(&extra).code, 2, "{why}");
+    }
+    assert_eq!(sim.stats().requests, 0);
+}
