@@ -171,7 +171,8 @@ def request_entry(body: Mapping[str, Any], line_idx: int = 0, input_tokens: int 
 
 
 _BENCHMARK_KEYS: Dict[str, Tuple[type, ...]] = {
-    "endpoint": (str,),
+    "endpoint": (str, list, tuple),
+    "routing": (str,),
     "api_key": (str,),
     "user_count": (int,),
     "mode": (dict,),
@@ -228,6 +229,14 @@ def _validate_benchmark(config: Mapping[str, Any]) -> Dict[str, Any]:
             }[key]
             raise ConfigurationError(f"config key {key!r} is required{hint}")
     out = {k: v for k, v in config.items() if v is not None}
+    if isinstance(config["endpoint"], (list, tuple)):
+        urls = list(config["endpoint"])
+        if not urls:
+            raise ConfigurationError("config key 'endpoint' is an empty list")
+        for i, u in enumerate(urls):
+            if not isinstance(u, str):
+                raise ConfigurationError(f"endpoint[{i}] must be str, got {type(u).__name__}")
+        out["endpoint"] = urls
     out["user_count"] = _positive_int("config", "user_count", config["user_count"])
     mode = config["mode"]
     if mode.get("kind") == "finite":
@@ -312,6 +321,13 @@ def run_benchmark(config: Mapping[str, Any]) -> Dict[str, Any]:
     the long-running mode's duration being the cap). The report's ``load`` then
     holds the achieved rate, latency from the intended send time, the client
     queue wait and the send lag, and with ``target_ci`` its ``convergence``.
+
+    ``endpoint`` may be a list of full URLs with one path: a fleet, each request
+    sent to the endpoint that ``routing`` (``round_robin``, the default,
+    ``random``, ``least_outstanding``, ``session_affinity``,
+    ``prefix_affinity``) picks; the report's ``endpoints`` then holds each
+    endpoint's share (requests, latency, cached tokens), ``routing`` the
+    policy, and each record its ``endpoint`` index.
 
     ``slo`` judges the run against latency bounds, as ``--slo`` does: a string
     ``"ttft_p99<=500ms,e2e<=20s"`` or a list of bounds. The report's ``slo`` then

@@ -256,10 +256,55 @@ fn default_retry_delay() -> u64 {
     batchbench_contract::spec::defaults::RETRY_DELAY_MS
 }
 
+/// One full URL, or several: a fleet, each request sent where the routing
+/// policy picks.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Endpoints {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Endpoints {
+    /// The run's hosts and request path: one full URL is the endpoint itself
+    /// (no host); several are split into their bases and their one path.
+    fn target(&self) -> Result<(batchbench_contract::spec::Hosts, String), String> {
+        let urls = match self {
+            Self::One(u) => return Ok(("".into(), u.clone())),
+            Self::Many(us) => us,
+        };
+        let mut bases = Vec::with_capacity(urls.len());
+        let mut path: Option<&str> = None;
+        for (i, u) in urls.iter().enumerate() {
+            let rest = u
+                .strip_prefix("http://")
+                .or_else(|| u.strip_prefix("https://"))
+                .ok_or_else(|| format!("endpoint[{i}]: '{u}' is not an http or https URL"))?;
+            let at = rest.find('/').map_or(u.len(), |k| u.len() - rest.len() + k);
+            let (base, p) = u.split_at(at);
+            match path {
+                Some(q) if q != p => {
+                    return Err(format!(
+                        "endpoint[{i}]: every endpoint of a fleet takes the same path, got '{p}' after '{q}'"
+                    ));
+                }
+                _ => path = Some(p),
+            }
+            bases.push(base.to_owned());
+        }
+        let hosts = batchbench_contract::spec::Hosts::new(bases)
+            .ok_or_else(|| "endpoint: the list is empty".to_owned())?;
+        Ok((hosts, path.unwrap_or_default().to_owned()))
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BenchmarkConfig {
-    endpoint: String,
+    endpoint: Endpoints,
+    /// The routing policy of a fleet (several endpoints): a router's name.
+    #[serde(default)]
+    routing: Option<String>,
     #[serde(default)]
     api_key: Option<String>,
     user_count: u64,
@@ -455,10 +500,14 @@ fn benchmark_spec(cfg: &BenchmarkConfig) -> Result<RunSpec, Outcome> {
     spec.load.duration_secs = duration_secs;
     spec.slo.clone_from(&cfg.slo);
     spec.seed = Some(cfg.seed.unwrap_or_else(assemble::fresh_seed));
+    if let Some(name) = &cfg.routing {
+        spec.routers
+            .push(PluginSpec::new(name.clone(), serde_json::json!({})));
+    }
     let t = &mut spec.target;
-    // The endpoint is a full URL: the host part stays empty.
-    t.host = String::new();
-    t.endpoint.clone_from(&cfg.endpoint);
+    // One endpoint is a full URL (the host part stays empty); several are a
+    // fleet of hosts with one path.
+    (t.host, t.endpoint) = cfg.endpoint.target().map_err(config_error)?;
     t.model = String::new();
     t.request_timeout_secs = cfg.request_timeout_secs;
     t.max_retries = cfg.max_retries;

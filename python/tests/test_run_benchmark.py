@@ -356,3 +356,33 @@ def test_a_bad_load_table_is_a_configuration_error_naming_the_field(sim, load, w
     for w in words:
         assert w in str(e.value)
     assert sim.stats()["requests"] == 0
+
+
+def test_a_list_of_endpoints_is_a_fleet_routed_by_the_named_policy(sim, qwen):
+    entries = [batchbench.request_entry(body(f"q{i}"), line_idx=i) for i in range(8)]
+    with batchbench.Simulator(qwen, record_requests=True) as other:
+        report = batchbench.run_benchmark(
+            {
+                "endpoint": [sim.endpoint, other.endpoint],
+                "routing": "least_outstanding",
+                "user_count": 4,
+                "mode": batchbench.finite_mode(requests_per_user=3),
+                "requests": entries,
+                "seed": 2,
+            }
+        )
+        assert report["routing"] == "least_outstanding"
+        per = report["endpoints"]
+        assert [e["url"] for e in per] == [sim.endpoint, other.endpoint]
+        assert [e["requests"] for e in per] == [sim.stats()["requests"], other.stats()["requests"]]
+        assert sum(e["requests"] for e in per) == report["total_requests"] == 12
+        assert {r["endpoint"] for r in report["records"]} <= {0, 1}
+    with pytest.raises(batchbench.ConfigurationError, match="same path"):
+        batchbench.run_benchmark(
+            {
+                "endpoint": [sim.endpoint, sim.url + "/v1/completions"],
+                "user_count": 1,
+                "mode": batchbench.finite_mode(requests_per_user=1),
+                "requests": entries,
+            }
+        )
