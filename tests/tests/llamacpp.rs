@@ -680,3 +680,94 @@ fn streamed_runs_reconnect_without_retries_and_agree_with_the_servers_timings() 
     assert_eq!(st["requests"], n, "{st}");
     assert_eq!(st["server_over_client"], 0, "{st}");
 }
+
+#[test]
+#[ignore = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh start)\""]
+fn a_fleet_of_two_servers_keeps_conversations_on_their_cache_with_session_affinity() {
+    let s = server();
+    let second = std::env::var("BATCHBENCH_LLAMACPP_SECOND_URL")
+        .unwrap_or_else(|_| panic!("BATCHBENCH_LLAMACPP_SECOND_URL is not set: this test {NEEDS}"));
+    let model = model_arg(s);
+    let run = |policy: &str| {
+        run_with_requests(
+            true,
+            &[
+                "--host",
+                &s.url,
+                "--host",
+                &second,
+                "--router",
+                policy,
+                "--model",
+                "smollm2",
+                "--tokenizer-model",
+                &model,
+                // Three conversations on two servers: round robin cannot keep
+                // one on a server by chance of the count.
+                "--agents",
+                "3",
+                "--tool-invocations",
+                "4",
+                "--input-tokens",
+                "200",
+                "--output-tokens",
+                "16",
+                "--environment-tokens",
+                "50",
+                "--tool-call-latency-ms",
+                "0",
+                "--ignore-eos",
+                // A seed whose session hashing puts conversations on both.
+                "--seed",
+                "4",
+            ],
+        )
+    };
+    let mut cached = Vec::new();
+    for policy in ["round_robin", "session_affinity"] {
+        let (out, lines, _dir) = run(policy);
+        assert_eq!(out.code, 0, "{policy}");
+        assert_eq!(lines.len(), 12, "{policy}");
+        let es = out
+            .summary("endpoints")
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(es.len(), 2, "{policy}");
+        let sum = |k: &str| es.iter().map(|e| e[k].as_u64().unwrap_or(0)).sum::<u64>();
+        assert_eq!(sum("requests"), 12, "{policy}");
+        assert_eq!(
+            sum("server_cached_tokens"),
+            out.count("server_cached_tokens")
+        );
+        assert!(
+            es.iter().all(|e| e["requests"].as_u64() > Some(0)),
+            "{policy}"
+        );
+        // Every first turn's prompt is exact, whichever server counted it:
+        // the planned prompt in the template's framing. (A later turn resends
+        // a sampled reply, which may tokenize differently on its way back.)
+        for l in &lines {
+            assert_eq!(l["ok"], true, "{policy}: {l}");
+            assert_eq!(l["completion_tokens"], 16, "{policy}: {l}");
+            if l["request_index"] == 0 {
+                assert_eq!(l["prompt_drift_tokens"], s.overhead, "{policy}: {l}");
+            }
+        }
+        eprintln!(
+            "{policy}: {} cached of {} prompt tokens; per endpoint {:?}",
+            out.count("server_cached_tokens"),
+            out.count("total_prompt_tokens"),
+            es.iter()
+                .map(|e| (e["requests"].clone(), e["server_cached_tokens"].clone()))
+                .collect::<Vec<_>>()
+        );
+        cached.push(out.count("server_cached_tokens"));
+    }
+    assert!(
+        cached[1] > cached[0],
+        "session affinity {} against round robin {} cached tokens",
+        cached[1],
+        cached[0]
+    );
+}

@@ -33,15 +33,28 @@ pub enum Routing {
     Affinity,
     /// The run's routers: the rank of the trajectory's routing slot.
     Slots(Box<dyn Fn(u64) -> Option<u64> + Send>),
+    /// A routing policy of a fleet (a router that picks endpoints), named, in
+    /// a run seeded with `seed`: each request goes where it would send it,
+    /// with the requests in service on each endpoint (those sent within the
+    /// assumed service time) as its in-flight counts.
+    Policy {
+        /// The policy's name.
+        name: String,
+        /// The router itself.
+        router: std::sync::Arc<dyn batchbench_contract::plugin::Router>,
+        /// The run seed.
+        seed: u64,
+    },
 }
 
 impl Routing {
     /// The name shown in reports.
-    pub fn name(&self) -> &'static str {
+    pub fn name(&self) -> &str {
         match self {
             Self::RoundRobin => "round-robin",
             Self::Affinity => "affinity",
             Self::Slots(_) => "run",
+            Self::Policy { name, .. } => name,
         }
     }
 }
@@ -78,6 +91,8 @@ pub struct AnalyzeOptions {
     pub latency_ms: f64,
     /// How many of the longest shared prefixes to list.
     pub top: usize,
+    /// The run seed: it orders sends due at the same moment.
+    pub seed: u64,
 }
 
 impl Default for AnalyzeOptions {
@@ -94,6 +109,7 @@ impl Default for AnalyzeOptions {
             time_scale: 1.0,
             latency_ms: 1000.0,
             top: 10,
+            seed: 0,
         }
     }
 }
@@ -159,6 +175,8 @@ struct BlockInfo {
 struct Active {
     ord: u64,
     slot: u64,
+    /// The trajectory's id (a routing policy may place by it).
+    id: std::sync::Arc<str>,
     reqs: RequestIter,
     next: Option<PlannedRequest>,
     prev: Option<PlannedRequest>,
@@ -211,7 +229,12 @@ pub fn analyze(
     let mut sends: Vec<u64> = Vec::new(); // requests per second of the layout
     let mut ids = IdArena::default();
 
-    let mut heap: BinaryHeap<Reverse<(u64, u64, u64)>> = BinaryHeap::new();
+    // Sends due at the same moment go out in a seeded random order, as a
+    // run's replies come back in no set order (a policy that counts sends,
+    // round robin, sees them shuffled as a run would): (time, tie, index, ord).
+    let mut heap: BinaryHeap<Reverse<(u64, u64, u64, u64)>> = BinaryHeap::new();
+    let tie =
+        |ord: u64, index: u64| batchbench_contract::rng::derive(opts.seed, &[0x7E1E, ord, index]);
     let mut active: HashMap<u64, Active> = HashMap::new();
     let mut free_slots: VecDeque<u64> = VecDeque::new();
     let mut next_slot = 0u64;
@@ -221,6 +244,9 @@ pub fn analyze(
     let mut ord = 0u64;
     let mut now = 0u64;
     let (mut requests, mut sessions, mut rr) = (0u64, 0u64, 0u64);
+    // Per endpoint of a policy's fleet: when its requests in service end.
+    let mut in_service: Vec<BinaryHeap<Reverse<u64>>> =
+        (0..ranks).map(|_| BinaryHeap::new()).collect();
 
     loop {
         if pending.is_none() && !exhausted {
@@ -270,6 +296,7 @@ pub fn analyze(
                 Active {
                     ord,
                     slot,
+                    id: t.id.clone(),
                     reqs: t.requests,
                     next: first,
                     prev: None,
@@ -277,11 +304,11 @@ pub fn analyze(
                     turns: 0,
                 },
             );
-            heap.push(Reverse((at, 0, ord)));
+            heap.push(Reverse((at, tie(ord, 0), 0, ord)));
             ord += 1;
             continue;
         }
-        let Some(Reverse((t, index, o))) = heap.pop() else {
+        let Some(Reverse((t, _, index, o))) = heap.pop() else {
             break;
         };
         now = t;
@@ -346,6 +373,40 @@ pub fn analyze(
             }
             Routing::Affinity => a.ord % ranks,
             Routing::Slots(f) => f(a.slot).unwrap_or(0),
+            Routing::Policy { router, seed, name } => {
+                let in_flight: Vec<u32> = in_service
+                    .iter_mut()
+                    .map(|ends| {
+                        while ends.peek().is_some_and(|Reverse(e)| *e <= t) {
+                            ends.pop();
+                        }
+                        u32::try_from(ends.len()).unwrap_or(u32::MAX)
+                    })
+                    .collect();
+                let ctx = batchbench_contract::plugin::EndpointContext {
+                    route: batchbench_contract::plugin::RouteContext {
+                        seed: *seed,
+                        agent_id: a.ord,
+                        routing_slot: a.slot,
+                        trajectory_id: &a.id,
+                        request_index: index,
+                    },
+                    in_flight: &in_flight,
+                    block_hashes: a.shape.hashes(),
+                    block_tokens: block,
+                };
+                let e = router.choose_endpoint(&ctx)?;
+                let Some(ends) = in_service.get_mut(e) else {
+                    return Err(EngineError::Plugin(
+                        batchbench_contract::plugin::PluginError::Config {
+                            plugin: name.clone(),
+                            message: format!("chose endpoint {e}, but there are {ranks}"),
+                        },
+                    ));
+                };
+                ends.push(Reverse(t + latency_us));
+                e as u64
+            }
         };
         // What this session stored on a rank before is known to be there
         // still (an ideal cache forgets nothing), whichever rank it used since.
@@ -374,7 +435,12 @@ pub fn analyze(
         let think_us = (req.delay_after_ms as f64 * 1000.0 / scale) as u64;
         a.prev = Some(req);
         if a.next.is_some() {
-            heap.push(Reverse((t + latency_us + think_us, index + 1, o)));
+            heap.push(Reverse((
+                t + latency_us + think_us,
+                tie(o, index + 1),
+                index + 1,
+                o,
+            )));
         } else if let Some(done) = active.remove(&o) {
             turns.record(done.turns);
             free_slots.push_back(done.slot);
@@ -393,7 +459,8 @@ pub fn analyze(
             rs.iter().map(|(_, c)| c.prompt).sum(),
             rs.iter().map(|(_, c)| c.cached).sum(),
         );
-        let per = if ranks > 1 || matches!(opts.routing, Routing::Slots(_)) {
+        let per = if ranks > 1 || matches!(opts.routing, Routing::Slots(_) | Routing::Policy { .. })
+        {
             rs.iter()
                 .map(|(r, c)| CacheFigures::new(Some(**r), c.requests, c.prompt, c.cached))
                 .collect()

@@ -255,7 +255,7 @@ impl Engine {
                     .into(),
             ));
         }
-        let endpoints: Vec<crate::metrics::EndpointTally> = if fleet {
+        let endpoints: Vec<crate::endpoints::EndpointTally> = if fleet {
             self.transports.iter().map(|_| Default::default()).collect()
         } else {
             Vec::new()

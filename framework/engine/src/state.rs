@@ -148,10 +148,20 @@ impl Shared {
         let Some(r) = &self.chooser else {
             return Ok(None);
         };
-        let in_flight: Vec<u32> = self.in_flight.iter().map(|a| a.load(Relaxed)).collect();
+        // The counts as they stand, on the stack for a fleet of up to 32.
+        let (mut small, mut large) = ([0u32; 32], Vec::new());
+        let in_flight: &[u32] = if self.in_flight.len() <= small.len() {
+            for (c, a) in small.iter_mut().zip(&self.in_flight) {
+                *c = a.load(Relaxed);
+            }
+            &small[..self.in_flight.len()]
+        } else {
+            large.extend(self.in_flight.iter().map(|a| a.load(Relaxed)));
+            &large
+        };
         let i = r.choose_endpoint(&EndpointContext {
             route,
-            in_flight: &in_flight,
+            in_flight,
             block_hashes,
             block_tokens: self.opts.cache_block_tokens,
         })?;

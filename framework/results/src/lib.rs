@@ -96,6 +96,10 @@ pub struct RequestLine {
     pub estimated_cached_tokens: u64,
     /// The estimate of one perfect cache shared by every request.
     pub global_estimated_cached_tokens: u64,
+    /// When it ended, milliseconds from the clock start.
+    pub end_ms: f64,
+    /// The endpoint of a fleet it went to.
+    pub endpoint: Option<u32>,
 }
 
 /// The fields of a `server_metrics.jsonl` line that reports read.

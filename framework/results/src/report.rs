@@ -57,7 +57,17 @@ pub fn render(inputs: &[Input], generated: &str) -> String {
         .collect();
 
     let mut body = String::new();
-    let titles: Vec<&str> = inputs.iter().map(|i| i.label.as_str()).collect();
+    // A fleet's run names its routing policy in the title.
+    let titles: Vec<String> = inputs
+        .iter()
+        .map(|i| match &i.loaded {
+            Loaded::Run(r) => match &r.doc.summary.routing {
+                Some(p) => format!("{} (routed by {p})", i.label),
+                None => i.label.clone(),
+            },
+            Loaded::Series(_) => i.label.clone(),
+        })
+        .collect();
     let _ = write!(
         body,
         "<header><h1>batchbench report</h1><p class=\"sub\">{} &middot; generated {}</p></header>",
@@ -88,6 +98,17 @@ pub fn render(inputs: &[Input], generated: &str) -> String {
             "Each dot a successful request (at most 1,500 per run, evenly chosen).",
             &prompt_charts(&shown),
         ));
+        if shown
+            .iter()
+            .any(|s| !s.run.doc.summary.endpoints.is_empty())
+        {
+            body.push_str(&section(
+                "endpoints",
+                "Per endpoint",
+                "A fleet's endpoints, one line each: what the routing policy sent each, and how each answered.",
+                &endpoint_charts(&shown),
+            ));
+        }
         let cache = cache_charts(&shown);
         if !cache.is_empty() {
             body.push_str(&section(
@@ -421,6 +442,92 @@ fn prompt_charts(shown: &[Shown<'_>]) -> String {
 }
 
 /// Whether a run cached anything, by the server's word or by the estimate.
+/// A fleet's endpoints: a table of each one's figures, and its completions
+/// and mean latency over time (from the request records, in one-second
+/// intervals), a line per endpoint (coloured by endpoint).
+fn endpoint_charts(shown: &[Shown<'_>]) -> String {
+    let mut out = String::new();
+    let mut done = Chart::new(
+        "endpoint-throughput",
+        "Completions per second by endpoint",
+        "seconds from start",
+        "successes per second",
+    );
+    let mut lat = Chart::new(
+        "endpoint-latency",
+        "Mean latency by endpoint",
+        "seconds from start",
+        "milliseconds",
+    );
+    for s in shown {
+        let es = &s.run.doc.summary.endpoints;
+        if es.is_empty() {
+            continue;
+        }
+        let routing = s.run.doc.summary.routing.as_deref().unwrap_or("a router");
+        let _ = write!(
+            out,
+            "<p class=\"sub\">{}: {} endpoints, routed by {}</p><table><tr><th>endpoint</th><th>requests</th><th>ok</th><th>failed</th><th>req/s</th><th>e2e p50 / p99 (ms)</th><th>TTFT p50 / p99 (ms)</th><th>cached prompt tokens: server / own perfect cache</th></tr>",
+            esc(&s.label),
+            es.len(),
+            esc(routing)
+        );
+        for (i, e) in es.iter().enumerate() {
+            let _ = write!(
+                out,
+                "<tr><td>[{i}] {}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{} / {}</td></tr>",
+                esc(&e.url),
+                e.requests,
+                e.successful_requests,
+                e.failed_requests,
+                e.requests_per_second,
+                p50_p99(e.latency),
+                p50_p99(e.ttft),
+                e.server_cached_tokens
+                    .map_or_else(|| "not reported".to_owned(), |c| c.to_string()),
+                e.estimated_cached_tokens
+            );
+        }
+        out.push_str("</table>");
+        // endpoint -> second -> (successes, latency sum)
+        let mut bins: Vec<BTreeMap<u64, (f64, f64)>> = vec![BTreeMap::new(); es.len()];
+        for r in s.run.requests.iter().filter(|r| r.ok && !r.warmup) {
+            let Some(b) = r.endpoint.and_then(|e| bins.get_mut(e as usize)) else {
+                continue;
+            };
+            let e = b.entry((r.end_ms.max(0.0) / 1000.0) as u64).or_default();
+            e.0 += 1.0;
+            e.1 += r.latency_ms;
+        }
+        let tag = |i: usize| {
+            if shown.len() > 1 {
+                format!("{} [{i}]", s.label)
+            } else {
+                format!("[{i}]")
+            }
+        };
+        for (i, b) in bins.iter().enumerate() {
+            done.series.push(Series::line(
+                tag(i),
+                i,
+                b.iter().map(|(t, e)| (*t as f64 + 0.5, e.0)).collect(),
+            ));
+            lat.series.push(Series::line(
+                tag(i),
+                i,
+                b.iter()
+                    .map(|(t, e)| (*t as f64 + 0.5, e.1 / e.0))
+                    .collect(),
+            ));
+        }
+    }
+    out.push_str(&grid(&[
+        (done, "no request succeeded"),
+        (lat, "no request succeeded"),
+    ]));
+    out
+}
+
 fn has_cache_data(r: &RunDir) -> bool {
     r.requests.iter().any(|q| {
         q.estimated_cached_tokens > 0

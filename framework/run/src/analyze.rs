@@ -25,13 +25,21 @@ pub struct AnalyzeArgs {
     /// rate of such a cache beside the ideal one.
     #[arg(long, value_name = "TOKENS,...", help_heading = "Analyze")]
     pub cache_tokens: Option<String>,
-    /// Data-parallel ranks, each with its own cache [default: the run's router's
-    /// ranks, else 1].
-    #[arg(long, value_name = "N", help_heading = "Analyze")]
+    /// Data-parallel ranks, or the endpoints of a fleet, each with its own
+    /// cache [default: the run's hosts or router's ranks, else 1].
+    #[arg(
+        long,
+        visible_alias = "endpoints",
+        value_name = "N",
+        help_heading = "Analyze"
+    )]
     pub ranks: Option<u64>,
     /// How requests reach ranks: round-robin (each request to the next rank),
-    /// affinity (every request of a session to one rank), or run (the run's
-    /// router) [default: run when the run routes to ranks, else affinity].
+    /// affinity (every request of a session to one rank), run (the run's
+    /// router or routing policy), or a routing policy by name
+    /// (round_robin, random, least_outstanding, session_affinity,
+    /// prefix_affinity), placing each request where a run's would [default:
+    /// run when the run routes, else affinity].
     #[arg(long, value_name = "HOW", help_heading = "Analyze")]
     pub routing: Option<String>,
     /// The service time assumed per request, in milliseconds, to place

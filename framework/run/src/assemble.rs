@@ -594,16 +594,44 @@ pub fn analyze(
             spec.workload.name
         )));
     }
-    let routers = build_routers(&spec.routers, &ctx)?;
+    let mut routers = build_routers(&spec.routers, &ctx)?;
+    // A fleet's run picks endpoints by its policy: analysed with it, one
+    // cache per endpoint.
+    let fleet = endpoint_count(&spec.target);
+    let policy = routing_policy(&mut spec, &mut routers, &ctx)?;
     let routed = routers.iter().any(|r| r.dp_rank(0).is_some());
     let routing = match settings.routing.as_deref() {
+        None if policy.is_some() => "run",
         None if routed && settings.ranks.is_none() => "run",
         None => "affinity",
         Some(r) => r,
     };
+    let chooser = |name: &str| -> Result<Option<Arc<dyn Router>>, Failure> {
+        if let Some(r) = routers.iter().find(|r| r.chooses_endpoint())
+            && policy.as_deref() == Some(name)
+        {
+            return Ok(Some(r.clone()));
+        }
+        match registry::router(name, &serde_json::json!({}), &ctx) {
+            Ok(r) if r.chooses_endpoint() => Ok(Some(Arc::from(r))),
+            _ => Ok(None),
+        }
+    };
+    let mut ranks = settings.ranks;
     let routing = match routing {
         "round-robin" => Routing::RoundRobin,
         "affinity" => Routing::Affinity,
+        "run" if policy.is_some() => {
+            let name = policy.clone().unwrap_or_default();
+            ranks = Some(ranks.unwrap_or(u64::from(fleet)));
+            Routing::Policy {
+                router: chooser(&name)?.ok_or_else(|| {
+                    Failure::bad(format!("--routing run: {name} picks no endpoint"))
+                })?,
+                name,
+                seed: ctx.seed,
+            }
+        }
         "run" if !routed => {
             return Err(Failure::bad(
                 "--routing run: the run has no router that assigns data-parallel ranks (--dp-rank-perfect-routing, or a --router with dp_rank)",
@@ -617,11 +645,21 @@ pub fn analyze(
         "run" => Routing::Slots(Box::new(move |slot| {
             routers.iter().find_map(|r| r.dp_rank(slot))
         })),
-        other => {
-            return Err(Failure::bad(format!(
-                "--routing {other}: one of round-robin, affinity, run"
-            )));
-        }
+        other => match chooser(other)? {
+            Some(router) => {
+                ranks = Some(ranks.unwrap_or(u64::from(fleet)));
+                Routing::Policy {
+                    name: other.to_owned(),
+                    router,
+                    seed: ctx.seed,
+                }
+            }
+            None => {
+                return Err(Failure::bad(format!(
+                    "--routing {other}: one of round-robin, affinity, run, or a routing policy (round_robin, random, least_outstanding, session_affinity, prefix_affinity)"
+                )));
+            }
+        },
     };
     if settings.ranks == Some(0) {
         return Err(Failure::bad("--ranks must be at least 1"));
@@ -633,7 +671,7 @@ pub fn analyze(
             turn: spec.template.turn_overhead_tokens,
         },
         capacities: settings.capacities.clone(),
-        ranks: settings.ranks.unwrap_or(1),
+        ranks: ranks.unwrap_or(1),
         routing,
         max_active: spec.admission.max_active,
         open,
@@ -646,6 +684,7 @@ pub fn analyze(
         time_scale: spec.admission.time_scale,
         latency_ms: settings.latency_ms,
         top: settings.top,
+        seed: ctx.seed,
     };
     let total = info.planned_requests.unwrap_or(0);
     let hook = prep.hook();

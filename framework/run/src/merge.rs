@@ -238,8 +238,17 @@ fn merge_into(
         None => Failure::bad_input(e),
     };
 
+    // A fleet's shards tally each endpoint again from the records.
+    let fleet: Vec<String> = first
+        .doc
+        .summary
+        .endpoints
+        .iter()
+        .map(|e| e.url.clone())
+        .collect();
     let mut metrics = Metrics {
         cache_block_tokens: spec.target.cache_block_tokens(),
+        endpoints: fleet.iter().map(|_| Default::default()).collect(),
         ..Metrics::default()
     };
     let mut shard_histograms = Latencies::default();
@@ -334,6 +343,16 @@ fn merge_into(
         converged: None,
     });
     summary.prompt_synthesis = first.doc.summary.prompt_synthesis.clone();
+    if !fleet.is_empty() {
+        summary.routing.clone_from(&first.doc.summary.routing);
+        let secs = elapsed.max(0.0);
+        summary.endpoints = metrics
+            .endpoints
+            .iter()
+            .zip(fleet)
+            .map(|(e, url)| e.summary(url, secs))
+            .collect();
+    }
     summary.server_closes_connections = shards
         .iter()
         .any(|s| s.doc.summary.server_closes_connections);

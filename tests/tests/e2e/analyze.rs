@@ -40,7 +40,7 @@ fn known_manifest(dir: &Path) -> std::path::PathBuf {
     p
 }
 
-fn analyze(program: &str, args: &[&str]) -> (i32, Option<Value>) {
+pub(crate) fn analyze(program: &str, args: &[&str]) -> (i32, Option<Value>) {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let out = dir.path().join("analysis.json");
     let mut argv: Vec<String> = vec![program.into(), "analyze".into()];

@@ -21,22 +21,17 @@ fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
 
-/// The server-reported share of prompt tokens served from the cache.
-fn hit_share(r: &batchbench_tests::RunResult) -> f64 {
-    r.count("server_cached_tokens") as f64 / r.count("total_prompt_tokens") as f64
-}
-
-/// Sixteen agents, each a conversation of six turns that resends everything
-/// before it, against four replicas, routed by `policy`.
-fn agents_on_four(policy: &str) -> batchbench_tests::RunResult {
-    let tok = tok();
-    run_agent(&[
+/// Fifteen agents, each a conversation of six turns that resends everything
+/// before it, against four replicas: the flags of the run and of its
+/// analysis, routed by `router` (with its config).
+fn agents_on_four<'a>(tok: &'a str, router: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
         "--host",
         "sim://?replicas=4",
         "--tokenizer-model",
-        &tok,
+        tok,
         "--agents",
-        "16",
+        "15",
         "--tool-invocations",
         "6",
         "--input-tokens",
@@ -47,16 +42,34 @@ fn agents_on_four(policy: &str) -> batchbench_tests::RunResult {
         "128",
         "--seed",
         "11",
-        "--router",
-        policy,
-    ])
+    ];
+    args.extend(router);
+    args
 }
 
 #[test]
-fn affinity_keeps_each_conversation_on_its_cache_and_round_robin_scatters_it() {
+fn affinity_keeps_each_conversation_on_its_cache_as_analyze_predicts() {
+    let tok = tok();
     let mut shares = Vec::new();
-    for policy in ["round_robin", "session_affinity", "prefix_affinity"] {
-        let r = agents_on_four(policy);
+    for (router, tolerance) in [
+        // Round robin's placement depends on the order replies come back in:
+        // the analysis shuffles simultaneous sends as a run does, and
+        // predicts it on average.
+        (&["--router", "round_robin"][..], 0.05),
+        (&["--router", "session_affinity"][..], 0.02),
+        (
+            &[
+                "--router",
+                "prefix_affinity",
+                "--router-config",
+                r#"{"load_bound": 0}"#,
+            ][..],
+            0.02,
+        ),
+    ] {
+        let args = agents_on_four(&tok, router);
+        let policy = router[1];
+        let r = run_agent(&args);
         assert_eq!(r.code, 0, "{policy}");
         assert_eq!(r.summary("routing"), policy);
         let es = endpoints(&r);
@@ -77,11 +90,30 @@ fn affinity_keeps_each_conversation_on_its_cache_and_round_robin_scatters_it() {
             r.count("rank_estimated_cached_input_tokens"),
             "{policy}: each endpoint's perfect cache is the estimate per rank"
         );
-        // Every endpoint took some of the sixteen conversations.
-        for e in &es {
-            assert!(u(&e["requests"]) > 0, "{policy}: {e}");
+        // The analysis of the same flags places requests as the run did and
+        // predicts the tokens the replicas' caches serve. (Its prompt counts
+        // leave out the server's chat-template framing: the shares are taken
+        // of the server's count.)
+        let (code, a) = crate::analyze::analyze("batchbench-agent", &args);
+        assert_eq!(code, 0, "{policy}");
+        let a = a.unwrap_or_default();
+        assert_eq!(a["routing"], policy);
+        let prompt = r.count("total_prompt_tokens") as f64;
+        let measured = r.count("server_cached_tokens") as f64 / prompt;
+        let predicted = u(&a["caches"][0]["total"]["cached_tokens"]) as f64 / prompt;
+        assert!(
+            (measured - predicted).abs() <= tolerance,
+            "{policy}: served from cache {measured:.3} against the predicted {predicted:.3}"
+        );
+        if policy != "round_robin" {
+            let per: Vec<u64> = es.iter().map(|e| u(&e["requests"])).collect();
+            let predicted: Vec<u64> = a["caches"][0]["ranks"]
+                .as_array()
+                .map(|rs| rs.iter().map(|r| u(&r["requests"])).collect())
+                .unwrap_or_default();
+            assert_eq!(per, predicted, "{policy}: placed as predicted");
         }
-        shares.push((policy, hit_share(&r)));
+        shares.push((policy, measured));
     }
     let (rr, session, prefix) = (shares[0].1, shares[1].1, shares[2].1);
     assert!(
@@ -294,4 +326,71 @@ fn bad_fleets_exit_2_with_nothing_sent() {
         assert_eq!(run(&extra).code, 2, "{why}");
     }
     assert_eq!(sim.stats().requests, 0);
+}
+
+#[test]
+fn a_sharded_fleet_run_merges_to_the_whole_run_per_endpoint() {
+    let tok = tok();
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = |name: &str| tmp.path().join(name).display().to_string();
+    let run = |out: &str, shard: Option<&str>| {
+        let mut args = agents_on_four(&tok, &["--router", "session_affinity"]);
+        args.extend(["--output-dir", out]);
+        if let Some(s) = shard {
+            args.extend(["--shard", s]);
+        }
+        assert_eq!(run_agent(&args).code, 0, "{shard:?}");
+    };
+    let whole = dir("whole");
+    run(&whole, None);
+    let shards: Vec<std::path::PathBuf> = (0..3)
+        .map(|i| {
+            let d = dir(&format!("shard-{i}"));
+            run(&d, Some(&format!("{i}/3")));
+            d.into()
+        })
+        .collect();
+    let merged = batchbench_run::merge::merge(
+        &shards,
+        batchbench_contract::spec::OutputSpec {
+            output_dir: Some(tmp.path().join("merged")),
+            ..Default::default()
+        },
+        batchbench_run::commands::agent::FRONT.profile,
+        false,
+    )
+    .unwrap_or_else(|f| panic!("{f:?}"));
+    let whole = batchbench_tests::read_json(&tmp.path().join("whole/run.json")).unwrap_or_default();
+    let per =
+        |es: &[batchbench_contract::record::EndpointSummary]| -> Vec<(u64, u64, Option<u64>)> {
+            es.iter()
+                .map(|e| {
+                    (
+                        e.requests,
+                        e.estimated_cached_tokens,
+                        e.server_cached_tokens,
+                    )
+                })
+                .collect()
+        };
+    let whole_es: Vec<batchbench_contract::record::EndpointSummary> =
+        serde_json::from_value(whole["summary"]["endpoints"].clone()).unwrap_or_default();
+    assert_eq!(merged.summary.routing.as_deref(), Some("session_affinity"));
+    // Session affinity picks by the conversation alone: every shard sends
+    // each of its conversations where the whole run does.
+    assert_eq!(per(&merged.summary.endpoints), per(&whole_es));
+    assert_eq!(whole_es.len(), 4);
+    // The report names the policy and draws a line per endpoint.
+    let html = tmp.path().join("report.html");
+    batchbench_run::report::write(&[tmp.path().join("whole")], &html)
+        .unwrap_or_else(|f| panic!("{f:?}"));
+    let page = std::fs::read_to_string(&html).unwrap_or_default();
+    assert!(page.contains("(routed by session_affinity)"), "the title");
+    assert!(page.contains("Completions per second by endpoint"));
+    for i in 0..4 {
+        assert!(
+            page.contains(&format!("[{i}] http://127.0.0.1:")),
+            "endpoint {i}"
+        );
+    }
 }
