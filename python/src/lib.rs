@@ -780,6 +780,12 @@ impl Simulator {
             let cfg =
                 batchbench_simulator::SimConfig::from_query(&query).map_err(|e| ("config", e))?;
             cfg.validate().map_err(|e| ("config", e.to_string()))?;
+            if cfg.replicas > 1 {
+                return Err((
+                    "config",
+                    "replicas: a Simulator is one endpoint; start one per replica and pass their endpoints as a list".to_owned(),
+                ));
+            }
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()

@@ -390,6 +390,84 @@ fn a_panicking_native_plugin_is_contained() {
     }
 }
 
+/// An external routing policy (`lib`, registering `router`) that picks the
+/// endpoint its config names: against two servers, index 1 gets every request
+/// and index 2 (out of range) is bad input with nothing sent.
+fn external_policy_picks(lib: &str, router: &str) {
+    let (a, b) = (SimServer::recording("qwen"), SimServer::recording("qwen"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    for (endpoint, code) in [(1, 0), (2, 2)] {
+        let summary = dir.path().join(format!("{endpoint}.json"));
+        let mut args = base(&a.url());
+        args.extend([
+            "--host".into(),
+            b.url(),
+            "--summary-json".into(),
+            s(&summary),
+            "--agents".into(),
+            "2".into(),
+            "--plugin".into(),
+            lib.to_owned(),
+            "--router".into(),
+            router.to_owned(),
+            "--router-config".into(),
+            json!({ "endpoint": endpoint }).to_string(),
+        ]);
+        let before = b.requests().len();
+        let out = agent(&args);
+        assert_eq!(out.code, code, "{router} {endpoint}: {}", out.stderr);
+        assert!(a.requests().is_empty(), "{router} {endpoint}");
+        if code == 0 {
+            let doc: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&summary).unwrap_or_default())
+                    .unwrap_or_default();
+            assert_eq!(doc["summary"]["routing"], router);
+            assert_eq!(
+                doc["summary"]["endpoints"][1]["requests"],
+                b.requests().len() as u64
+            );
+            assert!(b.requests().len() > before);
+        } else {
+            assert!(
+                out.stderr.contains(router) && out.stderr.contains("chose endpoint 2"),
+                "{}",
+                out.stderr
+            );
+            assert_eq!(b.requests().len(), before, "{router}: nothing sent");
+        }
+    }
+}
+
+#[test]
+fn a_native_routing_policy_picks_the_endpoint_and_one_out_of_range_sends_nothing() {
+    external_policy_picks(&s(&plugin_artifact("hostile_dylib")), "fixed_endpoint");
+}
+
+#[test]
+fn a_component_of_contract_1_1_picks_the_endpoint_and_1_0_components_still_load() {
+    external_policy_picks(
+        &s(&plugin_artifact("fleet_router.wasm")),
+        "wasm_fixed_endpoint",
+    );
+    // A 1.0.0 router decorates as before and picks nothing: with two hosts
+    // the run's own default policy routes.
+    let (a, b) = (SimServer::recording("qwen"), SimServer::recording("qwen"));
+    let mut args = base(&a.url());
+    args.extend([
+        "--host".into(),
+        b.url(),
+        "--agents".into(),
+        "2".into(),
+        "--plugin".into(),
+        s(&plugin_artifact("hostile_router.wasm")),
+        "--router".into(),
+        "hostile_router".into(),
+    ]);
+    let out = agent(&args);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!a.requests().is_empty() && !b.requests().is_empty());
+}
+
 #[test]
 fn a_library_of_another_abi_version_is_refused() {
     let sim = SimServer::recording("qwen");

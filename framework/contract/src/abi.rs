@@ -97,6 +97,13 @@ pub mod method {
     pub const DECORATE: u32 = 10;
     /// Router: a routing slot (number) → a rank or `null`.
     pub const DP_RANK: u32 = 11;
+    /// Router: `null` → whether it picks endpoints (a routing policy). A
+    /// library built before this method existed answers an error, which the
+    /// host reads as `false`: its routers still load, and only decorate.
+    pub const CHOOSES_ENDPOINT: u32 = 12;
+    /// Router: [`WireEndpointContext`](crate::wire::WireEndpointContext) → the
+    /// endpoint's index (a number).
+    pub const CHOOSE_ENDPOINT: u32 = 13;
     /// Reporter: [`RunInfo`](crate::record::RunInfo) → `null`.
     pub const ON_START: u32 = 20;
     /// Reporter: [`WireRequestRecord`](crate::wire::WireRequestRecord) → `null`.

@@ -124,6 +124,42 @@ impl WireRouteContext {
     }
 }
 
+/// What a router that picks endpoints sees (see
+/// [`EndpointContext`](crate::plugin::EndpointContext)).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WireEndpointContext {
+    /// Who the request belongs to.
+    pub route: WireRouteContext,
+    /// This client's requests in flight per endpoint.
+    pub in_flight: Vec<u32>,
+    /// The prompt's chained block hashes.
+    pub block_hashes: Vec<u64>,
+    /// Tokens per block.
+    pub block_tokens: u32,
+}
+
+impl WireEndpointContext {
+    /// From the engine's context.
+    pub fn from_context(c: &crate::plugin::EndpointContext<'_>) -> Self {
+        Self {
+            route: WireRouteContext::from_context(&c.route),
+            in_flight: c.in_flight.to_vec(),
+            block_hashes: c.block_hashes.to_vec(),
+            block_tokens: c.block_tokens,
+        }
+    }
+
+    /// The engine's context, borrowing from this one.
+    pub fn context(&self) -> crate::plugin::EndpointContext<'_> {
+        crate::plugin::EndpointContext {
+            route: self.route.context(),
+            in_flight: &self.in_flight,
+            block_hashes: &self.block_hashes,
+            block_tokens: self.block_tokens,
+        }
+    }
+}
+
 /// What a router adds: headers, and top-level body fields (any JSON value).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct WireRouteExtras {

@@ -16,16 +16,16 @@ use batchbench_contract::abi::{
 };
 use batchbench_contract::plan::Trajectory;
 use batchbench_contract::plugin::{
-    BodyWriter, CodecError, EncodeRequest, PluginError, Reply, Reporter, RequestCodec,
-    RequestRecord, RouteContext, RouteExtras, Router, StreamDecoder, TrajectoryRecord,
-    WorkloadInfo, WorkloadSource,
+    BodyWriter, CodecError, EncodeRequest, EndpointContext, PluginError, Reply, Reporter,
+    RequestCodec, RequestRecord, RouteContext, RouteExtras, Router, StreamDecoder,
+    TrajectoryRecord, WorkloadInfo, WorkloadSource,
 };
 use batchbench_contract::record::RunInfo;
 use batchbench_contract::record::Summary;
 use batchbench_contract::registry::{self, BuildContext, Kind, Loaded, LoadedPlugin, PluginInfo};
 use batchbench_contract::wire::{
-    WireEncodeRequest, WireReply, WireRequestRecord, WireRouteContext, WireRouteExtras,
-    WireTrajectory,
+    WireEncodeRequest, WireEndpointContext, WireReply, WireRequestRecord, WireRouteContext,
+    WireRouteExtras, WireTrajectory,
 };
 use serde::Deserialize;
 use std::ffi::c_void;
@@ -208,13 +208,34 @@ impl WorkloadSource for DylibWorkload {
     }
 }
 
-struct DylibRouter(Instance);
+struct DylibRouter(Instance, bool);
+
+impl DylibRouter {
+    /// The router, asked once whether it picks endpoints (a library built
+    /// before routers could answers an error: it does not).
+    fn new(inst: Instance) -> Self {
+        let chooses = inst
+            .call_json::<bool>("chooses_endpoint", method::CHOOSES_ENDPOINT, b"null")
+            .unwrap_or(false);
+        Self(inst, chooses)
+    }
+}
 
 impl Router for DylibRouter {
     fn decorate(&self, ctx: &RouteContext<'_>, out: &mut RouteExtras) -> Result<(), PluginError> {
         let input = serde_json::to_vec(&WireRouteContext::from_context(ctx)).unwrap_or_default();
         let extras: WireRouteExtras = self.0.call_json("decorate", method::DECORATE, &input)?;
         extras.append_to(&self.0.name, out)
+    }
+
+    fn chooses_endpoint(&self) -> bool {
+        self.1
+    }
+
+    fn choose_endpoint(&self, ctx: &EndpointContext<'_>) -> Result<usize, PluginError> {
+        let input = serde_json::to_vec(&WireEndpointContext::from_context(ctx)).unwrap_or_default();
+        self.0
+            .call_json("choose_endpoint", method::CHOOSE_ENDPOINT, &input)
     }
 
     fn dp_rank(&self, routing_slot: u64) -> Option<u64> {
@@ -462,7 +483,7 @@ pub fn load(path: &Path) -> Result<LoadedNames, PluginError> {
             Kind::Router => LoadedPlugin::Router(Loaded {
                 info,
                 build: Box::new(move |cfg, ctx| {
-                    Ok(Box::new(DylibRouter(Instance::new(
+                    Ok(Box::new(DylibRouter::new(Instance::new(
                         table, &name, cfg, ctx,
                     )?)))
                 }),

@@ -229,12 +229,18 @@ pub fn analyze(
     let mut sends: Vec<u64> = Vec::new(); // requests per second of the layout
     let mut ids = IdArena::default();
 
-    // Sends due at the same moment go out in a seeded random order, as a
-    // run's replies come back in no set order (a policy that counts sends,
-    // round robin, sees them shuffled as a run would): (time, tie, index, ord).
+    // Under a fleet's routing policy, later turns due at the same moment go
+    // out in a seeded random order, as a run's replies come back in no set
+    // order (a policy that counts sends, round robin, sees them shuffled as a
+    // run would); first requests go in admission order, as a run admits them.
+    // Otherwise in session order: (time, tie, index, ord).
     let mut heap: BinaryHeap<Reverse<(u64, u64, u64, u64)>> = BinaryHeap::new();
-    let tie =
-        |ord: u64, index: u64| batchbench_contract::rng::derive(opts.seed, &[0x7E1E, ord, index]);
+    let shuffle = matches!(opts.routing, Routing::Policy { .. });
+    let tie = |ord: u64, index: u64| match index {
+        0 => 0,
+        _ if !shuffle => 0,
+        _ => batchbench_contract::rng::derive(opts.seed, &[0x7E1E, ord, index]),
+    };
     let mut active: HashMap<u64, Active> = HashMap::new();
     let mut free_slots: VecDeque<u64> = VecDeque::new();
     let mut next_slot = 0u64;

@@ -53,8 +53,8 @@ use batchbench_contract::plugin::{
     StreamDecoder, WorkloadSource,
 };
 use batchbench_contract::wire::{
-    WireEncodeRequest, WireReply, WireRequestRecord, WireRouteContext, WireRouteExtras,
-    WireTrajectory,
+    WireEncodeRequest, WireEndpointContext, WireReply, WireRequestRecord, WireRouteContext,
+    WireRouteExtras, WireTrajectory,
 };
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -312,8 +312,10 @@ fn codec_call(
 /// Whether the host may call method `m` from many threads at once (router and
 /// codec methods): the instance is then reached through a shared reference only.
 fn is_shared(m: u32) -> bool {
-    matches!(m, method::DECORATE | method::DP_RANK)
-        || (method::ENCODE..=method::STREAM_CLOSE).contains(&m)
+    matches!(
+        m,
+        method::DECORATE | method::DP_RANK | method::CHOOSES_ENDPOINT | method::CHOOSE_ENDPOINT
+    ) || (method::ENCODE..=method::STREAM_CLOSE).contains(&m)
 }
 
 /// A router's or codec's methods, which the host calls from many threads at
@@ -334,6 +336,14 @@ fn dispatch_shared(h: &Handle, m: u32, input: &[u8]) -> Result<Vec<u8>, String> 
             })
         }
         (Built::Router(r), method::DP_RANK) => json(&r.dp_rank(parse(input, "routing slot")?)),
+        (Built::Router(r), method::CHOOSES_ENDPOINT) => json(&r.chooses_endpoint()),
+        (Built::Router(r), method::CHOOSE_ENDPOINT) => {
+            let ctx: WireEndpointContext = parse(input, "endpoint context")?;
+            json(
+                &r.choose_endpoint(&ctx.context())
+                    .map_err(|e| e.to_string())?,
+            )
+        }
         (_, m) => Err(format!("method {m} is not one of this plugin's kind")),
     }
 }

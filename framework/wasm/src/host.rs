@@ -4,8 +4,8 @@
 use crate::sandbox::Sandbox;
 use batchbench_contract::plan::Trajectory;
 use batchbench_contract::plugin::{
-    PluginError, Reporter, RequestRecord, RouteContext, RouteExtras, Router, TrajectoryRecord,
-    WorkloadInfo, WorkloadSource,
+    EndpointContext, PluginError, Reporter, RequestRecord, RouteContext, RouteExtras, Router,
+    TrajectoryRecord, WorkloadInfo, WorkloadSource,
 };
 use batchbench_contract::record::RunInfo;
 use batchbench_contract::record::Summary;
@@ -29,8 +29,13 @@ mod bindings {
     pub mod reporter {
         wasmtime::component::bindgen!({ path: "../wit", world: "reporter-plugin" });
     }
+    /// Version 1.1.0: a router that also picks endpoints.
+    pub mod fleet_router {
+        wasmtime::component::bindgen!({ path: "../wit/v1.1", world: "fleet-router-plugin" });
+    }
 }
 
+use bindings::fleet_router::FleetRouterPlugin;
 use bindings::reporter::ReporterPlugin;
 use bindings::router::RouterPlugin;
 use bindings::router::exports::batchbench::plugin::router::RouteContext as GuestRouteContext;
@@ -38,8 +43,10 @@ use bindings::workload::WorkloadPlugin;
 
 /// The interface name prefix of the contract's exports.
 const PACKAGE: &str = "batchbench:plugin/";
-/// The contract version this host implements.
+/// The contract version of the workload, router and reporter worlds.
 const VERSION: &str = "@1.0.0";
+/// The contract version of the fleet-router world (1.1.0 adds it).
+const FLEET_VERSION: &str = "@1.1.0";
 /// Epoch tick: the resolution of call deadlines.
 const TICK: Duration = Duration::from_millis(5);
 
@@ -50,6 +57,8 @@ pub enum WorldKind {
     Workload,
     /// `router-plugin`.
     Router,
+    /// `fleet-router-plugin` (1.1.0): a router that picks endpoints.
+    FleetRouter,
     /// `reporter-plugin`.
     Reporter,
 }
@@ -59,7 +68,7 @@ impl WorldKind {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Workload => "workload",
-            Self::Router => "router",
+            Self::Router | Self::FleetRouter => "router",
             Self::Reporter => "reporter",
         }
     }
@@ -136,6 +145,7 @@ struct Plugin {
 enum Bound {
     Workload(WorkloadPlugin),
     Router(RouterPlugin),
+    FleetRouter(FleetRouterPlugin),
     Reporter(ReporterPlugin),
 }
 
@@ -280,6 +290,11 @@ impl Instance {
                 WorldKind::Router => {
                     Bound::Router(RouterPlugin::instantiate(store, &p.component, &rt.linker)?)
                 }
+                WorldKind::FleetRouter => Bound::FleetRouter(FleetRouterPlugin::instantiate(
+                    store,
+                    &p.component,
+                    &rt.linker,
+                )?),
                 WorldKind::Reporter => Bound::Reporter(ReporterPlugin::instantiate(
                     store,
                     &p.component,
@@ -299,7 +314,8 @@ impl Instance {
         ctx: &BuildContext,
     ) -> Result<Self, PluginError> {
         let (sandbox, own) = Sandbox::split(&plugin.name, config)?;
-        let mut inst = Self::start(plugin, sandbox, plugin.kind != WorldKind::Router)?;
+        let routes = matches!(plugin.kind, WorldKind::Router | WorldKind::FleetRouter);
+        let mut inst = Self::start(plugin, sandbox, !routes)?;
         let config_text = own.to_string();
         let ctx_text = serde_json::to_string(ctx).unwrap_or_default();
         let timeout = inst.sandbox.init_timeout_ms;
@@ -309,6 +325,10 @@ impl Instance {
                     .call_init(store, &config_text, &ctx_text)
             }
             Bound::Router(b) => {
+                b.batchbench_plugin_router()
+                    .call_init(store, &config_text, &ctx_text)
+            }
+            Bound::FleetRouter(b) => {
                 b.batchbench_plugin_router()
                     .call_init(store, &config_text, &ctx_text)
             }
@@ -491,9 +511,24 @@ impl WorkloadSource for WasmWorkload {
 // ---------------------------------------------------------------------------
 // Router
 
+/// A route context of 1.0.0 as 1.1.0's (the same record).
+fn fleet_route(
+    c: GuestRouteContext,
+) -> bindings::fleet_router::exports::batchbench::plugin::router::RouteContext {
+    bindings::fleet_router::exports::batchbench::plugin::router::RouteContext {
+        seed: c.seed,
+        agent_id: c.agent_id,
+        routing_slot: c.routing_slot,
+        trajectory_id: c.trajectory_id,
+        request_index: c.request_index,
+    }
+}
+
 struct WasmRouter {
     inst: Mutex<Instance>,
     name: String,
+    /// A fleet router (1.1.0): it picks endpoints.
+    chooses: bool,
 }
 
 impl Router for WasmRouter {
@@ -508,12 +543,21 @@ impl Router for WasmRouter {
             request_index: ctx.request_index,
         };
         let r = inst.call("decorate", t, move |store, b| match b {
-            Bound::Router(b) => b.batchbench_plugin_router().call_decorate(store, &gctx),
+            Bound::Router(b) => Ok(b
+                .batchbench_plugin_router()
+                .call_decorate(store, &gctx)?
+                .map(|e| (e.headers, e.body_fields))),
+            Bound::FleetRouter(b) => {
+                let gctx = fleet_route(gctx);
+                Ok(b.batchbench_plugin_router()
+                    .call_decorate(store, &gctx)?
+                    .map(|e| (e.headers, e.body_fields)))
+            }
             _ => unreachable_kind(),
         })?;
-        let extras = r.map_err(|m| guest_err(&self.name, "decorate", m))?;
-        let mut fields = Vec::with_capacity(extras.body_fields.len());
-        for (k, v) in extras.body_fields {
+        let (headers, body_fields) = r.map_err(|m| guest_err(&self.name, "decorate", m))?;
+        let mut fields = Vec::with_capacity(body_fields.len());
+        for (k, v) in body_fields {
             let value = serde_json::from_str(&v).map_err(|e| {
                 failed(
                     &self.name,
@@ -523,10 +567,40 @@ impl Router for WasmRouter {
             fields.push((k, value));
         }
         WireRouteExtras {
-            headers: extras.headers,
+            headers,
             body_fields: fields,
         }
         .append_to(&self.name, out)
+    }
+
+    fn chooses_endpoint(&self) -> bool {
+        self.chooses
+    }
+
+    fn choose_endpoint(&self, ctx: &EndpointContext<'_>) -> Result<usize, PluginError> {
+        use bindings::fleet_router::exports::batchbench::plugin::endpoint_router::EndpointContext as GuestEndpointContext;
+        let mut inst = self.inst.lock().unwrap_or_else(|p| p.into_inner());
+        let t = inst.sandbox.call_timeout_ms;
+        let gctx = GuestEndpointContext {
+            route: fleet_route(GuestRouteContext {
+                seed: ctx.route.seed,
+                agent_id: ctx.route.agent_id,
+                routing_slot: ctx.route.routing_slot,
+                trajectory_id: ctx.route.trajectory_id.to_owned(),
+                request_index: ctx.route.request_index,
+            }),
+            in_flight: ctx.in_flight.to_vec(),
+            block_hashes: ctx.block_hashes.to_vec(),
+            block_tokens: ctx.block_tokens,
+        };
+        let r = inst.call("choose_endpoint", t, move |store, b| match b {
+            Bound::FleetRouter(b) => b
+                .batchbench_plugin_endpoint_router()
+                .call_choose_endpoint(store, &gctx),
+            _ => unreachable_kind(),
+        })?;
+        let i = r.map_err(|m| guest_err(&self.name, "choose_endpoint", m))?;
+        Ok(i as usize)
     }
 
     fn dp_rank(&self, routing_slot: u64) -> Option<u64> {
@@ -534,6 +608,9 @@ impl Router for WasmRouter {
         let t = inst.sandbox.call_timeout_ms;
         inst.call("dp_rank", t, move |store, b| match b {
             Bound::Router(b) => b
+                .batchbench_plugin_router()
+                .call_dp_rank(store, routing_slot),
+            Bound::FleetRouter(b) => b
                 .batchbench_plugin_router()
                 .call_dp_rank(store, routing_slot),
             _ => unreachable_kind(),
@@ -625,6 +702,9 @@ fn world_of(component: &Component, engine: &Engine) -> Option<WorldKind> {
         let Some(rest) = name.strip_prefix(PACKAGE) else {
             continue;
         };
+        if rest.strip_suffix(FLEET_VERSION) == Some("endpoint-router") {
+            return Some(WorldKind::FleetRouter);
+        }
         kind = match rest.strip_suffix(VERSION) {
             Some("workload") => Some(WorldKind::Workload),
             Some("router") => Some(WorldKind::Router),
@@ -663,7 +743,7 @@ pub fn load(path: &Path) -> Result<LoadedInfo, PluginError> {
         failed(
             &origin,
             format!(
-                "exports none of the worlds of batchbench:plugin{VERSION} (workload-plugin, router-plugin, reporter-plugin); it exports: {}",
+                "exports none of the worlds of batchbench:plugin{VERSION} (workload-plugin, router-plugin, reporter-plugin) or {FLEET_VERSION} (fleet-router-plugin); it exports: {}",
                 if exports.is_empty() { "nothing".into() } else { exports.join(", ") }
             ),
         )
@@ -686,13 +766,14 @@ pub fn load(path: &Path) -> Result<LoadedInfo, PluginError> {
             info,
             build: Box::new(move |cfg, ctx| Ok(Box::new(WasmWorkload::new(&p, cfg, ctx)?))),
         }),
-        WorldKind::Router => LoadedPlugin::Router(Loaded {
+        WorldKind::Router | WorldKind::FleetRouter => LoadedPlugin::Router(Loaded {
             info,
             build: Box::new(move |cfg, ctx| {
                 let inst = Instance::new(&p, cfg, ctx)?;
                 Ok(Box::new(WasmRouter {
                     name: p.name.clone(),
                     inst: Mutex::new(inst),
+                    chooses: p.kind == WorldKind::FleetRouter,
                 }))
             }),
         }),
@@ -720,6 +801,10 @@ fn describe(p: &Arc<Plugin>, kind: WorldKind, origin: &str) -> Result<PluginInfo
                 (i.name, i.description, i.example_config)
             }
             Bound::Router(b) => {
+                let i = b.batchbench_plugin_meta().call_describe(store)?;
+                (i.name, i.description, i.example_config)
+            }
+            Bound::FleetRouter(b) => {
                 let i = b.batchbench_plugin_meta().call_describe(store)?;
                 (i.name, i.description, i.example_config)
             }
