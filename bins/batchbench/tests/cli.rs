@@ -169,6 +169,7 @@ fn bad_input_is_one_line_naming_the_flag_exit_2_and_nothing_sent() {
         ),
         (vec!["--start-at", "tomorrow"], "--start-at"),
         (vec!["--start-at", "2026-12-04T10:00:00"], "--start-at"),
+        (vec!["--gpu-telemetry", "rocm"], "--gpu-telemetry"),
     ];
     for (args, needle) in cases {
         let mut all = vec!["--host", &url, "--quiet"];
@@ -187,6 +188,32 @@ fn bad_input_is_one_line_naming_the_flag_exit_2_and_nothing_sent() {
         assert!(err.contains(needle), "{args:?}: {err}");
         assert!(o.stdout.is_empty(), "{args:?}: nothing on stdout");
     }
+    assert_eq!(sim.stats().requests, 0, "nothing was sent");
+}
+
+/// Where NVIDIA's management library cannot be used (no library, or no GPU),
+/// `--gpu-telemetry nvml` is one line and exit 2 with nothing sent.
+#[test]
+fn gpu_telemetry_without_nvidias_library_is_one_line_exit_2() {
+    if batchbench_engine::gpu::Nvml::load().is_ok() {
+        eprintln!("this machine has NVIDIA's library and a GPU: nothing to refuse");
+        return;
+    }
+    let sim = SimServer::recording("qwen");
+    let tok = tokenizer_path("qwen").display().to_string();
+    let o = run(&[
+        "--host",
+        &sim.url(),
+        "--tokenizer-model",
+        &tok,
+        "--quiet",
+        "--gpu-telemetry",
+        "nvml",
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(err.contains("--gpu-telemetry nvml"), "{err}");
     assert_eq!(sim.stats().requests, 0, "nothing was sent");
 }
 

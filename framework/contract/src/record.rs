@@ -227,6 +227,31 @@ impl RunInfo {
         ] {
             map.insert(k.to_owned(), opt(v));
         }
+        // The GPUs' energy, where an exporter reported it.
+        let e = s.server_metrics.as_ref().and_then(|m| m.energy.as_ref());
+        for (k, v) in [
+            ("energy_joules", e.map(|e| fixed6(e.joules))),
+            ("energy_source", e.map(|e| e.source.clone())),
+            (
+                "joules_per_output_token",
+                e.and_then(|e| e.joules_per_output_token).map(fixed6),
+            ),
+            (
+                "joules_per_request",
+                e.and_then(|e| e.joules_per_request).map(fixed6),
+            ),
+            (
+                "joules_per_1k_prompt_tokens",
+                e.and_then(|e| e.joules_per_1k_prompt_tokens).map(fixed6),
+            ),
+            ("mean_power_watts", e.map(|e| fixed6(e.mean_power_watts))),
+            (
+                "peak_power_watts",
+                e.and_then(|e| e.peak_power_watts).map(fixed6),
+            ),
+        ] {
+            map.insert(k.to_owned(), opt(v));
+        }
         let slo = s.slo.as_ref();
         let joined = |pick: fn(&crate::slo::SloResult) -> bool| {
             slo.map(|r| {
@@ -626,6 +651,49 @@ pub struct ServerMetricsReport {
     /// Each common metric over the successful scrapes (see
     /// [`ServerScrape`](crate::results::ServerScrape)).
     pub metrics: BTreeMap<String, MetricSummary>,
+    /// What the GPUs used, where an exporter reported their energy or power
+    /// (a DCGM exporter); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy: Option<EnergyReport>,
+}
+
+/// The GPUs' energy over a run, from the scrapes of their exporters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EnergyReport {
+    /// Joules used between the first and the last scrape.
+    pub joules: f64,
+    /// Where it comes from: `counter` (the exporter's energy counter, its
+    /// difference over the run) or `integrated power` (power integrated over
+    /// the scrapes, where no counter was exported).
+    pub source: String,
+    /// The seconds it covers (first to last scrape).
+    pub seconds: f64,
+    /// Power integrated over the scrapes, joules, when a power gauge was
+    /// exported beside the counter (a check of one against the other).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub integrated_power_joules: Option<f64>,
+    /// Mean power over them, watts.
+    pub mean_power_watts: f64,
+    /// The highest power one scrape saw (summed over the exporters), watts;
+    /// absent without a power gauge.
+    pub peak_power_watts: Option<f64>,
+    /// Joules per output token of the run's successes.
+    pub joules_per_output_token: Option<f64>,
+    /// Joules per successful request.
+    pub joules_per_request: Option<f64>,
+    /// Joules per 1,000 prompt tokens.
+    pub joules_per_1k_prompt_tokens: Option<f64>,
+}
+
+impl EnergyReport {
+    /// Fills the per-token and per-request figures from the run's totals.
+    pub fn per_work(&mut self, successes: u64, prompt_tokens: u64, completion_tokens: u64) {
+        let per = |n: u64| (n > 0).then(|| self.joules / n as f64);
+        self.joules_per_output_token = per(completion_tokens);
+        self.joules_per_request = per(successes);
+        self.joules_per_1k_prompt_tokens = per(prompt_tokens).map(|j| j * 1000.0);
+    }
 }
 
 /// A server metric over a run's scrapes.

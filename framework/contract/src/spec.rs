@@ -735,6 +735,10 @@ pub struct ServerMetricsSpec {
     pub urls: Vec<String>,
     /// Seconds between scrapes.
     pub interval_secs: f64,
+    /// Sample the GPUs of the machine the client runs on as well, at the same
+    /// interval: `nvml` (NVIDIA's management library, loaded at run time).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_telemetry: Option<GpuTelemetry>,
 }
 
 impl Default for ServerMetricsSpec {
@@ -742,6 +746,25 @@ impl Default for ServerMetricsSpec {
         Self {
             urls: Vec::new(),
             interval_secs: 1.0,
+            gpu_telemetry: None,
+        }
+    }
+}
+
+/// Where the client reads the GPUs beside it from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuTelemetry {
+    /// NVIDIA's management library (`libnvidia-ml`), loaded at run time.
+    Nvml,
+}
+
+impl std::str::FromStr for GpuTelemetry {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "nvml" => Ok(Self::Nvml),
+            other => Err(format!("'{other}' is not a GPU telemetry source (nvml)")),
         }
     }
 }

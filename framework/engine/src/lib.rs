@@ -10,6 +10,7 @@ pub mod cpu;
 mod dry_run;
 pub mod endpoints;
 pub mod gguf;
+pub mod gpu;
 pub mod images;
 pub mod interval;
 mod latency;

@@ -41,6 +41,7 @@ pub struct RunOutput {
 pub struct Engine {
     opts: EngineOptions,
     transports: Vec<Transport>,
+    gpu: Option<crate::gpu::Nvml>,
     codec: Arc<dyn RequestCodec>,
     routers: Vec<Arc<dyn Router>>,
     reporters: Vec<Box<dyn Reporter>>,
@@ -64,6 +65,7 @@ impl Engine {
         Self {
             opts,
             transports: vec![transport],
+            gpu: None,
             codec,
             routers: Vec::new(),
             reporters: Vec::new(),
@@ -79,6 +81,13 @@ impl Engine {
     /// ([`Router::chooses_endpoint`]) sends each request to one of them.
     pub fn endpoint(mut self, t: Transport) -> Self {
         self.transports.push(t);
+        self
+    }
+
+    /// Samples the GPUs beside the client with the server's metrics, at
+    /// their interval (`--gpu-telemetry nvml`), as the URL `nvml`.
+    pub fn gpu_telemetry(mut self, nvml: crate::gpu::Nvml) -> Self {
+        self.gpu = Some(nvml);
         self
     }
 
@@ -269,6 +278,7 @@ impl Engine {
                 .collect(),
             transports: self.transports,
             chooser,
+            gpu: self.gpu,
             codec: self.codec,
             routers: self.routers,
             synth,
@@ -293,7 +303,7 @@ impl Engine {
             }),
         });
 
-        let scraper = (!shared.opts.server_metrics.is_empty()).then(|| {
+        let scraper = (!shared.opts.server_metrics.is_empty() || shared.gpu.is_some()).then(|| {
             let stop = CancellationToken::new();
             (
                 tokio::spawn(scrape_loop(shared.clone(), stop.clone())),
@@ -379,6 +389,17 @@ impl Engine {
             .as_ref()
             .map(|t| t.synthesis_path().as_str().to_owned());
         summary.server_metrics = server_metrics;
+        if let Some(e) = summary
+            .server_metrics
+            .as_mut()
+            .and_then(|m| m.energy.as_mut())
+        {
+            e.per_work(
+                summary.successful_requests,
+                summary.total_prompt_tokens,
+                summary.total_completion_tokens,
+            );
+        }
         if shared.transports.len() > 1 {
             summary.routing.clone_from(&shared.opts.routing);
             let secs = elapsed.as_secs_f64();

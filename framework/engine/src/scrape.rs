@@ -14,10 +14,14 @@ pub(crate) async fn scrape_loop(
     use crate::server_metrics::{Mapper, Tally};
     let urls = shared.opts.server_metrics.clone();
     // What is recorded and printed: never the credentials of a URL.
-    let shown: Vec<String> = urls
+    let mut shown: Vec<String> = urls
         .iter()
         .map(|u| batchbench_contract::record::redact_url(u))
         .collect();
+    if shared.gpu.is_some() {
+        shown.push(GPU_URL.to_owned());
+    }
+    let mut gpu_mapper = Mapper::default();
     let interval = shared.opts.metrics_interval.max(Duration::from_millis(10));
     let mut tally = Tally::new(&shown, interval);
     let timeout = interval.clamp(Duration::from_secs(1), Duration::from_secs(5));
@@ -43,6 +47,13 @@ pub(crate) async fn scrape_loop(
             tally.add(&scrape);
             shared.collector().notify(|r| r.on_server_metrics(&scrape));
         }
+        if let Some(gpu) = &shared.gpu {
+            let samples = gpu.samples();
+            let t = shared.start.elapsed().as_secs_f64();
+            let scrape = gpu_mapper.scrape_samples(GPU_URL, t, &samples, 0);
+            tally.add(&scrape);
+            shared.collector().notify(|r| r.on_server_metrics(&scrape));
+        }
         if stop.is_cancelled() {
             return tally;
         }
@@ -53,6 +64,9 @@ pub(crate) async fn scrape_loop(
         }
     }
 }
+
+/// The name the GPUs beside the client are recorded under, as a URL scraped.
+const GPU_URL: &str = "nvml";
 
 /// The most a metrics response may hold.
 const MAX_METRICS_BYTES: usize = 32 << 20;

@@ -1,10 +1,11 @@
 //! Scraping a server's Prometheus metrics during a run (`--server-metrics`):
 //! the text format read line by line with `nom-openmetrics`, the known names of
-//! vLLM, SGLang and llama.cpp mapped to common ones, counters turned into
-//! rates between scrapes. A scrape that fails is recorded and counted, never
+//! vLLM, SGLang, llama.cpp and NVIDIA's DCGM exporter mapped to common ones,
+//! counters turned into rates between scrapes, and the GPUs' energy over the
+//! run. A scrape that fails is recorded and counted, never
 //! fatal to the run.
 
-use batchbench_contract::record::ServerMetricsReport;
+use batchbench_contract::record::{EnergyReport, ServerMetricsReport};
 use batchbench_contract::results::ServerScrape;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -79,6 +80,42 @@ const KNOWN: &[(&str, &str, Rule)] = &[
         "generation_tokens_per_second",
         Rule::Rate,
     ),
+];
+
+/// How the GPUs of an exporter add up to one figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Over {
+    /// Summed (power, energy, memory).
+    Sum,
+    /// Averaged (utilization, clocks).
+    Mean,
+    /// The largest (temperature, the last XID error code).
+    Max,
+}
+
+/// NVIDIA's DCGM exporter: (metric, common name, scale to the common unit,
+/// how GPUs add up). Each GPU's value is kept under the common name with its
+/// `gpu` label (`gpu_power_watts{gpu="0"}`), the total under the name alone.
+const GPU: &[(&str, &str, f64, Over)] = &[
+    ("DCGM_FI_DEV_GPU_UTIL", "gpu_utilization", 0.01, Over::Mean),
+    ("DCGM_FI_DEV_POWER_USAGE", "gpu_power_watts", 1.0, Over::Sum),
+    // Millijoules since the driver loaded.
+    (
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "gpu_energy_joules",
+        0.001,
+        Over::Sum,
+    ),
+    // MiB.
+    (
+        "DCGM_FI_DEV_FB_USED",
+        "gpu_memory_used_bytes",
+        1_048_576.0,
+        Over::Sum,
+    ),
+    ("DCGM_FI_DEV_SM_CLOCK", "sm_clock_mhz", 1.0, Over::Mean),
+    ("DCGM_FI_DEV_GPU_TEMP", "gpu_temperature_c", 1.0, Over::Max),
+    ("DCGM_FI_DEV_XID_ERRORS", "gpu_xid_error", 1.0, Over::Max),
 ];
 
 /// Counters whose rate adds to a common rate already mapped.
@@ -174,10 +211,22 @@ impl Mapper {
     /// The scrape of `text`, answered at `t` seconds.
     pub fn scrape(&mut self, url: &str, t: f64, text: &str) -> ServerScrape {
         let (samples, skipped) = parse(text);
+        self.scrape_samples(url, t, &samples, skipped)
+    }
+
+    /// The scrape of samples read at `t` seconds (from a response, of which
+    /// `skipped` lines did not parse, or from the GPUs themselves).
+    pub fn scrape_samples(
+        &mut self,
+        url: &str,
+        t: f64,
+        samples: &[Sample],
+        skipped: u64,
+    ) -> ServerScrape {
         let mut raw = BTreeMap::new();
         // Per name: the sum and the count of its series.
         let mut by_name: BTreeMap<&str, (f64, u64)> = BTreeMap::new();
-        for (name, labels, v) in &samples {
+        for (name, labels, v) in samples {
             raw.insert(series_key(name, labels), *v);
             if v.is_finite() {
                 let e = by_name.entry(name.as_str()).or_default();
@@ -214,6 +263,7 @@ impl Mapper {
                 common.entry((*name).to_owned()).or_insert(v);
             }
         }
+        gpu_figures(samples, &mut common);
         // llama.cpp counts cached prompt tokens apart from the rest: its prompt
         // rate is both, as vLLM's and SGLang's are.
         for (metric, name) in ADDED_RATES {
@@ -251,10 +301,76 @@ impl Mapper {
     }
 }
 
+/// The GPU figures of an exporter's samples ([`GPU`]): each GPU's, and their
+/// total.
+fn gpu_figures(samples: &[Sample], common: &mut BTreeMap<String, f64>) {
+    for (metric, name, scale, over) in GPU {
+        let mut values = Vec::new();
+        for (n, labels, v) in samples {
+            if n != metric || !v.is_finite() {
+                continue;
+            }
+            let v = v * scale;
+            let gpu = labels
+                .iter()
+                .find(|(k, _)| k == "gpu")
+                .map_or_else(|| values.len().to_string(), |(_, g)| g.clone());
+            common.insert(
+                format!("{name}{{gpu={}}}", serde_json::Value::String(gpu)),
+                v,
+            );
+            values.push(v);
+        }
+        if values.is_empty() {
+            continue;
+        }
+        let total = match over {
+            Over::Sum => values.iter().sum(),
+            Over::Mean => values.iter().sum::<f64>() / values.len() as f64,
+            Over::Max => values.iter().copied().fold(f64::MIN, f64::max),
+        };
+        common.insert((*name).to_owned(), total);
+    }
+}
+
 /// What a run's scrapes add up to.
 #[derive(Debug, Default)]
 pub struct Tally {
     report: ServerMetricsReport,
+    /// Per URL: its GPUs' energy and power over the scrapes.
+    energy: BTreeMap<String, EnergyTrack>,
+}
+
+/// One exporter's energy counter and power gauge over a run's scrapes.
+#[derive(Debug, Default)]
+struct EnergyTrack {
+    /// The counter's first and last reading: (seconds, joules).
+    counter: Option<((f64, f64), (f64, f64))>,
+    /// The last power reading, (seconds, watts), and the power integrated
+    /// up to it (trapezoids between scrapes), with the first reading's time.
+    power: Option<(f64, f64)>,
+    integral: f64,
+    power_from: Option<f64>,
+    peak: f64,
+}
+
+impl EnergyTrack {
+    fn add(&mut self, t: f64, common: &BTreeMap<String, f64>) {
+        if let Some(&j) = common.get("gpu_energy_joules") {
+            self.counter = Some(match self.counter {
+                None => ((t, j), (t, j)),
+                Some((first, _)) => (first, (t, j)),
+            });
+        }
+        if let Some(&w) = common.get("gpu_power_watts") {
+            if let Some((t0, w0)) = self.power {
+                self.integral += (t - t0).max(0.0) * (w + w0) / 2.0;
+            }
+            self.power = Some((t, w));
+            self.power_from.get_or_insert(t);
+            self.peak = self.peak.max(w);
+        }
+    }
 }
 
 /// Failures kept with their reason in the report.
@@ -269,6 +385,7 @@ impl Tally {
                 interval_secs: interval.as_secs_f64(),
                 ..ServerMetricsReport::default()
             },
+            energy: BTreeMap::new(),
         }
     }
 
@@ -286,11 +403,57 @@ impl Tally {
         for (k, v) in &s.common {
             r.metrics.entry(k.clone()).or_default().add(*v);
         }
+        self.energy
+            .entry(s.url.clone())
+            .or_default()
+            .add(s.t, &s.common);
     }
 
     /// The report.
-    pub fn report(self) -> ServerMetricsReport {
+    pub fn report(mut self) -> ServerMetricsReport {
+        self.report.energy = self.energy_report();
         self.report
+    }
+
+    /// The GPUs' energy: from the counters' differences where every exporter
+    /// with power exported one, else power integrated over the scrapes.
+    fn energy_report(&self) -> Option<EnergyReport> {
+        let tracks: Vec<&EnergyTrack> = self
+            .energy
+            .values()
+            .filter(|e| e.counter.is_some() || e.power.is_some())
+            .collect();
+        if tracks.is_empty() {
+            return None;
+        }
+        let powered: Vec<&&EnergyTrack> = tracks.iter().filter(|e| e.power.is_some()).collect();
+        let integrated = (!powered.is_empty()).then(|| powered.iter().map(|e| e.integral).sum());
+        let power_secs = powered
+            .iter()
+            .filter_map(|e| Some(e.power?.0 - e.power_from?))
+            .fold(0.0, f64::max);
+        let peak = (!powered.is_empty()).then(|| powered.iter().map(|e| e.peak).sum());
+        let counted = tracks.iter().all(|e| e.counter.is_some());
+        let (joules, seconds, source) = if counted {
+            let spans = tracks.iter().filter_map(|e| e.counter);
+            let joules = spans.clone().map(|((_, a), (_, b))| (b - a).max(0.0)).sum();
+            let secs = spans.map(|((t0, _), (t1, _))| t1 - t0).fold(0.0, f64::max);
+            (joules, secs, "counter")
+        } else {
+            (integrated?, power_secs, "integrated power")
+        };
+        if seconds <= 0.0 {
+            return None;
+        }
+        Some(EnergyReport {
+            joules,
+            source: source.to_owned(),
+            seconds,
+            integrated_power_joules: if counted { integrated } else { None },
+            mean_power_watts: joules / seconds,
+            peak_power_watts: peak,
+            ..EnergyReport::default()
+        })
     }
 }
 
@@ -359,6 +522,89 @@ with_timestamp{a=\"x\\\"y\"} 7 1700000000000\n";
         assert_eq!((r.scrapes, r.failed_scrapes), (3, 1));
         assert!(r.errors[0].contains("no sample parsed"), "{:?}", r.errors);
         assert_eq!(r.metrics["requests_running"].samples, 2);
+    }
+
+    /// A DCGM exporter page (two GPUs, written from the exporter's documented
+    /// format) maps to every common GPU name, per GPU and in total.
+    #[test]
+    fn a_dcgm_exporter_page_maps_to_every_common_gpu_name() {
+        let page = include_str!("../../../tests/golden/dcgm-exporter.prom");
+        let s = Mapper::default().scrape("dcgm", 1.0, page);
+        assert_eq!(s.error, None);
+        assert_eq!(s.skipped_lines, 0);
+        let c = |k: &str| {
+            *s.common
+                .get(k)
+                .unwrap_or_else(|| panic!("no {k}: {:?}", s.common))
+        };
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b.abs().max(1.0);
+        assert!(close(c("gpu_utilization"), 0.90));
+        assert!(close(c("gpu_utilization{gpu=\"1\"}"), 0.83));
+        assert!(close(c("gpu_power_watts"), 512.347 + 398.112));
+        assert!(close(c("gpu_power_watts{gpu=\"0\"}"), 512.347));
+        assert!(close(
+            c("gpu_energy_joules"),
+            (98_231_447_121.0 + 87_110_093_004.0) / 1000.0
+        ));
+        assert!(close(
+            c("gpu_memory_used_bytes"),
+            (76_450.0 + 76_354.0) * 1_048_576.0
+        ));
+        assert!(close(c("sm_clock_mhz"), (1980.0 + 1755.0) / 2.0));
+        assert!(close(c("gpu_temperature_c"), 61.0));
+        assert!(close(c("gpu_xid_error"), 79.0));
+        assert!(close(c("gpu_xid_error{gpu=\"0\"}"), 0.0));
+        // The raw series are kept as scraped.
+        assert_eq!(s.raw.len(), 2 * 9);
+    }
+
+    /// Energy from the counter where the exporter has one, with the power
+    /// integrated beside it; from integrated power where it has none.
+    #[test]
+    fn energy_comes_from_the_counter_else_from_integrated_power() {
+        // Power rising linearly, 200 W + 100 W/s, and the counter that
+        // integrates it exactly: the trapezoids agree with it.
+        let page = |t: f64, counter: bool| {
+            let w = 200.0 + 100.0 * t;
+            let mut p = format!("DCGM_FI_DEV_POWER_USAGE{{gpu=\"0\"}} {w}\n");
+            if counter {
+                let mj = 1000.0 * (5_000.0 + 200.0 * t + 50.0 * t * t);
+                p.push_str(&format!(
+                    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{gpu=\"0\"}} {mj}\n"
+                ));
+            }
+            p
+        };
+        for counter in [true, false] {
+            let mut m = Mapper::default();
+            let mut tally = Tally::new(&["x".to_owned()], Duration::from_millis(500));
+            for i in 0..=8 {
+                let t = f64::from(i) * 0.5;
+                tally.add(&m.scrape("x", t, &page(t, counter)));
+            }
+            let e = tally.report().energy.unwrap_or_else(|| panic!("no energy"));
+            // 0 to 4 s: 200 x 4 + 50 x 16 = 1,600 J.
+            assert!((e.joules - 1600.0).abs() < 1e-6, "{e:?}");
+            assert_eq!(
+                e.source,
+                if counter {
+                    "counter"
+                } else {
+                    "integrated power"
+                }
+            );
+            assert!((e.seconds - 4.0).abs() < 1e-9);
+            assert!((e.mean_power_watts - 400.0).abs() < 1e-6);
+            assert_eq!(e.peak_power_watts, Some(600.0));
+            if counter {
+                let i = e.integrated_power_joules.unwrap_or_default();
+                assert!((i - e.joules).abs() < 1e-6, "{e:?}");
+            }
+        }
+        // Nothing of the kind: no energy.
+        let mut tally = Tally::new(&["x".to_owned()], Duration::from_millis(500));
+        tally.add(&Mapper::default().scrape("x", 0.0, VLLM));
+        assert_eq!(tally.report().energy, None);
     }
 
     #[test]

@@ -98,6 +98,8 @@ pub(crate) struct Shared {
     pub(crate) in_flight: Vec<std::sync::atomic::AtomicU32>,
     /// The router that picks endpoints, against a fleet.
     pub(crate) chooser: Option<Arc<dyn Router>>,
+    /// The GPUs beside the client, sampled with the server's metrics.
+    pub(crate) gpu: Option<crate::gpu::Nvml>,
     pub(crate) codec: Arc<dyn RequestCodec>,
     pub(crate) routers: Vec<Arc<dyn Router>>,
     pub(crate) synth: Arc<Synth>,

@@ -281,6 +281,22 @@ pub fn rows(base: &RunDir, new: &RunDir) -> Vec<Row> {
         failure_rate(n),
         Better::Lower,
     );
+    // The GPUs' energy, where both runs scraped an exporter that reports it.
+    let energy = |s: &batchbench_contract::record::Summary| {
+        s.server_metrics.as_ref().and_then(|m| m.energy.clone())
+    };
+    if let (Some(x), Some(y)) = (energy(b), energy(n)) {
+        if let (Some(jx), Some(jy)) = (x.joules_per_output_token, y.joules_per_output_token) {
+            rate("joules_per_output_token", "J", jx, jy, Better::Lower);
+        }
+        rate(
+            "mean_gpu_power",
+            "W",
+            x.mean_power_watts,
+            y.mean_power_watts,
+            Better::Lower,
+        );
+    }
     for (name, key) in FAMILIES {
         let (Some(x), Some(y)) = (family(b, key), family(n, key)) else {
             continue;

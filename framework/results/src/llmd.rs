@@ -9,10 +9,10 @@
 //! | `scenario.load` | `batchbench` and its version as the tool; prompt and output lengths as measured (`fixed` when every request had one length, else `other` with mean, spread and range); the rate, the concurrency cap or closed-loop users, agent turns; the complete run spec as the native config |
 //! | `results.request_performance.aggregate` | requests and failures; input and output lengths over the successes; TTFT, ITL, TPOT and request latency from the histograms (every sample, in seconds); request and token rates |
 //! | `results.request_performance.time_series` | the request and output-token rates and the mean TTFT per interval of `timeseries.json` |
+//! | `results.observability` | each common metric scraped with `--server-metrics` (the server's, a GPU exporter's), per URL with its statistics and series, and the GPUs' energy |
 //!
-//! Left out because a client cannot know them: the serving stack
-//! (`scenario.stack`: engine, accelerators, parallelism) and server-side
-//! observability.
+//! Left out because a client cannot know it: the serving stack
+//! (`scenario.stack`: engine, accelerators, parallelism).
 
 use crate::RunDir;
 use batchbench_contract::results::bucket_quantile;
@@ -259,7 +259,9 @@ pub fn report(r: &RunDir, tool_version: &str) -> Value {
         );
     }
 
-    json!({
+    let observability = observability(r, &at);
+
+    let mut report = json!({
         "version": SCHEMA_VERSION,
         "run": {
             "uid": uid,
@@ -301,7 +303,69 @@ pub fn report(r: &RunDir, tool_version: &str) -> Value {
                 },
             },
         },
-    })
+    });
+    if !observability.is_null() {
+        report["results"]["observability"] = observability;
+    }
+    report
+}
+
+/// `results.observability` (a permissive section of the schema): each common
+/// server metric scraped during the run (`--server-metrics`: the server's and
+/// a GPU exporter's), per URL scraped with its statistics and series, and the
+/// GPUs' energy where known; `null` when nothing was scraped.
+fn observability(r: &RunDir, at: &dyn Fn(f64) -> String) -> Value {
+    let Some(m) = &r.doc.summary.server_metrics else {
+        return Value::Null;
+    };
+    let mut obs = Map::new();
+    obs.insert(
+        "time_series_interval".into(),
+        json!({"scope": "run", "statistics_scope": "run", "interval_secs": m.interval_secs}),
+    );
+    let mut urls: Vec<&str> = r.server.iter().map(|l| l.url.as_str()).collect();
+    urls.sort_unstable();
+    urls.dedup();
+    for name in m.metrics.keys() {
+        let components: Vec<Value> = urls
+            .iter()
+            .filter_map(|url| {
+                let points: Vec<(f64, f64)> = r
+                    .server
+                    .iter()
+                    .filter(|l| l.url == *url)
+                    .filter_map(|l| Some((l.t, *l.common.get(name)?)))
+                    .collect();
+                let values: Vec<f64> = points.iter().map(|p| p.1).collect();
+                let n = values.len() as f64;
+                (!values.is_empty()).then(|| {
+                    json!({
+                        "component_id": url,
+                        "statistics": {
+                            "units": "as named",
+                            "mean": values.iter().sum::<f64>() / n,
+                            "min": values.iter().copied().fold(f64::INFINITY, f64::min),
+                            "max": values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                        },
+                        "time_series": points
+                            .iter()
+                            .map(|(t, v)| json!({"ts": at(*t), "value": v}))
+                            .collect::<Vec<_>>(),
+                    })
+                })
+            })
+            .collect();
+        if !components.is_empty() {
+            obs.insert(name.clone(), json!({"components": components}));
+        }
+    }
+    if let Some(e) = &m.energy {
+        obs.insert(
+            "gpu_energy".into(),
+            serde_json::to_value(e).unwrap_or(Value::Null),
+        );
+    }
+    Value::Object(obs)
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -602,7 +602,7 @@ fn server_charts(shown: &[Shown<'_>]) -> String {
         &'static [&'static str],
         f64,
     );
-    let groups: [Group; 5] = [
+    let mut groups: Vec<Group> = vec![
         (
             "server-requests",
             "Requests on the server: running, waiting (dashed)",
@@ -639,6 +639,30 @@ fn server_charts(shown: &[Shown<'_>]) -> String {
             1.0,
         ),
     ];
+    // A GPU exporter's figures (DCGM), beside the server's throughput.
+    let has = |m: &str| {
+        shown
+            .iter()
+            .any(|s| s.run.server.iter().any(|l| l.common.contains_key(m)))
+    };
+    if has("gpu_power_watts") {
+        groups.push((
+            "server-gpu-power",
+            "GPU power (all GPUs scraped)",
+            "watts",
+            &["gpu_power_watts"],
+            1.0,
+        ));
+    }
+    if has("gpu_utilization") {
+        groups.push((
+            "server-gpu-util",
+            "GPU utilization (mean over the GPUs)",
+            "%",
+            &["gpu_utilization"],
+            100.0,
+        ));
+    }
     let charts: Vec<(Chart, &str)> = groups
         .iter()
         .map(|(id, title, unit, metrics, scale)| {

@@ -760,6 +760,15 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
     }
     let mut routers = build_routers(&spec.routers, &ctx)?;
     let routing = routing_policy(&mut spec, &mut routers, &ctx)?;
+    // The GPUs beside the client: refused here, before anything is sent,
+    // where the library or a GPU is missing.
+    let gpu = match spec.server_metrics.gpu_telemetry {
+        Some(batchbench_contract::spec::GpuTelemetry::Nvml) if !spec.output.dry_run => Some(
+            batchbench_engine::gpu::Nvml::load()
+                .map_err(|e| Failure::bad(format!("--gpu-telemetry nvml: {e}")))?,
+        ),
+        _ => None,
+    };
     // The tokenizer the workload or the codec loaded while built, if one did.
     let counted = counted.get().cloned();
     let mut reps = reporters(&spec, profile, &ctx, !host.quiet_summary)?;
@@ -935,6 +944,9 @@ pub fn execute(mut spec: RunSpec, profile: &Profile, mut host: Host) -> Result<O
             .reporter(Box::new(Progress::new(total, quiet)));
         for t in transports {
             engine = engine.endpoint(t);
+        }
+        if let Some(g) = gpu {
+            engine = engine.gpu_telemetry(g);
         }
         for r in routers {
             engine = engine.router(r);

@@ -726,6 +726,11 @@ pub struct OutputArgs {
     /// Seconds between scrapes of --server-metrics [default: 1].
     #[arg(long, value_name = "SECS", help_heading = "Server metrics")]
     pub metrics_interval: Option<f64>,
+    /// Sample the GPUs beside the client during the run, at --metrics-interval:
+    /// nvml (NVIDIA's management library, loaded at run time). Power, energy,
+    /// utilization, memory, clocks and temperature, as a DCGM exporter's.
+    #[arg(long, value_name = "SOURCE", help_heading = "Server metrics")]
+    pub gpu_telemetry: Option<batchbench_contract::spec::GpuTelemetry>,
 }
 
 impl OutputArgs {
@@ -751,6 +756,9 @@ impl OutputArgs {
         }
         if let Some(i) = self.metrics_interval {
             spec.server_metrics.interval_secs = i;
+        }
+        if self.gpu_telemetry.is_some() {
+            spec.server_metrics.gpu_telemetry = self.gpu_telemetry;
         }
     }
 }

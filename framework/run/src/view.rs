@@ -226,13 +226,27 @@ pub const INTERVAL_COLUMNS: &[Column] = records![
     requests_per_second_ci_high,
 ];
 
+/// The GPUs' energy over the run, where an exporter reported it (a DCGM
+/// exporter scraped with `--server-metrics`); empty otherwise. After the
+/// intervals, so that every earlier column keeps its position.
+pub const ENERGY_COLUMNS: &[Column] = records![
+    energy_joules,
+    energy_source,
+    joules_per_output_token,
+    joules_per_request,
+    joules_per_1k_prompt_tokens,
+    mean_power_watts,
+    peak_power_watts,
+];
+
 /// The columns after the load model's: the SLO's, the cache estimates', the
-/// truth columns and the intervals.
+/// truth columns, the intervals and the energy.
 pub const OUTCOME_COLUMNS: &[Column] = &[
     Column::Group(SLO_COLUMNS),
     Column::Group(CACHE_COLUMNS),
     Column::Group(TRUTH_COLUMNS),
     Column::Group(INTERVAL_COLUMNS),
+    Column::Group(ENERGY_COLUMNS),
 ];
 
 #[cfg(test)]

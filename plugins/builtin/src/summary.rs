@@ -372,7 +372,13 @@ fn server_metrics(o: &mut String, m: &batchbench_contract::record::ServerMetrics
     for e in &m.errors {
         let _ = writeln!(o, "  {:<22} {e}", "");
     }
-    for (name, v) in &m.metrics {
+    // Each GPU's figures are in the JSON; the console shows their totals (and
+    // the energy counter as the energy line below).
+    for (name, v) in m
+        .metrics
+        .iter()
+        .filter(|(n, _)| !n.contains('{') && n.as_str() != "gpu_energy_joules")
+    {
         let label = match name.as_str() {
             "generation_tokens_per_second" => "generation tok/s".to_owned(),
             "prompt_tokens_per_second" => "prompt tok/s".to_owned(),
@@ -383,6 +389,23 @@ fn server_metrics(o: &mut String, m: &batchbench_contract::record::ServerMetrics
             o,
             "  {label:<22} mean {:.3}, max {:.3} ({} scrapes)",
             v.mean, v.max, v.samples
+        );
+    }
+    if let Some(e) = &m.energy {
+        let per = |v: Option<f64>, what: &str| v.map(|v| format!(", {v:.3} J per {what}"));
+        let _ = writeln!(
+            o,
+            "  {:<22} {:.1} J over {:.1} s ({}), mean {:.1} W{}{}{}{}",
+            "gpu energy",
+            e.joules,
+            e.seconds,
+            e.source,
+            e.mean_power_watts,
+            e.peak_power_watts
+                .map_or_else(String::new, |p| format!(", peak {p:.1} W")),
+            per(e.joules_per_output_token, "output token").unwrap_or_default(),
+            per(e.joules_per_request, "request").unwrap_or_default(),
+            per(e.joules_per_1k_prompt_tokens, "1,000 prompt tokens").unwrap_or_default(),
         );
     }
 }

@@ -9,6 +9,7 @@ mod codecs;
 mod contract;
 mod converge;
 mod datasets;
+mod energy;
 mod faults;
 mod fleet;
 mod load;

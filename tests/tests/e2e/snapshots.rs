@@ -73,12 +73,13 @@ fn check(name: &str, got: &str) {
 
 /// Runs one scenario and checks its CSV and JSON snapshots; `empty` lists the
 /// columns this shape leaves empty by design. Every scenario is a closed loop:
-/// the load model's columns are empty too, and so are the SLO's (none is given)
-/// and the server timings' (the simulator reports none without --stamps).
+/// the load model's columns are empty too, and so are the SLO's (none is given),
+/// the server timings' (the simulator reports none without --stamps) and the
+/// energy's (no GPU exporter is scraped).
 fn snapshot(name: &str, agent: bool, flags: &[&str], empty: &[&str]) {
     // No request is retried and the simulator reports no timings of its own
     // (it does with --stamps): those figures stay empty.
-    use batchbench_run::view::{LOAD_COLUMNS, SLO_COLUMNS, TRUTH_COLUMNS, names};
+    use batchbench_run::view::{ENERGY_COLUMNS, LOAD_COLUMNS, SLO_COLUMNS, TRUTH_COLUMNS, names};
     let truthful = names(TRUTH_COLUMNS).into_iter().filter(|c| {
         c.starts_with("latency_all_attempts")
             || c.starts_with("server_p")
@@ -88,6 +89,8 @@ fn snapshot(name: &str, agent: bool, flags: &[&str], empty: &[&str]) {
         .into_iter()
         .chain(names(LOAD_COLUMNS))
         .chain(names(SLO_COLUMNS))
+        // No GPU exporter is scraped.
+        .chain(names(ENERGY_COLUMNS))
         .chain(truthful);
     let empty: Vec<&str> = empty.iter().copied().chain(closed_loop).collect();
     let empty = empty.as_slice();
