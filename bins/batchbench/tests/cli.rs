@@ -191,6 +191,59 @@ fn bad_input_is_one_line_naming_the_flag_exit_2_and_nothing_sent() {
     assert_eq!(sim.stats().requests, 0, "nothing was sent");
 }
 
+/// On a terminal (a pseudo-terminal, through util-linux's `script`), the live
+/// view is drawn under the bar while the run goes on, and cleared before the
+/// final summary, which prints whole.
+#[test]
+fn the_live_view_draws_on_a_terminal_and_leaves_the_summary_whole() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("no `script` (util-linux) on this machine: no pseudo-terminal to draw on");
+        return;
+    }
+    let tok = tokenizer_path("qwen").display().to_string();
+    let cmd = format!(
+        "{} --host 'sim://?ttft-base-ms=5&decode-ms-per-token=2' --tokenizer-model {tok} \
+         --users 4 --input-tokens 32 --output-tokens 16 --stream --request-rate 20 \
+         --duration-secs 3",
+        env!("CARGO_BIN_EXE_batchbench")
+    );
+    let o = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("TERM", "xterm-256color")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    for part in ["target 20.0/s", "|  in flight", "TTFT p50", "e2e p50"] {
+        assert!(text.contains(part), "the live view shows {part}: {text}");
+    }
+    // The summary comes after the last live line, whole: its lines in order,
+    // none broken by a redraw.
+    let at = text
+        .rfind("batchbench summary")
+        .unwrap_or_else(|| panic!("no summary: {text}"));
+    assert!(text.rfind("TTFT p50").is_some_and(|live| live < at));
+    let summary: Vec<&str> = text[at..].lines().map(str::trim_end).collect();
+    assert!(summary[1].trim_start().starts_with("model"), "{summary:?}");
+    assert!(
+        summary
+            .iter()
+            .any(|l| l.trim_start().starts_with("requests ")),
+        "{summary:?}"
+    );
+    assert!(
+        !text[at..].contains("|  in flight"),
+        "no live line inside the summary: {}",
+        &text[at..]
+    );
+}
+
 /// Where NVIDIA's management library cannot be used (no library, or no GPU),
 /// `--gpu-telemetry nvml` is one line and exit 2 with nothing sent.
 #[test]

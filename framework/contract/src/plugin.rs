@@ -332,6 +332,63 @@ pub struct EndpointContext<'a> {
     pub block_tokens: u32,
 }
 
+/// The run as it stands, for live views ([`Reporter::on_live`]): counters
+/// since the clock start, warmup included, and the latency distributions of
+/// the measured requests so far.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LiveStats {
+    /// Seconds since the clock start.
+    pub elapsed_secs: f64,
+    /// Requests sent.
+    pub sent: u64,
+    /// Requests that ended (warmup included).
+    pub completed: u64,
+    /// Measured successes.
+    pub ok: u64,
+    /// Measured failures by kind (`http_503`, `timeout`, ...).
+    pub failed_by_kind: std::collections::BTreeMap<String, u64>,
+    /// Requests in flight.
+    pub in_flight: u64,
+    /// Attempts beyond the first.
+    pub retries: u64,
+    /// Requests sent again on a new connection after the server closed one.
+    pub reconnects: u64,
+    /// Prompt and completion tokens of the measured successes.
+    pub prompt_tokens: u64,
+    /// See `prompt_tokens`.
+    pub completion_tokens: u64,
+    /// The arrival rate the schedule asks for now (absent: a closed loop).
+    pub target_rate: Option<f64>,
+    /// The stage of a staged schedule now.
+    pub stage: Option<usize>,
+    /// How late requests went out behind their schedule.
+    pub send_lag: LiveHistogram,
+    /// Time to first token.
+    pub ttft: LiveHistogram,
+    /// Inter-token latency (per token).
+    pub itl: LiveHistogram,
+    /// Request latency, send to last byte.
+    pub e2e: LiveHistogram,
+}
+
+/// A latency distribution as a cumulative histogram over fixed bounds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LiveHistogram {
+    /// `(upper bound in seconds, samples at or below it)`, rising, ending
+    /// before `+Inf` (which is `count`).
+    pub buckets: Vec<(f64, u64)>,
+    /// Samples.
+    pub count: u64,
+    /// Their sum, seconds.
+    pub sum: f64,
+}
+
+/// The upper bounds of [`LiveHistogram`]'s buckets, seconds.
+pub const LIVE_BUCKETS: [f64; 17] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0, 120.0,
+];
+
 /// Adds per-request identity, and (a routing policy) picks the endpoint of a
 /// fleet each request goes to.
 pub trait Router: Send + Sync {
@@ -564,6 +621,11 @@ pub trait Reporter: Send {
     }
     /// After each trajectory.
     fn on_trajectory(&mut self, _rec: &TrajectoryRecord) -> Result<(), PluginError> {
+        Ok(())
+    }
+    /// About four times a second while the run goes on, and once at its end:
+    /// the run as it stands (for live views and exports; see [`LiveStats`]).
+    fn on_live(&mut self, _live: &LiveStats) -> Result<(), PluginError> {
         Ok(())
     }
     /// After each scrape of the server's metrics (`--server-metrics`), failed

@@ -709,6 +709,10 @@ pub struct OutputSpec {
     /// it); for a series, the series' directory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_dir: Option<PathBuf>,
+    /// Serve the client's own live metrics (a Prometheus exposition at
+    /// `/metrics`) on this address during the run: `host:port`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_listen: Option<String>,
 }
 
 impl OutputSpec {

@@ -27,6 +27,36 @@ impl Default for Latency {
 }
 
 impl Latency {
+    /// As a cumulative histogram over [`LIVE_BUCKETS`] (seconds), for live
+    /// views: exact counts at each bound, read off the exact histogram.
+    ///
+    /// [`LIVE_BUCKETS`]: batchbench_contract::plugin::LIVE_BUCKETS
+    pub fn live(&self) -> batchbench_contract::plugin::LiveHistogram {
+        let h = &self.0;
+        batchbench_contract::plugin::LiveHistogram {
+            buckets: batchbench_contract::plugin::LIVE_BUCKETS
+                .iter()
+                .map(|&le| {
+                    let us = (le * 1e6) as u64;
+                    (
+                        le,
+                        if h.is_empty() {
+                            0
+                        } else {
+                            h.count_between(0, us)
+                        },
+                    )
+                })
+                .collect(),
+            count: h.len(),
+            sum: if h.is_empty() {
+                0.0
+            } else {
+                h.mean() * h.len() as f64 / 1e6
+            },
+        }
+    }
+
     /// Records one duration.
     pub fn record(&mut self, d: Duration) {
         self.record_us(d.as_micros().min(u128::from(u64::MAX)) as u64);

@@ -14,6 +14,7 @@ pub mod gpu;
 pub mod images;
 pub mod interval;
 mod latency;
+mod live;
 mod load;
 pub mod metrics;
 mod options;

@@ -310,6 +310,13 @@ impl Engine {
                 stop,
             )
         });
+        let live = {
+            let stop = CancellationToken::new();
+            (
+                tokio::spawn(crate::live::live_loop(shared.clone(), stop.clone())),
+                stop,
+            )
+        };
         let timer = load::deadline_timer(&shared);
         let watch = load::convergence_watch(&shared);
         let load = shared.opts.load.clone();
@@ -353,6 +360,11 @@ impl Engine {
         // The steady state's cut, from the whole run's windows, and the held
         // records replayed, before anything below can fail.
         shared.collector().settle(&load, &shared.opts.slo, None);
+        // The live views' last look: the run as it ends.
+        live.1.cancel();
+        let _ = live.0.await;
+        let last = crate::live::stats(&shared);
+        shared.collector().notify(|r| r.on_live(&last));
         // The scraper takes one last scrape, then hands over its tally.
         let server_metrics = match scraper {
             Some((task, stop)) => {

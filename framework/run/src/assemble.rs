@@ -458,6 +458,13 @@ pub(crate) fn reporters(
     if let Some(p) = &o.agent_events_jsonl {
         v.push(build_reporter("agent_events", path_config(p), ctx)?);
     }
+    if let Some(addr) = &o.metrics_listen {
+        v.push(build_reporter(
+            "metrics_listen",
+            serde_json::json!({ "addr": addr }),
+            ctx,
+        )?);
+    }
     Ok(v)
 }
 

@@ -709,6 +709,12 @@ pub struct OutputArgs {
     /// directory [default there: ./sweep-TIME or ./capacity-TIME, UTC].
     #[arg(long, value_name = "DIR", help_heading = "Output")]
     pub output_dir: Option<PathBuf>,
+    /// Serve the client's own live metrics during the run, a Prometheus
+    /// exposition at http://ADDR/metrics: requests sent, ok and failed by
+    /// kind, in flight, retries, tokens, send lag, TTFT, ITL and e2e
+    /// histograms, the target rate and stage.
+    #[arg(long, value_name = "ADDR", help_heading = "Output")]
+    pub metrics_listen: Option<String>,
     /// No progress bar.
     #[arg(short, long, help_heading = "Output")]
     pub quiet: bool,
@@ -750,6 +756,9 @@ impl OutputArgs {
             if flag.is_some() {
                 field.clone_from(flag);
             }
+        }
+        if self.metrics_listen.is_some() {
+            o.metrics_listen.clone_from(&self.metrics_listen);
         }
         if !self.server_metrics.is_empty() {
             spec.server_metrics.urls.clone_from(&self.server_metrics);

@@ -1,16 +1,68 @@
-//! The progress bar: a reporter like any other, on stderr.
+//! The progress bar and live view: a reporter like any other, on stderr.
 
-use batchbench_contract::plugin::{PluginError, Reporter, RequestRecord};
+use batchbench_contract::plugin::{LiveHistogram, LiveStats, PluginError, Reporter, RequestRecord};
 use batchbench_contract::record::{RunInfo, Summary};
+use batchbench_contract::results::ServerScrape;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::collections::VecDeque;
 use std::io::IsTerminal;
 
 /// A progress bar on stderr, redrawn at most four times a second, hidden when
-/// stderr is not a terminal or with `--quiet`.
+/// stderr is not a terminal or with `--quiet`. Under it, the live view: the
+/// target and achieved rate, requests in flight, TTFT and e2e p50/p99 over
+/// the last seconds, failures by kind, and the server's headline metrics when
+/// they are scraped, refreshed about once a second.
 pub struct Progress {
     bar: ProgressBar,
+    /// Requests ended: the bar's position, set from the live view (four times
+    /// a second) rather than on every request, which would cost the client.
+    done: u64,
     /// Requests counted when their record was held, not yet handed over.
     held: u64,
+    /// Whether the bar is drawn (a terminal, no `--quiet`): the live view
+    /// costs nothing otherwise.
+    drawn: bool,
+    /// The live views of the last [`WINDOW_SECS`] seconds.
+    window: VecDeque<LiveStats>,
+    /// The last scrape's headline metrics.
+    server: Option<String>,
+    /// When the live lines were last written, seconds from the clock start.
+    shown_at: f64,
+}
+
+/// The span of the rolling figures, seconds.
+const WINDOW_SECS: f64 = 5.0;
+
+/// The `q`-quantile of the samples between two cumulative histograms (the
+/// newer first), interpolated within its bucket; `None` without samples.
+fn window_quantile(new: &LiveHistogram, old: &LiveHistogram, q: f64) -> Option<f64> {
+    let n = new.count.saturating_sub(old.count);
+    if n == 0 {
+        return None;
+    }
+    let want = q * n as f64;
+    let mut below = 0u64;
+    let mut lower = 0.0;
+    for (i, (le, c)) in new.buckets.iter().enumerate() {
+        let c = c.saturating_sub(old.buckets.get(i).map_or(0, |b| b.1));
+        if c as f64 >= want {
+            let inside = (c - below) as f64;
+            let f = if inside > 0.0 {
+                (want - below as f64) / inside
+            } else {
+                1.0
+            };
+            return Some(lower + f * (le - lower));
+        }
+        below = c;
+        lower = *le;
+    }
+    // Above the last bound.
+    Some(lower)
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |s| format!("{:.0}", s * 1000.0))
 }
 
 impl std::fmt::Debug for Progress {
@@ -27,22 +79,70 @@ impl Progress {
         } else {
             ProgressDrawTarget::stderr_with_hz(4)
         };
+        let drawn = !target.is_hidden();
         let bar = ProgressBar::with_draw_target(total, target);
         if let Ok(style) = ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:30}] {pos}/{len} requests ({per_sec}) {msg}",
+            "{elapsed_precise} [{bar:30}] {pos}/{len} requests ({per_sec})\n{msg}",
         ) {
             bar.set_style(style.progress_chars("=> "));
         }
-        Self { bar, held: 0 }
+        Self {
+            bar,
+            done: 0,
+            held: 0,
+            drawn,
+            window: VecDeque::new(),
+            server: None,
+            shown_at: f64::NEG_INFINITY,
+        }
+    }
+
+    /// The live lines of the window's newest view against its oldest.
+    fn lines(&self) -> Option<String> {
+        let new = self.window.back()?;
+        let old = self.window.front()?;
+        let secs = new.elapsed_secs - old.elapsed_secs;
+        // Rates and percentiles over less than half a second say little.
+        if secs < 0.5 {
+            return None;
+        }
+        let achieved = new.sent.saturating_sub(old.sent) as f64 / secs;
+        let target = new
+            .target_rate
+            .map_or_else(|| "closed loop".to_owned(), |r| format!("target {r:.1}/s"));
+        let stage = new
+            .stage
+            .map_or_else(String::new, |s| format!(", stage {s}"));
+        let mut out = format!(
+            "  rate   {target}{stage}, sent {achieved:.1}/s  |  in flight {}  |  ok {}",
+            new.in_flight, new.ok
+        );
+        out.push_str(&format!(
+            "\n  last {:.0} s  TTFT p50 {} p99 {} ms  |  e2e p50 {} p99 {} ms",
+            secs,
+            ms(window_quantile(&new.ttft, &old.ttft, 0.5)),
+            ms(window_quantile(&new.ttft, &old.ttft, 0.99)),
+            ms(window_quantile(&new.e2e, &old.e2e, 0.5)),
+            ms(window_quantile(&new.e2e, &old.e2e, 0.99)),
+        ));
+        if !new.failed_by_kind.is_empty() {
+            let kinds: Vec<String> = new
+                .failed_by_kind
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            out.push_str(&format!("\n  failed {}", kinds.join(", ")));
+        }
+        if let Some(s) = &self.server {
+            out.push_str(&format!("\n  server {s}"));
+        }
+        Some(out)
     }
 }
 
 impl Progress {
-    fn count(&mut self, rec: &RequestRecord<'_>) {
-        self.bar.inc(1);
-        if rec.failure.is_some() {
-            self.bar.set_message("(failures: see summary)");
-        }
+    fn count(&mut self, _rec: &RequestRecord<'_>) {
+        self.done += 1;
     }
 }
 
@@ -63,7 +163,53 @@ impl Reporter for Progress {
         Ok(())
     }
 
+    fn on_live(&mut self, live: &LiveStats) -> Result<(), PluginError> {
+        if !self.drawn {
+            return Ok(());
+        }
+        self.bar.set_position(self.done);
+        self.window.push_back(live.clone());
+        while self
+            .window
+            .front()
+            .is_some_and(|f| live.elapsed_secs - f.elapsed_secs > WINDOW_SECS)
+        {
+            self.window.pop_front();
+        }
+        // About once a second.
+        if live.elapsed_secs - self.shown_at >= 1.0
+            && let Some(lines) = self.lines()
+        {
+            self.shown_at = live.elapsed_secs;
+            self.bar.set_message(lines);
+        }
+        Ok(())
+    }
+
+    fn on_server_metrics(&mut self, scrape: &ServerScrape) -> Result<(), PluginError> {
+        if !self.drawn || scrape.error.is_some() {
+            return Ok(());
+        }
+        let c = &scrape.common;
+        let mut parts = Vec::new();
+        for (key, label, scale, unit) in [
+            ("requests_running", "running", 1.0, ""),
+            ("requests_waiting", "waiting", 1.0, ""),
+            ("kv_cache_usage", "KV", 100.0, "%"),
+            ("gpu_power_watts", "GPU", 1.0, " W"),
+        ] {
+            if let Some(v) = c.get(key) {
+                parts.push(format!("{label} {:.0}{unit}", v * scale));
+            }
+        }
+        if !parts.is_empty() {
+            self.server = Some(format!("{} ({})", parts.join(", "), scrape.url));
+        }
+        Ok(())
+    }
+
     fn on_finish(&mut self, _run: &RunInfo, _s: &Summary) -> Result<(), PluginError> {
+        self.bar.set_position(self.done);
         self.bar.finish_and_clear();
         Ok(())
     }
@@ -153,11 +299,79 @@ mod tests {
         for _ in 0..3 {
             p.on_held(&rec).unwrap_or_else(|e| panic!("{e}"));
         }
-        assert_eq!(p.bar.position(), 3);
+        assert_eq!(p.done, 3);
         // The three held records come through, then two that were not held.
         for _ in 0..5 {
             p.on_request(&rec).unwrap_or_else(|e| panic!("{e}"));
         }
-        assert_eq!(p.bar.position(), 5);
+        assert_eq!(p.done, 5);
+    }
+
+    fn hist(counts: &[(f64, u64)]) -> LiveHistogram {
+        LiveHistogram {
+            buckets: counts.to_vec(),
+            count: counts.last().map_or(0, |c| c.1),
+            sum: 0.0,
+        }
+    }
+
+    #[test]
+    fn rolling_percentiles_come_from_the_window_alone() {
+        let old = hist(&[(0.1, 40), (1.0, 40)]);
+        let new = hist(&[(0.1, 90), (1.0, 140)]);
+        // The window holds 50 samples under 0.1 s and 50 between 0.1 and 1 s.
+        let p50 = window_quantile(&new, &old, 0.5).unwrap_or_default();
+        assert!((p50 - 0.1).abs() < 1e-9, "{p50}");
+        let p99 = window_quantile(&new, &old, 0.99).unwrap_or_default();
+        assert!((p99 - (0.1 + 0.98 * 0.9)).abs() < 1e-9, "{p99}");
+        assert_eq!(window_quantile(&old, &old, 0.5), None);
+    }
+
+    #[test]
+    fn the_live_lines_show_the_rate_in_flight_percentiles_failures_and_server() {
+        let mut p = Progress {
+            bar: ProgressBar::hidden(),
+            done: 0,
+            held: 0,
+            drawn: true,
+            window: VecDeque::new(),
+            server: None,
+            shown_at: f64::NEG_INFINITY,
+        };
+        let at = |t: f64, sent: u64, e2e: LiveHistogram| LiveStats {
+            elapsed_secs: t,
+            sent,
+            in_flight: 3,
+            target_rate: Some(20.0),
+            failed_by_kind: [("timeout".to_owned(), 2)].into_iter().collect(),
+            e2e,
+            ..LiveStats::default()
+        };
+        p.on_live(&at(1.0, 10, hist(&[(0.1, 0), (1.0, 0)])))
+            .unwrap();
+        p.on_server_metrics(&ServerScrape {
+            url: "target".into(),
+            common: [
+                ("requests_running".to_owned(), 7.0),
+                ("kv_cache_usage".to_owned(), 0.5),
+            ]
+            .into_iter()
+            .collect(),
+            ..ServerScrape::default()
+        })
+        .unwrap();
+        p.on_live(&at(3.0, 50, hist(&[(0.1, 20), (1.0, 40)])))
+            .unwrap();
+        let lines = p.lines().unwrap_or_default();
+        for part in [
+            "target 20.0/s",
+            "sent 20.0/s",
+            "in flight 3",
+            "e2e p50 100 p99",
+            "failed timeout 2",
+            "server running 7, KV 50% (target)",
+        ] {
+            assert!(lines.contains(part), "{part}: {lines}");
+        }
     }
 }

@@ -37,6 +37,7 @@ pub mod datasets;
 pub mod embeddings;
 pub mod events;
 pub mod json_summary;
+pub mod metrics_listen;
 pub mod openai;
 pub mod replay;
 pub mod requests_jsonl;
@@ -77,6 +78,7 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("reporter", "console_summary"),
     ("reporter", "csv"),
     ("reporter", "json_summary"),
+    ("reporter", "metrics_listen"),
     ("reporter", "requests_jsonl"),
     ("reporter", "results_dir"),
 ];

@@ -12,6 +12,7 @@ mod datasets;
 mod energy;
 mod faults;
 mod fleet;
+mod live;
 mod load;
 mod replay;
 mod results;
