@@ -1,6 +1,8 @@
 //! Helpers shared by the end-to-end tests: real tokenizer files, a simulator on
 //! its own runtime, in-process runs of the CLIs, and result-file readers.
 
+pub mod http;
+
 use batchbench_engine::tokens::TokenizerHandle;
 use batchbench_simulator::{RequestLog, Sim, SimConfig, SimStats};
 use std::collections::HashMap;

@@ -713,6 +713,10 @@ pub struct OutputSpec {
     /// `/metrics`) on this address during the run: `host:port`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics_listen: Option<String>,
+    /// Seconds to go on serving `metrics_listen` after the run ends, so that
+    /// a scraper reads the final figures (default 0: close with the run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_linger_secs: Option<f64>,
 }
 
 impl OutputSpec {

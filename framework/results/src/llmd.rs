@@ -10,6 +10,7 @@
 //! | `results.request_performance.aggregate` | requests and failures; input and output lengths over the successes; TTFT, ITL, TPOT and request latency from the histograms (every sample, in seconds); request and token rates |
 //! | `results.request_performance.time_series` | the request and output-token rates and the mean TTFT per interval of `timeseries.json` |
 //! | `results.observability` | each common metric scraped with `--server-metrics` (the server's, a GPU exporter's), per URL with its statistics and series, and the GPUs' energy |
+//! | `results.observability.components` | the schema's resource metrics (KV cache usage, prefix-cache hit rate, GPU utilization, memory and power, running and waiting requests), per URL scraped and per GPU, statistics and series |
 //!
 //! Left out because a client cannot know it: the serving stack
 //! (`scenario.stack`: engine, accelerators, parallelism).
@@ -359,6 +360,10 @@ fn observability(r: &RunDir, at: &dyn Fn(f64) -> String) -> Value {
             obs.insert(name.clone(), json!({"components": components}));
         }
     }
+    let components = resource_components(r, &urls, at);
+    if !components.is_empty() {
+        obs.insert("components".into(), Value::Array(components));
+    }
     if let Some(e) = &m.energy {
         obs.insert(
             "gpu_energy".into(),
@@ -366,6 +371,120 @@ fn observability(r: &RunDir, at: &dyn Fn(f64) -> String) -> Value {
         );
     }
     Value::Object(obs)
+}
+
+/// Common server-metric names and where the schema's resource metrics have
+/// room for them: (common name, `aggregate` field, `time_series` field,
+/// units). A fraction stays a fraction (the schema takes `fraction`).
+const RESOURCES: &[(&str, &str, &str, &str)] = &[
+    (
+        "kv_cache_usage",
+        "kv_cache_usage",
+        "kv_cache_usage",
+        "fraction",
+    ),
+    (
+        "prefix_cache_hit_rate",
+        "cache_hit_rate",
+        "prefix_cache_hit_rate",
+        "fraction",
+    ),
+    (
+        "gpu_utilization",
+        "gpu_utilization",
+        "gpu_utilization",
+        "fraction",
+    ),
+    (
+        "gpu_memory_used_bytes",
+        "gpu_memory_usage",
+        "gpu_memory_usage",
+        "bytes",
+    ),
+    (
+        "gpu_power_watts",
+        "power_consumption",
+        "power_consumption",
+        "Watts",
+    ),
+    (
+        "requests_running",
+        "running_requests",
+        "num_requests_running",
+        "count",
+    ),
+    (
+        "requests_waiting",
+        "waiting_requests",
+        "num_requests_waiting",
+        "count",
+    ),
+];
+
+/// `observability.components`: the schema's own resource metrics, one
+/// component per URL scraped (its label the URL) and, for a GPU exporter, one
+/// per GPU beside it (`replica_id` `gpu N`), each with the statistics over the
+/// run and the series of the metrics in [`RESOURCES`] it served.
+fn resource_components(r: &RunDir, urls: &[&str], at: &dyn Fn(f64) -> String) -> Vec<Value> {
+    let mut out = Vec::new();
+    for url in urls {
+        let lines: Vec<_> = r.server.iter().filter(|l| l.url == *url).collect();
+        // The GPUs this URL reported apart, by their `gpu` label.
+        let mut gpus: Vec<&str> = lines
+            .iter()
+            .flat_map(|l| l.common.keys())
+            .filter_map(|k| k.strip_prefix("gpu_power_watts{gpu=\""))
+            .filter_map(|k| k.strip_suffix("\"}"))
+            .collect();
+        gpus.sort_unstable();
+        gpus.dedup();
+        let scopes = std::iter::once(None).chain(gpus.into_iter().map(Some));
+        for gpu in scopes {
+            let mut aggregate = Map::new();
+            let mut series = Map::new();
+            for (common, agg_field, ts_field, units) in RESOURCES {
+                let key = match gpu {
+                    None => (*common).to_owned(),
+                    Some(g) => format!("{common}{{gpu=\"{g}\"}}"),
+                };
+                let points: Vec<(f64, f64)> = lines
+                    .iter()
+                    .filter_map(|l| Some((l.t, *l.common.get(&key)?)))
+                    .filter(|p| p.1.is_finite())
+                    .collect();
+                if points.is_empty() {
+                    continue;
+                }
+                let values = points.iter().map(|p| p.1).collect();
+                if let Some(st) = stats_of(units, values) {
+                    aggregate.insert((*agg_field).into(), st);
+                }
+                series.insert(
+                    (*ts_field).into(),
+                    json!({
+                        "units": units,
+                        "series": points
+                            .iter()
+                            .map(|(t, v)| json!({"ts": at(*t), "value": v}))
+                            .collect::<Vec<_>>(),
+                    }),
+                );
+            }
+            if aggregate.is_empty() {
+                continue;
+            }
+            let mut c = json!({
+                "component_label": url,
+                "aggregate": aggregate,
+                "time_series": series,
+            });
+            if let Some(g) = gpu {
+                c["replica_id"] = json!(format!("gpu {g}"));
+            }
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -461,7 +461,10 @@ pub(crate) fn reporters(
     if let Some(addr) = &o.metrics_listen {
         v.push(build_reporter(
             "metrics_listen",
-            serde_json::json!({ "addr": addr }),
+            serde_json::json!({
+                "addr": addr,
+                "linger_secs": o.metrics_linger_secs.unwrap_or(0.0),
+            }),
             ctx,
         )?);
     }

@@ -715,6 +715,11 @@ pub struct OutputArgs {
     /// histograms, the target rate and stage.
     #[arg(long, value_name = "ADDR", help_heading = "Output")]
     pub metrics_listen: Option<String>,
+    /// Go on serving --metrics-listen this many seconds after the run ends,
+    /// so that a scraper reads the final figures (`batchbench_run_finished`
+    /// is 1 then) [default: 0, close with the run].
+    #[arg(long, value_name = "SECS", help_heading = "Output")]
+    pub metrics_linger: Option<f64>,
     /// No progress bar.
     #[arg(short, long, help_heading = "Output")]
     pub quiet: bool,
@@ -759,6 +764,9 @@ impl OutputArgs {
         }
         if self.metrics_listen.is_some() {
             o.metrics_listen.clone_from(&self.metrics_listen);
+        }
+        if self.metrics_linger.is_some() {
+            o.metrics_linger_secs = self.metrics_linger;
         }
         if !self.server_metrics.is_empty() {
             spec.server_metrics.urls.clone_from(&self.server_metrics);

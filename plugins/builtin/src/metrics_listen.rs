@@ -3,7 +3,9 @@
 //! updated from the run's live view ([`Reporter::on_live`]) about four times
 //! a second, so that a soak can be watched in Grafana. The listener is bound
 //! when the reporter is built (an address in use is bad input, before
-//! anything is sent) and closed when the run ends.
+//! anything is sent) and closed when the run ends, or `linger_secs` later so
+//! that a scraper with a long interval still reads the run's final figures
+//! (`batchbench_run_finished` is 1 then).
 
 use batchbench_contract::plugin::{LiveHistogram, LiveStats, PluginError, Reporter};
 use batchbench_contract::record::{RunInfo, Summary};
@@ -21,14 +23,27 @@ use std::sync::{Arc, Mutex};
 pub struct MetricsListenConfig {
     /// Where to listen: `host:port` (port 0 picks a free one).
     pub addr: String,
+    /// Seconds to go on serving the final figures after the run ends.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub linger_secs: f64,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// Serves the run's live figures as a Prometheus exposition.
 #[derive(Debug)]
 pub struct MetricsListen {
     addr: SocketAddr,
+    /// The last live view, kept to mark it final when the run ends.
+    last: LiveStats,
     page: Arc<Mutex<String>>,
     stop: Arc<AtomicBool>,
+    linger: std::time::Duration,
+    /// When the run ended (the lingering counts from here).
+    ended: Option<std::time::Instant>,
     server: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -43,12 +58,18 @@ impl MetricsListen {
     /// Binds the listener and starts serving (an empty exposition until the
     /// run's first live view).
     pub fn new(cfg: MetricsListenConfig, _ctx: &BuildContext) -> Result<Self, PluginError> {
+        if !(cfg.linger_secs.is_finite() && cfg.linger_secs >= 0.0) {
+            return Err(bad(format!(
+                "linger_secs must be a number of seconds, 0 or more, not {}",
+                cfg.linger_secs
+            )));
+        }
         let listener = TcpListener::bind(&cfg.addr)
             .map_err(|e| bad(format!("cannot listen on {}: {e}", cfg.addr)))?;
         let addr = listener
             .local_addr()
             .map_err(|e| bad(format!("{}: {e}", cfg.addr)))?;
-        let page = Arc::new(Mutex::new(exposition(&LiveStats::default())));
+        let page = Arc::new(Mutex::new(exposition(&LiveStats::default(), false)));
         let stop = Arc::new(AtomicBool::new(false));
         let (p, s) = (page.clone(), stop.clone());
         let server = std::thread::Builder::new()
@@ -57,8 +78,11 @@ impl MetricsListen {
             .map_err(|e| bad(format!("cannot start its thread: {e}")))?;
         Ok(Self {
             addr,
+            last: LiveStats::default(),
             page,
             stop,
+            linger: std::time::Duration::from_secs_f64(cfg.linger_secs),
+            ended: None,
             server: Some(server),
         })
     }
@@ -68,8 +92,8 @@ impl MetricsListen {
         self.addr
     }
 
-    fn set(&self, live: &LiveStats) {
-        let text = exposition(live);
+    fn set(&self, live: &LiveStats, finished: bool) {
+        let text = exposition(live, finished);
         *self
             .page
             .lock()
@@ -77,6 +101,12 @@ impl MetricsListen {
     }
 
     fn shut(&mut self) {
+        if self.server.is_none() {
+            return;
+        }
+        if let Some(end) = self.ended {
+            std::thread::sleep(self.linger.saturating_sub(end.elapsed()));
+        }
         self.stop.store(true, Ordering::SeqCst);
         // Wakes the accept loop, which then sees the flag.
         let _ = TcpStream::connect(self.addr);
@@ -145,8 +175,9 @@ fn histogram(o: &mut String, name: &str, help: &str, h: &LiveHistogram) {
     let _ = writeln!(o, "{name}_count {}", h.count);
 }
 
-/// The Prometheus text exposition of `live`.
-pub fn exposition(live: &LiveStats) -> String {
+/// The Prometheus text exposition of `live` (`finished`: the run has ended
+/// and these are its final figures).
+pub fn exposition(live: &LiveStats, finished: bool) -> String {
     let mut o = String::new();
     let mut counter = |name: &str, help: &str, v: u64| {
         family(&mut o, name, "counter", help);
@@ -195,6 +226,11 @@ pub fn exposition(live: &LiveStats) -> String {
         family(&mut o, name, "gauge", help);
         let _ = writeln!(o, "{name} {v}");
     };
+    gauge(
+        "batchbench_run_finished",
+        "1 once the run has ended and these are its final figures, else 0.",
+        if finished { 1.0 } else { 0.0 },
+    );
     gauge(
         "batchbench_requests_in_flight",
         "Requests sent and not yet ended.",
@@ -248,13 +284,19 @@ pub fn exposition(live: &LiveStats) -> String {
 
 impl Reporter for MetricsListen {
     fn on_live(&mut self, live: &LiveStats) -> Result<(), PluginError> {
-        self.set(live);
+        self.set(live, false);
+        self.last.clone_from(live);
         Ok(())
     }
 
     fn on_finish(&mut self, _run: &RunInfo, _summary: &Summary) -> Result<(), PluginError> {
-        // The run is over: so is its endpoint.
-        self.shut();
+        // The run is over: so is its endpoint, now or after the lingering
+        // (when the reporter is dropped, so that the summary is not held up).
+        self.set(&self.last, true);
+        self.ended = Some(std::time::Instant::now());
+        if self.linger.is_zero() {
+            self.shut();
+        }
         Ok(())
     }
 }
@@ -284,6 +326,7 @@ mod tests {
         let mut r = MetricsListen::new(
             MetricsListenConfig {
                 addr: "127.0.0.1:0".into(),
+                linger_secs: 0.0,
             },
             &BuildContext::default(),
         )
@@ -310,6 +353,7 @@ mod tests {
             "batchbench_requests_ok_total 9",
             "batchbench_requests_failed_total{kind=\"http_503\"} 1",
             "batchbench_requests_in_flight 2",
+            "batchbench_run_finished 0",
             "batchbench_target_rate 40",
             "batchbench_e2e_seconds_bucket{le=\"0.1\"} 4",
             "batchbench_e2e_seconds_bucket{le=\"+Inf\"} 9",
@@ -325,7 +369,10 @@ mod tests {
         let held = TcpListener::bind("127.0.0.1:0").unwrap();
         let taken = held.local_addr().unwrap().to_string();
         let e = MetricsListen::new(
-            MetricsListenConfig { addr: taken },
+            MetricsListenConfig {
+                addr: taken,
+                linger_secs: 0.0,
+            },
             &BuildContext::default(),
         )
         .unwrap_err();

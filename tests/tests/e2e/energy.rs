@@ -2,44 +2,27 @@
 //! synthetic exporter on loopback serves a power gauge that changes over time
 //! and the energy counter that integrates it, as the real one does.
 
-use batchbench_tests::{run_batchbench, tokenizer_path};
-use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::time::Instant;
+use batchbench_tests::{http, run_batchbench, tokenizer_path};
 
-/// Serves `/metrics` until the test ends: two GPUs whose power rises and
-/// falls (300 W ± 150 W over a 2-second period) and their energy counters,
-/// in millijoules since the exporter started, integrating it exactly.
+/// A DCGM exporter of two GPUs whose power rises and falls (300 W ± 150 W
+/// over a 2-second period), with their energy counters, in millijoules since
+/// the exporter started, integrating it exactly.
 fn exporter() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
-    let start = Instant::now();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            let mut buf = [0u8; 2048];
-            let _ = s.read(&mut buf);
-            let t = start.elapsed().as_secs_f64();
-            let w = std::f64::consts::PI;
-            let mut body = String::new();
-            for (gpu, base) in [(0, 300.0), (1, 250.0)] {
-                let watts = base + 150.0 * (w * t).sin();
-                // The integral of base + 150 sin(w t) from 0 to t, in mJ.
-                let joules = base * t + 150.0 / w * (1.0 - (w * t).cos());
-                body.push_str(&format!(
-                    "DCGM_FI_DEV_POWER_USAGE{{gpu=\"{gpu}\",Hostname=\"test\"}} {watts:.3}\n\
-                     DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{gpu=\"{gpu}\",Hostname=\"test\"}} {}\n",
-                    (joules * 1000.0).round()
-                ));
-            }
-            let _ = write!(
-                s,
-                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
+    http::serve_metrics(|t| {
+        let w = std::f64::consts::PI;
+        let mut body = String::new();
+        for (gpu, base) in [(0, 300.0), (1, 250.0)] {
+            let watts = base + 150.0 * (w * t).sin();
+            // The integral of base + 150 sin(w t) from 0 to t, in mJ.
+            let joules = base * t + 150.0 / w * (1.0 - (w * t).cos());
+            body.push_str(&format!(
+                "DCGM_FI_DEV_POWER_USAGE{{gpu=\"{gpu}\",Hostname=\"test\"}} {watts:.3}\n\
+                 DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{gpu=\"{gpu}\",Hostname=\"test\"}} {}\n",
+                (joules * 1000.0).round()
+            ));
         }
-    });
-    format!("http://{addr}/metrics")
+        body
+    })
 }
 
 #[test]
