@@ -269,32 +269,10 @@ impl Endpoints {
     /// The run's hosts and request path: one full URL is the endpoint itself
     /// (no host); several are split into their bases and their one path.
     fn target(&self) -> Result<(batchbench_contract::spec::Hosts, String), String> {
-        let urls = match self {
-            Self::One(u) => return Ok(("".into(), u.clone())),
-            Self::Many(us) => us,
-        };
-        let mut bases = Vec::with_capacity(urls.len());
-        let mut path: Option<&str> = None;
-        for (i, u) in urls.iter().enumerate() {
-            let rest = u
-                .strip_prefix("http://")
-                .or_else(|| u.strip_prefix("https://"))
-                .ok_or_else(|| format!("endpoint[{i}]: '{u}' is not an http or https URL"))?;
-            let at = rest.find('/').map_or(u.len(), |k| u.len() - rest.len() + k);
-            let (base, p) = u.split_at(at);
-            match path {
-                Some(q) if q != p => {
-                    return Err(format!(
-                        "endpoint[{i}]: every endpoint of a fleet takes the same path, got '{p}' after '{q}'"
-                    ));
-                }
-                _ => path = Some(p),
-            }
-            bases.push(base.to_owned());
+        match self {
+            Self::One(u) => Ok(("".into(), u.clone())),
+            Self::Many(us) => batchbench_contract::spec::Hosts::from_urls(us),
         }
-        let hosts = batchbench_contract::spec::Hosts::new(bases)
-            .ok_or_else(|| "endpoint: the list is empty".to_owned())?;
-        Ok((hosts, path.unwrap_or_default().to_owned()))
     }
 }
 

@@ -197,6 +197,34 @@ impl Hosts {
     pub fn map(&self, f: impl Fn(&str) -> String) -> Self {
         Self(self.0.iter().map(|h| f(h)).collect())
     }
+
+    /// A fleet given as full URLs (`http://a:8000/v1/chat/completions`, ...):
+    /// their bases as the hosts, and the one request path they share. An
+    /// error names the URL (by its index) that is not http(s) or whose path
+    /// differs from the first's.
+    pub fn from_urls(urls: &[String]) -> Result<(Self, String), String> {
+        let mut bases = Vec::with_capacity(urls.len());
+        let mut path: Option<&str> = None;
+        for (i, u) in urls.iter().enumerate() {
+            let rest = u
+                .strip_prefix("http://")
+                .or_else(|| u.strip_prefix("https://"))
+                .ok_or_else(|| format!("endpoint[{i}]: '{u}' is not an http or https URL"))?;
+            let at = rest.find('/').map_or(u.len(), |k| u.len() - rest.len() + k);
+            let (base, p) = u.split_at(at);
+            match path {
+                Some(q) if q != p => {
+                    return Err(format!(
+                        "endpoint[{i}]: every endpoint of a fleet takes the same path, got '{p}' after '{q}'"
+                    ));
+                }
+                _ => path = Some(p),
+            }
+            bases.push(base.to_owned());
+        }
+        let hosts = Self::new(bases).ok_or_else(|| "endpoint: the list is empty".to_owned())?;
+        Ok((hosts, path.unwrap_or_default().to_owned()))
+    }
 }
 
 impl From<&str> for Hosts {
@@ -984,6 +1012,26 @@ fn is_default<T: Default + PartialEq>(v: &T) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fleet_of_full_urls_splits_into_hosts_and_their_one_path() {
+        let urls = |u: &[&str]| u.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let (hosts, path) = Hosts::from_urls(&urls(&[
+            "http://a:8000/v1/chat/completions",
+            "https://user:pw@b/v1/chat/completions",
+        ]))
+        .unwrap();
+        assert_eq!(hosts.all(), ["http://a:8000", "https://user:pw@b"]);
+        assert_eq!(path, "/v1/chat/completions");
+        let (hosts, path) = Hosts::from_urls(&urls(&["http://a", "http://b"])).unwrap();
+        assert_eq!((hosts.all().len(), path.as_str()), (2, ""));
+        let e =
+            Hosts::from_urls(&urls(&["http://a/v1/completions", "http://b/v1/chat"])).unwrap_err();
+        assert!(e.starts_with("endpoint[1]: every endpoint"), "{e}");
+        let e = Hosts::from_urls(&urls(&["http://a", "a:8000"])).unwrap_err();
+        assert!(e.starts_with("endpoint[1]: 'a:8000' is not"), "{e}");
+        assert!(Hosts::from_urls(&[]).is_err());
+    }
 
     fn load(rate: Option<f64>, stages: &[f64]) -> LoadSpec {
         LoadSpec {

@@ -616,16 +616,18 @@ pub fn analyze(
         None => "affinity",
         Some(r) => r,
     };
-    let chooser = |name: &str| -> Result<Option<Arc<dyn Router>>, Failure> {
+    // The run's own policy (with its config), else a routing policy built
+    // by name with its defaults; `None` when the name picks no endpoint.
+    let chooser = |name: &str| -> Option<Arc<dyn Router>> {
         if let Some(r) = routers.iter().find(|r| r.chooses_endpoint())
             && policy.as_deref() == Some(name)
         {
-            return Ok(Some(r.clone()));
+            return Some(r.clone());
         }
-        match registry::router(name, &serde_json::json!({}), &ctx) {
-            Ok(r) if r.chooses_endpoint() => Ok(Some(Arc::from(r))),
-            _ => Ok(None),
-        }
+        registry::router(name, &serde_json::json!({}), &ctx)
+            .ok()
+            .filter(|r| r.chooses_endpoint())
+            .map(Arc::from)
     };
     let mut ranks = settings.ranks;
     let routing = match routing {
@@ -635,7 +637,7 @@ pub fn analyze(
             let name = policy.clone().unwrap_or_default();
             ranks = Some(ranks.unwrap_or(u64::from(fleet)));
             Routing::Policy {
-                router: chooser(&name)?.ok_or_else(|| {
+                router: chooser(&name).ok_or_else(|| {
                     Failure::bad(format!("--routing run: {name} picks no endpoint"))
                 })?,
                 name,
@@ -655,7 +657,7 @@ pub fn analyze(
         "run" => Routing::Slots(Box::new(move |slot| {
             routers.iter().find_map(|r| r.dp_rank(slot))
         })),
-        other => match chooser(other)? {
+        other => match chooser(other) {
             Some(router) => {
                 ranks = Some(ranks.unwrap_or(u64::from(fleet)));
                 Routing::Policy {
