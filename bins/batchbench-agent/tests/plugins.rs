@@ -390,6 +390,38 @@ fn a_panicking_native_plugin_is_contained() {
     }
 }
 
+/// An external reporter (`lib`, registering `reporter`) that fails the run at
+/// its end unless live views came, their counters never fell, and the last
+/// one agrees with the summary.
+fn external_reporter_hears_live_views(lib: &str, reporter: &str) {
+    let sim = SimServer::recording("qwen");
+    let mut args = base(&sim.url());
+    args.extend([
+        "--agents".into(),
+        "3".into(),
+        "--plugin".into(),
+        lib.to_owned(),
+        "--reporter".into(),
+        reporter.to_owned(),
+    ]);
+    let out = agent(&args);
+    assert_eq!(out.code, 0, "{reporter}: {}", out.stderr);
+    assert!(!sim.requests().is_empty());
+}
+
+#[test]
+fn a_native_reporter_hears_the_live_views_and_the_last_is_the_summary() {
+    external_reporter_hears_live_views(&s(&plugin_artifact("hostile_dylib")), "live_check");
+}
+
+#[test]
+fn a_live_reporter_component_of_contract_1_1_hears_the_live_views() {
+    external_reporter_hears_live_views(
+        &s(&plugin_artifact("live_reporter.wasm")),
+        "wasm_live_check",
+    );
+}
+
 /// An external routing policy (`lib`, registering `router`) that picks the
 /// endpoint its config names: against two servers, index 1 gets every request
 /// and index 2 (out of range) is bad input with nothing sent.

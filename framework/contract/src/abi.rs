@@ -112,6 +112,14 @@ pub mod method {
     pub const ON_TRAJECTORY: u32 = 22;
     /// Reporter: `{"run": RunInfo, "summary": Summary}` → `null`.
     pub const ON_FINISH: u32 = 23;
+    /// Reporter: [`LiveStats`](crate::plugin::LiveStats) → `null`, about four
+    /// times a second and once at the end of the run.
+    pub const ON_LIVE: u32 = 24;
+    /// Reporter: `null` → whether it takes [`ON_LIVE`] (the SDK answers
+    /// `true`). A library built before this method existed answers an error,
+    /// which the host reads as `false`: its reporters still load, and never
+    /// hear of live views.
+    pub const WANTS_LIVE: u32 = 25;
     /// Codec: [`WireEncodeRequest`](crate::wire::WireEncodeRequest) → the request
     /// body's bytes (not a JSON document of their own).
     pub const ENCODE: u32 = 30;

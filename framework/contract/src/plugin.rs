@@ -335,7 +335,8 @@ pub struct EndpointContext<'a> {
 /// The run as it stands, for live views ([`Reporter::on_live`]): counters
 /// since the clock start, warmup included, and the latency distributions of
 /// the measured requests so far.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct LiveStats {
     /// Seconds since the clock start.
     pub elapsed_secs: f64,
@@ -372,7 +373,8 @@ pub struct LiveStats {
 }
 
 /// A latency distribution as a cumulative histogram over fixed bounds.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct LiveHistogram {
     /// `(upper bound in seconds, samples at or below it)`, rising, ending
     /// before `+Inf` (which is `count`).

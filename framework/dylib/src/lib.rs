@@ -16,8 +16,8 @@ use batchbench_contract::abi::{
 };
 use batchbench_contract::plan::Trajectory;
 use batchbench_contract::plugin::{
-    BodyWriter, CodecError, EncodeRequest, EndpointContext, PluginError, Reply, Reporter,
-    RequestCodec, RequestRecord, RouteContext, RouteExtras, Router, StreamDecoder,
+    BodyWriter, CodecError, EncodeRequest, EndpointContext, LiveStats, PluginError, Reply,
+    Reporter, RequestCodec, RequestRecord, RouteContext, RouteExtras, Router, StreamDecoder,
     TrajectoryRecord, WorkloadInfo, WorkloadSource,
 };
 use batchbench_contract::record::RunInfo;
@@ -341,7 +341,8 @@ impl Drop for DylibStream {
     }
 }
 
-struct DylibReporter(Instance);
+/// A reporter, and whether it takes live views (asked at the first one).
+struct DylibReporter(Instance, Option<bool>);
 
 /// The `{"run", "summary"}` input of `on_finish` (the shape of
 /// [`FinishInput`](batchbench_contract::abi::FinishInput)), serialised without copies.
@@ -369,6 +370,19 @@ impl Reporter for DylibReporter {
         self.0
             .call("on_trajectory", method::ON_TRAJECTORY, &input)
             .map(drop)
+    }
+
+    fn on_live(&mut self, live: &LiveStats) -> Result<(), PluginError> {
+        let inst = &self.0;
+        let wants = *self.1.get_or_insert_with(|| {
+            inst.call_json::<bool>("wants_live", method::WANTS_LIVE, b"null")
+                .unwrap_or(false)
+        });
+        if !wants {
+            return Ok(());
+        }
+        let input = serde_json::to_vec(live).unwrap_or_default();
+        self.0.call("on_live", method::ON_LIVE, &input).map(drop)
     }
 
     fn on_finish(&mut self, run: &RunInfo, summary: &Summary) -> Result<(), PluginError> {
@@ -499,9 +513,10 @@ pub fn load(path: &Path) -> Result<LoadedNames, PluginError> {
             Kind::Reporter => LoadedPlugin::Reporter(Loaded {
                 info,
                 build: Box::new(move |cfg, ctx| {
-                    Ok(Box::new(DylibReporter(Instance::new(
-                        table, &name, cfg, ctx,
-                    )?)))
+                    Ok(Box::new(DylibReporter(
+                        Instance::new(table, &name, cfg, ctx)?,
+                        None,
+                    )))
                 }),
             }),
         })?;

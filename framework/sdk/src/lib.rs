@@ -49,7 +49,7 @@ pub use batchbench_contract::wire;
 
 use abi::{OwnedBytes, PluginTable, method, status};
 use batchbench_contract::plugin::{
-    BodyWriter, EncodeRequest, PluginError, Reporter, RequestCodec, RouteExtras, Router,
+    BodyWriter, EncodeRequest, LiveStats, PluginError, Reporter, RequestCodec, RouteExtras, Router,
     StreamDecoder, WorkloadSource,
 };
 use batchbench_contract::wire::{
@@ -225,6 +225,12 @@ fn dispatch(h: &mut Handle, m: u32, input: &[u8]) -> Result<Vec<u8>, String> {
         (Built::Reporter(r), method::ON_TRAJECTORY) => {
             r.on_trajectory(&parse(input, "trajectory record")?)
                 .map_err(|e| e.to_string())?;
+            Ok(b"null".to_vec())
+        }
+        (Built::Reporter(_), method::WANTS_LIVE) => json(&true),
+        (Built::Reporter(r), method::ON_LIVE) => {
+            let live: LiveStats = parse(input, "live view")?;
+            r.on_live(&live).map_err(|e| e.to_string())?;
             Ok(b"null".to_vec())
         }
         (Built::Reporter(r), method::ON_FINISH) => {

@@ -4,8 +4,8 @@
 use crate::sandbox::Sandbox;
 use batchbench_contract::plan::Trajectory;
 use batchbench_contract::plugin::{
-    EndpointContext, PluginError, Reporter, RequestRecord, RouteContext, RouteExtras, Router,
-    TrajectoryRecord, WorkloadInfo, WorkloadSource,
+    EndpointContext, LiveStats, PluginError, Reporter, RequestRecord, RouteContext, RouteExtras,
+    Router, TrajectoryRecord, WorkloadInfo, WorkloadSource,
 };
 use batchbench_contract::record::RunInfo;
 use batchbench_contract::record::Summary;
@@ -33,9 +33,14 @@ mod bindings {
     pub mod fleet_router {
         wasmtime::component::bindgen!({ path: "../wit/v1.1", world: "fleet-router-plugin" });
     }
+    /// Version 1.1.0: a reporter that also hears the run as it goes.
+    pub mod live_reporter {
+        wasmtime::component::bindgen!({ path: "../wit/v1.1", world: "live-reporter-plugin" });
+    }
 }
 
 use bindings::fleet_router::FleetRouterPlugin;
+use bindings::live_reporter::LiveReporterPlugin;
 use bindings::reporter::ReporterPlugin;
 use bindings::router::RouterPlugin;
 use bindings::router::exports::batchbench::plugin::router::RouteContext as GuestRouteContext;
@@ -45,7 +50,8 @@ use bindings::workload::WorkloadPlugin;
 const PACKAGE: &str = "batchbench:plugin/";
 /// The contract version of the workload, router and reporter worlds.
 const VERSION: &str = "@1.0.0";
-/// The contract version of the fleet-router world (1.1.0 adds it).
+/// The contract version of the fleet-router and live-reporter worlds (1.1.0
+/// adds them).
 const FLEET_VERSION: &str = "@1.1.0";
 /// Epoch tick: the resolution of call deadlines.
 const TICK: Duration = Duration::from_millis(5);
@@ -61,6 +67,8 @@ pub enum WorldKind {
     FleetRouter,
     /// `reporter-plugin`.
     Reporter,
+    /// `live-reporter-plugin` (1.1.0): a reporter that hears live views.
+    LiveReporter,
 }
 
 impl WorldKind {
@@ -69,7 +77,7 @@ impl WorldKind {
         match self {
             Self::Workload => "workload",
             Self::Router | Self::FleetRouter => "router",
-            Self::Reporter => "reporter",
+            Self::Reporter | Self::LiveReporter => "reporter",
         }
     }
 }
@@ -147,6 +155,7 @@ enum Bound {
     Router(RouterPlugin),
     FleetRouter(FleetRouterPlugin),
     Reporter(ReporterPlugin),
+    LiveReporter(LiveReporterPlugin),
 }
 
 /// A store and what was instantiated in it.
@@ -281,26 +290,30 @@ impl Instance {
         inst.run("instantiate", timeout, move |inner| {
             let rt = runtime().map_err(|e| wasmtime::Error::msg(e.to_string()))?;
             let store = &mut inner.store;
-            inner.bound = Some(match p.kind {
-                WorldKind::Workload => Bound::Workload(WorkloadPlugin::instantiate(
-                    store,
-                    &p.component,
-                    &rt.linker,
-                )?),
-                WorldKind::Router => {
-                    Bound::Router(RouterPlugin::instantiate(store, &p.component, &rt.linker)?)
-                }
-                WorldKind::FleetRouter => Bound::FleetRouter(FleetRouterPlugin::instantiate(
-                    store,
-                    &p.component,
-                    &rt.linker,
-                )?),
-                WorldKind::Reporter => Bound::Reporter(ReporterPlugin::instantiate(
-                    store,
-                    &p.component,
-                    &rt.linker,
-                )?),
-            });
+            inner.bound =
+                Some(match p.kind {
+                    WorldKind::Workload => Bound::Workload(WorkloadPlugin::instantiate(
+                        store,
+                        &p.component,
+                        &rt.linker,
+                    )?),
+                    WorldKind::Router => {
+                        Bound::Router(RouterPlugin::instantiate(store, &p.component, &rt.linker)?)
+                    }
+                    WorldKind::FleetRouter => Bound::FleetRouter(FleetRouterPlugin::instantiate(
+                        store,
+                        &p.component,
+                        &rt.linker,
+                    )?),
+                    WorldKind::Reporter => Bound::Reporter(ReporterPlugin::instantiate(
+                        store,
+                        &p.component,
+                        &rt.linker,
+                    )?),
+                    WorldKind::LiveReporter => Bound::LiveReporter(
+                        LiveReporterPlugin::instantiate(store, &p.component, &rt.linker)?,
+                    ),
+                });
             Ok(())
         })?;
         Ok(inst)
@@ -333,6 +346,10 @@ impl Instance {
                     .call_init(store, &config_text, &ctx_text)
             }
             Bound::Reporter(b) => {
+                b.batchbench_plugin_reporter()
+                    .call_init(store, &config_text, &ctx_text)
+            }
+            Bound::LiveReporter(b) => {
                 b.batchbench_plugin_reporter()
                     .call_init(store, &config_text, &ctx_text)
             }
@@ -627,43 +644,85 @@ struct WasmReporter {
     inst: Instance,
 }
 
-type ReporterCall = fn(
-    &bindings::reporter::exports::batchbench::plugin::reporter::Guest,
-    &mut Store<State>,
-    &str,
-) -> wasmtime::Result<Result<(), String>>;
+/// A reporter hook of either reporter world (their `reporter` interfaces are
+/// the same, in two packages).
+#[derive(Clone, Copy)]
+enum Hook {
+    Start,
+    Request,
+    Trajectory,
+}
+
+impl Hook {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Start => "on_start",
+            Self::Request => "on_request",
+            Self::Trajectory => "on_trajectory",
+        }
+    }
+}
+
+/// Calls `$hook` (a [`Hook`]) with `$arg` on `$guest`, a `reporter` interface
+/// of either version.
+macro_rules! reporter_hook {
+    ($guest:expr, $store:expr, $hook:expr, $arg:expr) => {
+        match $hook {
+            Hook::Start => $guest.call_on_start($store, $arg),
+            Hook::Request => $guest.call_on_request($store, $arg),
+            Hook::Trajectory => $guest.call_on_trajectory($store, $arg),
+        }
+    };
+}
 
 impl WasmReporter {
-    fn hook(
-        &mut self,
-        call: &'static str,
-        arg: String,
-        f: ReporterCall,
-    ) -> Result<(), PluginError> {
+    fn hook(&mut self, hook: Hook, arg: String) -> Result<(), PluginError> {
         let t = self.inst.sandbox.call_timeout_ms;
         self.inst
-            .call(call, t, move |store, b| match b {
-                Bound::Reporter(b) => f(b.batchbench_plugin_reporter(), store, &arg),
+            .call(hook.name(), t, move |store, b| match b {
+                Bound::Reporter(b) => {
+                    reporter_hook!(b.batchbench_plugin_reporter(), store, hook, &arg)
+                }
+                Bound::LiveReporter(b) => {
+                    reporter_hook!(b.batchbench_plugin_reporter(), store, hook, &arg)
+                }
                 _ => unreachable_kind(),
             })?
-            .map_err(|m| guest_err(&self.inst.plugin.name, call, m))
+            .map_err(|m| guest_err(&self.inst.plugin.name, hook.name(), m))
     }
 }
 
 impl Reporter for WasmReporter {
     fn on_start(&mut self, run: &RunInfo) -> Result<(), PluginError> {
         let arg = serde_json::to_string(run).unwrap_or_default();
-        self.hook("on_start", arg, |g, s, a| g.call_on_start(s, a))
+        self.hook(Hook::Start, arg)
     }
 
     fn on_request(&mut self, rec: &RequestRecord<'_>) -> Result<(), PluginError> {
         let arg = serde_json::to_string(&WireRequestRecord::from_record(rec)).unwrap_or_default();
-        self.hook("on_request", arg, |g, s, a| g.call_on_request(s, a))
+        self.hook(Hook::Request, arg)
     }
 
     fn on_trajectory(&mut self, rec: &TrajectoryRecord) -> Result<(), PluginError> {
         let arg = serde_json::to_string(rec).unwrap_or_default();
-        self.hook("on_trajectory", arg, |g, s, a| g.call_on_trajectory(s, a))
+        self.hook(Hook::Trajectory, arg)
+    }
+
+    fn on_live(&mut self, live: &LiveStats) -> Result<(), PluginError> {
+        // Only a component of the live-reporter world hears them.
+        if self.inst.plugin.kind != WorldKind::LiveReporter {
+            return Ok(());
+        }
+        let t = self.inst.sandbox.call_timeout_ms;
+        let arg = serde_json::to_string(live).unwrap_or_default();
+        self.inst
+            .call("on_live", t, move |store, b| match b {
+                Bound::LiveReporter(b) => b
+                    .batchbench_plugin_live_reporter()
+                    .call_on_live(store, &arg),
+                _ => unreachable_kind(),
+            })?
+            .map_err(|m| guest_err(&self.inst.plugin.name, "on_live", m))
     }
 
     fn on_finish(&mut self, run: &RunInfo, summary: &Summary) -> Result<(), PluginError> {
@@ -675,6 +734,9 @@ impl Reporter for WasmReporter {
         self.inst
             .call("on_finish", t, move |store, b| match b {
                 Bound::Reporter(b) => b
+                    .batchbench_plugin_reporter()
+                    .call_on_finish(store, &run, &summary),
+                Bound::LiveReporter(b) => b
                     .batchbench_plugin_reporter()
                     .call_on_finish(store, &run, &summary),
                 _ => unreachable_kind(),
@@ -702,8 +764,10 @@ fn world_of(component: &Component, engine: &Engine) -> Option<WorldKind> {
         let Some(rest) = name.strip_prefix(PACKAGE) else {
             continue;
         };
-        if rest.strip_suffix(FLEET_VERSION) == Some("endpoint-router") {
-            return Some(WorldKind::FleetRouter);
+        match rest.strip_suffix(FLEET_VERSION) {
+            Some("endpoint-router") => return Some(WorldKind::FleetRouter),
+            Some("live-reporter") => return Some(WorldKind::LiveReporter),
+            _ => {}
         }
         kind = match rest.strip_suffix(VERSION) {
             Some("workload") => Some(WorldKind::Workload),
@@ -743,7 +807,7 @@ pub fn load(path: &Path) -> Result<LoadedInfo, PluginError> {
         failed(
             &origin,
             format!(
-                "exports none of the worlds of batchbench:plugin{VERSION} (workload-plugin, router-plugin, reporter-plugin) or {FLEET_VERSION} (fleet-router-plugin); it exports: {}",
+                "exports none of the worlds of batchbench:plugin{VERSION} (workload-plugin, router-plugin, reporter-plugin) or {FLEET_VERSION} (fleet-router-plugin, live-reporter-plugin); it exports: {}",
                 if exports.is_empty() { "nothing".into() } else { exports.join(", ") }
             ),
         )
@@ -777,7 +841,7 @@ pub fn load(path: &Path) -> Result<LoadedInfo, PluginError> {
                 }))
             }),
         }),
-        WorldKind::Reporter => LoadedPlugin::Reporter(Loaded {
+        WorldKind::Reporter | WorldKind::LiveReporter => LoadedPlugin::Reporter(Loaded {
             info,
             build: Box::new(move |cfg, ctx| {
                 Ok(Box::new(WasmReporter {
@@ -809,6 +873,10 @@ fn describe(p: &Arc<Plugin>, kind: WorldKind, origin: &str) -> Result<PluginInfo
                 (i.name, i.description, i.example_config)
             }
             Bound::Reporter(b) => {
+                let i = b.batchbench_plugin_meta().call_describe(store)?;
+                (i.name, i.description, i.example_config)
+            }
+            Bound::LiveReporter(b) => {
                 let i = b.batchbench_plugin_meta().call_describe(store)?;
                 (i.name, i.description, i.example_config)
             }

@@ -1,6 +1,7 @@
 //! A native plugin that panics where its config says: the host must contain
-//! it; and a routing policy that picks the endpoint its config names, in range
-//! or not.
+//! it; a routing policy that picks the endpoint its config names, in range
+//! or not; and a reporter that checks the live views it is given against the
+//! run's summary.
 
 use batchbench_plugin_sdk::BuildContext;
 use batchbench_plugin_sdk::plugin::{PluginError, Reporter, RequestRecord};
@@ -62,6 +63,65 @@ fn fixed(c: EndpointConfig, _ctx: &BuildContext) -> Result<FixedEndpoint, Plugin
     Ok(FixedEndpoint(c.endpoint))
 }
 
+/// Checks the live views: they come, their counters never fall, and the last
+/// one is the summary's; `on_finish` fails the run otherwise.
+#[derive(Default)]
+pub struct LiveCheck {
+    last: Option<batchbench_plugin_sdk::plugin::LiveStats>,
+    problem: Option<String>,
+}
+
+/// Config of [`LiveCheck`]: none.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoConfig {}
+
+impl Reporter for LiveCheck {
+    fn on_live(
+        &mut self,
+        live: &batchbench_plugin_sdk::plugin::LiveStats,
+    ) -> Result<(), PluginError> {
+        if let Some(prev) = &self.last
+            && (live.sent < prev.sent || live.ok < prev.ok || live.elapsed_secs < prev.elapsed_secs)
+        {
+            self.problem
+                .get_or_insert_with(|| format!("a live view went back: {prev:?} then {live:?}"));
+        }
+        self.last = Some(live.clone());
+        Ok(())
+    }
+
+    fn on_finish(
+        &mut self,
+        _run: &batchbench_plugin_sdk::RunInfo,
+        s: &batchbench_plugin_sdk::Summary,
+    ) -> Result<(), PluginError> {
+        let fail = |message: String| {
+            Err(PluginError::Failed {
+                plugin: "live_check".into(),
+                message,
+            })
+        };
+        if let Some(p) = self.problem.take() {
+            return fail(p);
+        }
+        let Some(last) = &self.last else {
+            return fail("no live view came".into());
+        };
+        if last.ok != s.successful_requests || last.completion_tokens != s.total_completion_tokens {
+            return fail(format!(
+                "the last live view ({} ok, {} completion tokens) is not the summary ({} ok, {} tokens)",
+                last.ok, last.completion_tokens, s.successful_requests, s.total_completion_tokens
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn live_check(_c: NoConfig, _ctx: &BuildContext) -> Result<LiveCheck, PluginError> {
+    Ok(LiveCheck::default())
+}
+
 batchbench_plugin_sdk::export_plugins! {
     reporter {
         name: "panicking_reporter",
@@ -76,5 +136,12 @@ batchbench_plugin_sdk::export_plugins! {
         example: r#"{"endpoint": 0}"#,
         config: EndpointConfig,
         build: fixed,
+    },
+    reporter {
+        name: "live_check",
+        description: "checks the live views against the run's summary (test fixture)",
+        example: "{}",
+        config: NoConfig,
+        build: live_check,
     },
 }
