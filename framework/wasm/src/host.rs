@@ -52,7 +52,7 @@ const PACKAGE: &str = "batchbench:plugin/";
 const VERSION: &str = "@1.0.0";
 /// The contract version of the fleet-router and live-reporter worlds (1.1.0
 /// adds them).
-const FLEET_VERSION: &str = "@1.1.0";
+const VERSION_1_1: &str = "@1.1.0";
 /// Epoch tick: the resolution of call deadlines.
 const TICK: Duration = Duration::from_millis(5);
 
@@ -764,7 +764,7 @@ fn world_of(component: &Component, engine: &Engine) -> Option<WorldKind> {
         let Some(rest) = name.strip_prefix(PACKAGE) else {
             continue;
         };
-        match rest.strip_suffix(FLEET_VERSION) {
+        match rest.strip_suffix(VERSION_1_1) {
             Some("endpoint-router") => return Some(WorldKind::FleetRouter),
             Some("live-reporter") => return Some(WorldKind::LiveReporter),
             _ => {}
@@ -807,7 +807,7 @@ pub fn load(path: &Path) -> Result<LoadedInfo, PluginError> {
         failed(
             &origin,
             format!(
-                "exports none of the worlds of batchbench:plugin{VERSION} (workload-plugin, router-plugin, reporter-plugin) or {FLEET_VERSION} (fleet-router-plugin, live-reporter-plugin); it exports: {}",
+                "exports none of the worlds of batchbench:plugin{VERSION} (workload-plugin, router-plugin, reporter-plugin) or {VERSION_1_1} (fleet-router-plugin, live-reporter-plugin); it exports: {}",
                 if exports.is_empty() { "nothing".into() } else { exports.join(", ") }
             ),
         )
