@@ -282,10 +282,35 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
     if let Some(t) = &s.trend {
         let _ = writeln!(o, "  note: {t}");
     }
+    if let Some(n) = correlated_note(s) {
+        let _ = writeln!(o, "  note: {n}");
+    }
     if let Some(why) = &s.run_failed {
         let _ = writeln!(o, "  {:<22} FAILED: {why} (exit 1)", "run");
     }
     o
+}
+
+/// Below this share of the requests, the effective sample of request latency
+/// says the run was near its server's capacity, where one run's intervals
+/// fall short (see the book's "How sure is a figure").
+const CORRELATED_SHARE: f64 = 0.1;
+
+/// One line when request latencies moved together so much that the batch
+/// means' effective sample is under [`CORRELATED_SHARE`] of the requests: a
+/// queue near capacity, whose correlation one run cannot fully measure.
+fn correlated_note(s: &Summary) -> Option<String> {
+    let l = s.latency?;
+    let ci = l.ci?;
+    (ci.method == IntervalMethod::BatchMeans
+        && l.count >= 100
+        && ci.effective_count < CORRELATED_SHARE * l.count as f64)
+        .then(|| {
+            format!(
+                "request latencies moved together over time (an effective sample of {:.0} of {} requests), as near a server's capacity: there one run's 95% intervals tend to be too narrow (85-92% of them held the true value in our tests); for intervals across runs, repeat it (sweep --trials)",
+                ci.effective_count, l.count
+            )
+        })
 }
 
 /// Failures by kind: `http_503: 2, timeout: 1`.
@@ -593,4 +618,41 @@ batchbench_contract::register_reporter! {
     example: r#"{"stderr": false}"#,
     config: ConsoleSummaryConfig,
     build: ConsoleSummary::new,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use batchbench_contract::record::Intervals;
+
+    fn with_effective(count: u64, effective: f64) -> Summary {
+        Summary {
+            latency: Some(LatencyStats {
+                count,
+                ci: Some(Intervals {
+                    level: 0.95,
+                    method: IntervalMethod::BatchMeans,
+                    batches: 24,
+                    effective_count: effective,
+                    p50_ms: Some([1.0, 2.0]),
+                    p90_ms: None,
+                    p99_ms: None,
+                    mean_ms: None,
+                }),
+                ..LatencyStats::default()
+            }),
+            ..Summary::default()
+        }
+    }
+
+    #[test]
+    fn a_run_whose_latencies_move_together_is_told_its_intervals_fall_short() {
+        let n = correlated_note(&with_effective(6000, 360.0)).unwrap_or_default();
+        assert!(n.contains("an effective sample of 360 of 6000"), "{n}");
+        assert!(n.contains("sweep --trials"), "{n}");
+        // An unsaturated run, or one too small to say, gets no note.
+        assert!(correlated_note(&with_effective(6000, 5400.0)).is_none());
+        assert!(correlated_note(&with_effective(50, 2.0)).is_none());
+        assert!(correlated_note(&Summary::default()).is_none());
+    }
 }
