@@ -47,9 +47,17 @@ pub(crate) async fn scrape_loop(
             tally.add(&scrape);
             shared.collector().notify(|r| r.on_server_metrics(&scrape));
         }
-        if let Some(gpu) = &shared.gpu {
-            let samples = gpu.samples();
-            let t = shared.start.elapsed().as_secs_f64();
+        if shared.gpu.is_some() {
+            // NVML's calls block (a driver round trip per GPU and field):
+            // on the blocking pool, not the runtime's threads.
+            let s = shared.clone();
+            let sampled = tokio::task::spawn_blocking(move || {
+                let samples = s.gpu.as_ref().map(crate::gpu::Nvml::samples);
+                (s.start.elapsed().as_secs_f64(), samples.unwrap_or_default())
+            })
+            .await;
+            let (t, samples) =
+                sampled.unwrap_or_else(|_| (shared.start.elapsed().as_secs_f64(), Vec::new()));
             let scrape = gpu_mapper.scrape_samples(GPU_URL, t, &samples, 0);
             tally.add(&scrape);
             shared.collector().notify(|r| r.on_server_metrics(&scrape));

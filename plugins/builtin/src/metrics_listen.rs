@@ -129,6 +129,8 @@ fn serve(listener: &TcpListener, page: &Mutex<String>, stop: &AtomicBool) {
             return;
         }
         let Ok(mut s) = stream else { continue };
+        // As real exporters do: the answer goes out at once.
+        let _ = s.set_nodelay(true);
         let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(2)));
         // The whole request head, so that closing leaves nothing unread (which
         // would reset the connection under the response).

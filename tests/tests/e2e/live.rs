@@ -30,8 +30,10 @@ fn metrics_listen_serves_the_run_as_it_goes_and_closes_with_it() {
             "3",
             "--metrics-listen",
             &a,
+            // Long enough that a stalled test thread still reads the final
+            // page: the loop below waits for the page's own signal.
             "--metrics-linger",
-            "5",
+            "15",
         ])
     });
     let v = |p: &std::collections::BTreeMap<String, f64>, k: &str| {
