@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # How often the 95% intervals of e2e p50 and p90 contain the true quantile,
-# over many seeded runs against the simulator, once unsaturated (each request's
-# latency its own: independent samples) and once near saturation (a
-# continuous-batching simulator at 90% of its capacity: a queue makes
-# latencies move together).
+# over many seeded runs against the simulator, in three scenarios:
+#   unsaturated  each request's latency its own (independent samples);
+#   saturated    a continuous-batching simulator (8 slots) kept full by 32
+#                users in a closed loop: a queue of 24, its latencies moving
+#                together;
+#   near-knee    the same simulator fed Poisson arrivals at 90% of its
+#                capacity: an open queue near its knee, whose excursions last
+#                about as long as a short run (the case one run cannot tell;
+#                see the book's "How sure is a figure").
 #
 # Every run of a scenario is a replica of one random process (its own seed), so
 # the true quantile of that process is the quantile of all their requests
@@ -14,7 +19,8 @@
 #
 #   bash bench/coverage.sh                  # release build, 1,000 runs a scenario
 #   BENCH_RUNS=200 bash bench/coverage.sh   # fewer runs (a wider band of chance)
-#   BENCH_SECS=20 BENCH_SCENARIO=saturating bash bench/coverage.sh   # longer runs, one scenario
+#   BENCH_SECS=60 BENCH_SCENARIO=near-knee bash bench/coverage.sh   # longer runs, one scenario
+#   BENCH_JOBS=16 bash bench/coverage.sh    # runs at a time (each is light: a few % of a core)
 #   BENCH_SMOKE=1 bash bench/coverage.sh    # dev build, 12 runs: proves the script runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +42,7 @@ scenario() { # name host extra-flags...
     "$@" --seed "$(basename "$d" | sed "s/.*-//")" --quiet \
       --summary-json "$d/s.json" --requests-jsonl "$d/r.jsonl" >/dev/null 2>"$d/err" || cat "$d/err" >&2
   ' _ "$work" "$name" {} "$target/batchbench" --host "$host" --tokenizer-model "$tok" \
-    --arrival poisson --duration-secs "$secs" "$@"
+    --duration-secs "$secs" "$@"
   python3 - "$work" "$name" <<'PY'
 import glob, json, math, os, sys
 work, name = sys.argv[1], sys.argv[2]
@@ -90,7 +96,10 @@ PY
 }
 
 scenario unsaturated "sim://?ttft-base-ms=2&decode-ms-per-token=0.5" \
-  --request-rate 200 --input-tokens 32 --output-lognorm-median 64 \
+  --arrival poisson --request-rate 200 --input-tokens 32 --output-lognorm-median 64 \
   --output-lognorm-sigma 0.6 --output-lognorm-max 512
-scenario saturating "sim://?max-running=8&step-base-ms=4&step-ms-per-seq=0.4" \
-  --request-rate 100 --input-tokens 16 --output-tokens 10
+scenario saturated "sim://?max-running=8&step-base-ms=4&step-ms-per-seq=0.4" \
+  --users 32 --input-tokens 16 --output-lognorm-median 10 \
+  --output-lognorm-sigma 0.6 --output-lognorm-max 64
+scenario near-knee "sim://?max-running=8&step-base-ms=4&step-ms-per-seq=0.4" \
+  --arrival poisson --request-rate 100 --input-tokens 16 --output-tokens 10

@@ -307,7 +307,7 @@ fn correlated_note(s: &Summary) -> Option<String> {
         && ci.effective_count < CORRELATED_SHARE * l.count as f64)
         .then(|| {
             format!(
-                "request latencies moved together over time (an effective sample of {:.0} of {} requests), as near a server's capacity: there one run's 95% intervals tend to be too narrow (85-92% of them held the true value in our tests); for intervals across runs, repeat it (sweep --trials)",
+                "request latencies moved together over time (an effective sample of {:.0} of {} requests), as near the knee of a server's capacity: there one run's 95% intervals tend to be too narrow (in our tests 58-85% of them held the true value in 6 s runs, 88-93% in 60 s runs); run longer (--target-ci), or repeat it for intervals across runs (sweep --trials)",
                 ci.effective_count, l.count
             )
         })
