@@ -20,13 +20,18 @@
 #   bash bench/coverage.sh                  # release build, 1,000 runs a scenario
 #   BENCH_RUNS=200 bash bench/coverage.sh   # fewer runs (a wider band of chance)
 #   BENCH_SECS=60 BENCH_SCENARIO=near-knee bash bench/coverage.sh   # longer runs, one scenario
-#   BENCH_JOBS=16 bash bench/coverage.sh    # runs at a time (each is light: a few % of a core)
+#   BENCH_JOBS=16 bash bench/coverage.sh    # runs at a time (each is light: a few % of a core;
+#                                           # on two cores the client's timing noise grows a little)
 #   BENCH_SMOKE=1 bash bench/coverage.sh    # dev build, 12 runs: proves the script runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 if [ -n "$smoke" ]; then runs=12; secs=3; else runs="${BENCH_RUNS:-1000}"; secs="${BENCH_SECS:-6}"; fi
 only="${BENCH_SCENARIO:-}"
+case "$only" in
+  ""|unsaturated|saturated|near-knee) ;;
+  *) echo "BENCH_SCENARIO: unknown scenario '$only' (unsaturated, saturated, near-knee)" >&2; exit 2 ;;
+esac
 jobs="${BENCH_JOBS:-4}"
 build batchbench
 work=$(mktemp -d)

@@ -381,7 +381,8 @@ pub struct Intervals {
     /// independence was assumed).
     pub batches: u32,
     /// The median's effective sample size: the count over the measured
-    /// inflation of its variance.
+    /// inflation of its variance (for independent samples, a little above the
+    /// count in about two runs of five: chance).
     pub effective_count: f64,
     /// The median's interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]

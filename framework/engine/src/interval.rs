@@ -384,7 +384,10 @@ pub fn quantile_interval(
     let f = f.max(tail_floor(hist, batches, p));
     let eff = (n as f64 / f).max(1.0);
     let m = eff.floor() as u64;
-    let Some((lo, hi)) = quantile_ranks(m, p) else {
+    // Batches that happened to agree make a sample worth a little more than
+    // its count, but never bound a percentile its count could not (a p99
+    // from fewer than 368 requests).
+    let Some((lo, hi)) = quantile_ranks(n, p).and(quantile_ranks(m, p)) else {
         return (None, k, eff);
     };
     // Rank r of m effective samples is the value at level r / m of the
@@ -429,19 +432,16 @@ pub fn decide(hist: &Histogram<u64>, batches: &Batches, p: f64, max_us: u64) -> 
     }
     let below = hist.count_between(0, max_us).min(n);
     let est = hist.value_at_quantile(p);
-    let f = [
-        batches.share_inflation(max_us),
-        batches.share_inflation(est),
-    ]
-    .into_iter()
-    .flatten()
-    .map(|(f, _)| f)
-    .reduce(f64::max)
-    .unwrap_or(1.0)
-    .max(tail_floor(hist, batches, p));
+    // The inflation the percentile's own interval uses (1 where the batches
+    // cannot tell), widened by the one at the bound.
+    let f = batches
+        .share_inflation(est)
+        .map_or(1.0, |(f, _)| f)
+        .max(batches.share_inflation(max_us).map_or(0.0, |(f, _)| f))
+        .max(tail_floor(hist, batches, p));
     let m = (n as f64 / f).max(1.0);
     let b = below as f64 / n as f64 * m;
-    if let Some((lo, hi)) = quantile_ranks(m.floor() as u64, p) {
+    if let Some((lo, hi)) = quantile_ranks(n, p).and(quantile_ranks(m.floor() as u64, p)) {
         if hi as f64 <= b {
             return Some(true);
         }
@@ -846,9 +846,11 @@ mod tests {
             shares.push(eff / 3000.0);
         }
         shares.sort_by(f64::total_cmp);
+        // About two runs in five: the ratio is as often under 1 as over, and
+        // Student's t takes a few of those back over.
         let above = shares.iter().filter(|&&s| s > 1.0).count();
         assert!(
-            above >= 10,
+            (25..=60).contains(&above),
             "effective samples over the count in {above} of 101 runs"
         );
         let median = shares[50];
