@@ -269,6 +269,15 @@ mod tests {
         (None, standing(&m, load, slo))
     }
 
+    /// The requests the binomial interval needs for ±2% of the p99 of
+    /// exponential latencies: its half-width is about z sqrt(p (1 - p) / n) /
+    /// density, so n = (z / 0.02)^2 p / ((1 - p) ln(1 / (1 - p))^2) = 44,800
+    /// (the p50 needs fewer, 20,000).
+    fn p99_at_2pct_needs() -> f64 {
+        let (z, p): (f64, f64) = (1.96, 0.99);
+        (z / 0.02).powi(2) * p / ((1.0 - p) * (1.0 / (1.0 - p)).ln().powi(2))
+    }
+
     /// The figures behind the book's `--target-ci` paragraph: where 15 seeded
     /// streams of exponential samples stop against the binomial prediction
     /// (`cargo test --release -p batchbench-engine --lib converge_figures --
@@ -276,8 +285,7 @@ mod tests {
     #[test]
     #[ignore = "prints figures; 15 runs to convergence"]
     fn converge_figures() {
-        let (z, p): (f64, f64) = (1.96, 0.99);
-        let predicted = (z / 0.02).powi(2) * p / ((1.0 - p) * (1.0 / (1.0 - p)).ln().powi(2));
+        let predicted = p99_at_2pct_needs();
         let mut ratios = Vec::new();
         for seed in 1..=15u64 {
             let mut rng = seed;
@@ -297,13 +305,7 @@ mod tests {
 
     #[test]
     fn a_steady_run_converges_near_the_count_the_binomial_predicts() {
-        // Exponential latencies: the p-quantile's interval is about
-        // z sqrt(p (1 - p) / n) / density wide, so ±2% of the p99 needs
-        // n = (z / 0.02)^2 p / ((1 - p) ln(1 / (1 - p))^2) = 44,800 samples
-        // (the p50 needs fewer, 20,000).
-        let z: f64 = 1.96;
-        let p: f64 = 0.99;
-        let predicted = (z / 0.02).powi(2) * p / ((1.0 - p) * (1.0 / (1.0 - p)).ln().powi(2));
+        let predicted = p99_at_2pct_needs();
         // Over seeds 1 to 15 the stop comes at 0.55x to 1.95x of it (median
         // 1.04x, `converge_figures`): the batch means' estimate of the
         // correlation, from 16 to 32 batches, varies from run to run.
