@@ -14,8 +14,8 @@ use batchbench_contract::registry;
 use batchbench_contract::rng;
 use batchbench_contract::spec::{LoadSpec, PluginSpec, Release, RunSpec};
 use batchbench_engine::run::DryRunStats;
-use batchbench_plugins::bodies::{RequestBodiesConfig, RequestEntry};
-use batchbench_run::assemble::{self, Host, Outcome as RunOutcome, Profile};
+use batchbench_plugins::workloads::request_bodies::{RequestBodiesConfig, RequestEntry};
+use batchbench_run::assemble::{self, Outcome as RunOutcome, Profile, RunHooks};
 use batchbench_run::commands::{agent, batchbench};
 use pyo3::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -270,9 +270,33 @@ impl Endpoints {
     /// (no host); several are split into their bases and their one path.
     fn target(&self) -> Result<(batchbench_contract::spec::Hosts, String), String> {
         match self {
-            Self::One(u) => Ok(("".into(), u.clone())),
-            Self::Many(us) => batchbench_contract::spec::Hosts::from_urls(us),
+            Self::One(u) => {
+                Self::check("'endpoint'", u)?;
+                Ok(("".into(), u.clone()))
+            }
+            Self::Many(us) => {
+                for (i, u) in us.iter().enumerate() {
+                    Self::check(&format!("'endpoint'[{i}]"), u)?;
+                }
+                batchbench_contract::spec::Hosts::from_urls(us)
+            }
         }
+    }
+
+    /// An endpoint is a server's full URL, in the words of a Python caller:
+    /// the CLI's `sim://` is not one (Python starts its simulator itself).
+    fn check(key: &str, url: &str) -> Result<(), String> {
+        if url.starts_with("sim:") {
+            return Err(format!(
+                "config key {key} is {url:?}, the command line's in-process simulator: in Python, start one with batchbench.Simulator(tokenizer_model, query) and pass its .endpoint"
+            ));
+        }
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(format!(
+                "config key {key} is {url:?}: give a full URL, such as http://localhost:8000/v1/chat/completions"
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -331,7 +355,9 @@ impl Reporter for Collect {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(batchbench_plugins::requests_jsonl::record_json(rec));
+            .push(batchbench_plugins::reporters::requests_jsonl::record_json(
+                rec,
+            ));
         Ok(())
     }
 }
@@ -538,14 +564,14 @@ fn benchmark(config: &str, cancel: CancellationToken) -> Outcome {
     };
     let records = Collect::default();
     let plan = PlanSink::default();
-    let host = Host {
+    let hooks = RunHooks {
         cancel: Some(cancel),
         api_key: cfg.api_key.clone().filter(|k| !k.is_empty()),
         reporters: vec![Box::new(records.clone())],
         plan_out: Some(Box::new(plan.clone())),
         quiet_summary: false,
     };
-    match assemble::execute(spec, &BENCHMARK, host) {
+    match assemble::execute(spec, &BENCHMARK, hooks) {
         Ok(RunOutcome::DryRun { view: mut run, .. }) => {
             let text = std::mem::take(
                 &mut *plan

@@ -248,6 +248,11 @@ def test_unreachable_endpoint_is_counted_as_connect_failures():
         ({"headers": {"X": 1}}, ["'headers'", "str"]),
         ({"requests": [{"nope": 1}]}, ["'requests'[0]", "request_entry"]),
         ({"output_lognorm": {"median": 5}}, ["'sigma' is required"]),
+        # The CLI's simulator URL is not a server's: Python starts its own.
+        ({"endpoint": "sim://"}, ["'endpoint'", "batchbench.Simulator", ".endpoint"]),
+        ({"endpoint": ["sim://?replicas=2"]}, ["'endpoint'[0]", "batchbench.Simulator"]),
+        ({"endpoint": ""}, ["'endpoint'", "full URL", "http://"]),
+        ({"endpoint": "localhost:8000/v1"}, ["'endpoint'", "full URL"]),
     ],
 )
 def test_bad_configs_raise_value_errors_naming_the_key(config, words):

@@ -87,7 +87,7 @@ pub fn scrape(addr: &str) -> Option<BTreeMap<String, f64>> {
     let mut text = String::new();
     s.read_to_string(&mut text).ok()?;
     let body = text.split_once("\r\n\r\n")?.1;
-    let (samples, skipped) = batchbench_engine::server_metrics::parse(body);
+    let (samples, skipped) = batchbench_engine::telemetry::server_metrics::parse(body);
     assert_eq!(skipped, 0, "every line parses: {body}");
     Some(
         samples

@@ -10,17 +10,23 @@
 //! on every request after a connection's first. `bench/timing.sh` prints the
 //! error's distribution from a release build against the 0.5 ms target.
 //!
-//! A binary of its own, its cases one at a time: a timing figure measured while
-//! other tests share the two cores measures them.
+//! A binary of its own whose cases run beside nothing: a timing figure
+//! measured while other tests share the two cores measures them. They are
+//! left out of `cargo test --workspace` (ignored) and `.ci/run` runs them
+//! alone, one at a time, after the suite:
+//!
+//! ```text
+//! cargo test -p batchbench-tests --test timing -- --ignored --test-threads 1
+//! ```
+//!
+//! (A lock inside the binary kept its two cases from overlapping, yet the
+//! open loop at 1,000 requests/s failed under the workspace's default thread
+//! count on a slower two-core machine, 2 runs of 2, and passed alone, 3 of 3.)
 
 use batchbench_simulator::{RequestLog, SimConfig};
 use batchbench_tests::{SimServer, read_jsonl, run_batchbench, tokenizer_path};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::sync::Mutex;
-
-/// One case at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Every codec that streams.
 const CODECS: [&str; 5] = [
@@ -181,8 +187,8 @@ fn check(what: &str, e: &Errors) {
 }
 
 #[test]
+#[ignore = "a timing test: run beside nothing (--ignored --test-threads 1), as .ci/run does"]
 fn every_codec_agrees_with_the_servers_stamps_on_kept_connections() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for codec in CODECS {
         for threads in ["1", "4"] {
             let e = measure(codec, 4, 3, 8, &["--client-threads", threads]);
@@ -197,8 +203,8 @@ fn every_codec_agrees_with_the_servers_stamps_on_kept_connections() {
 /// 100 requests of 4 tokens, one per user, 1 ms apart: a debug build of the
 /// client and of the simulator on two cores keeps up with that.
 #[test]
+#[ignore = "a timing test: run beside nothing (--ignored --test-threads 1), as .ci/run does"]
 fn an_open_loop_at_1000_per_second_agrees_with_the_servers_stamps() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for codec in ["openai_chat", "sglang_generate"] {
         for threads in ["1", "4"] {
             let e = measure(

@@ -248,7 +248,7 @@ fn the_live_view_draws_on_a_terminal_and_leaves_the_summary_whole() {
 /// `--gpu-telemetry nvml` is one line and exit 2 with nothing sent.
 #[test]
 fn gpu_telemetry_without_nvidias_library_is_one_line_exit_2() {
-    if batchbench_engine::gpu::Nvml::load().is_ok() {
+    if batchbench_engine::telemetry::gpu::Nvml::load().is_ok() {
         eprintln!("this machine has NVIDIA's library and a GPU: nothing to refuse");
         return;
     }

@@ -4,7 +4,7 @@
 //! assumed service time per request: an open loop at their start offsets, a
 //! closed loop into its slots (a freed slot goes to the next trajectory), and
 //! each request after the previous one's service time and think time. In that
-//! order every prompt's shape (see [`crate::prefix`]) goes through an ideal
+//! order every prompt's shape (see [`crate::synthesis::prefix`]) goes through an ideal
 //! prefix cache shared by everything, one per data-parallel rank, and LRU
 //! caches of the given capacities per rank; and every block is counted by the
 //! sessions that send it.
@@ -13,7 +13,7 @@
 //! trajectories in flight, never with the requests.
 
 use crate::options::EngineError;
-use crate::prefix::{HashMapById, LruCache, Overheads, Shape};
+use crate::synthesis::prefix::{HashMapById, LruCache, Overheads, Shape};
 use batchbench_contract::analysis::{
     Analysis, Arrivals, CacheFigures, CacheRow, Dist, Interval, SharedPrefix, Sharing,
     SharingBucket,
@@ -98,7 +98,7 @@ pub struct AnalyzeOptions {
 impl Default for AnalyzeOptions {
     fn default() -> Self {
         Self {
-            block_tokens: crate::prefix::DEFAULT_BLOCK_TOKENS,
+            block_tokens: crate::synthesis::prefix::DEFAULT_BLOCK_TOKENS,
             overheads: Overheads::default(),
             capacities: Vec::new(),
             ranks: 1,
@@ -213,7 +213,7 @@ pub fn analyze(
     let latency_us = (opts.latency_ms.max(0.0) * 1000.0) as u64;
 
     let mut blocks: HashMapById<BlockInfo> = HashMapById::default();
-    let mut rank_ideal: HashMap<u64, crate::prefix::IdealCache> = HashMap::new();
+    let mut rank_ideal: HashMap<u64, crate::synthesis::prefix::IdealCache> = HashMap::new();
     let mut lrus: Vec<HashMap<u64, LruCache>> =
         opts.capacities.iter().map(|_| HashMap::new()).collect();
     let mut ideal_rank_counts: HashMap<u64, RankCounts> = HashMap::new();

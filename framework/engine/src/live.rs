@@ -17,8 +17,8 @@ pub(crate) fn stats(shared: &Shared) -> LiveStats {
     let elapsed = shared.start.elapsed();
     let sent = shared.sent.load(Ordering::Relaxed);
     let load = &shared.opts.load;
-    let stage =
-        (!load.stages.is_empty()).then(|| crate::arrivals::Schedule::stage_of(load, elapsed));
+    let stage = (!load.stages.is_empty())
+        .then(|| crate::schedule::arrivals::Schedule::stage_of(load, elapsed));
     let target_rate = match stage {
         Some(i) => load.stages.get(i).map(|s| s.rate),
         None => load.rate,

@@ -72,7 +72,7 @@ pub struct EngineOptions {
     /// The latency bounds the run is judged by (none: no verdict, no goodput).
     pub slo: Vec<batchbench_contract::slo::SloBound>,
     /// The share of measured requests that may fail before the run fails
-    /// (see [`Summary::run_failed`](crate::metrics::Summary::run_failed)).
+    /// (see [`Summary::run_failed`](crate::measurement::metrics::Summary::run_failed)).
     pub max_failure_rate: Option<f64>,
     /// Prometheus endpoints of the server scraped during the run.
     pub server_metrics: Vec<String>,
@@ -85,7 +85,7 @@ pub struct EngineOptions {
     pub cache_block_tokens: u32,
     /// This run's shard: agent ids and routing slots are the unsharded run's
     /// (the source must yield only the shard's trajectories, as
-    /// [`ShardedSource`](crate::shard::ShardedSource) does), and arrivals are
+    /// [`ShardedSource`](crate::schedule::shard::ShardedSource) does), and arrivals are
     /// the shard's share of the one schedule.
     pub shard: batchbench_contract::shard::Shard,
     /// When the benchmark clock starts, Unix milliseconds (absent: when ready).
@@ -117,7 +117,7 @@ impl Default for EngineOptions {
             server_metrics: Vec::new(),
             routing: None,
             metrics_interval: Duration::from_secs(1),
-            cache_block_tokens: crate::prefix::DEFAULT_BLOCK_TOKENS,
+            cache_block_tokens: batchbench_contract::prefix::DEFAULT_BLOCK_TOKENS,
             shard: batchbench_contract::shard::Shard::WHOLE,
             start_at_ms: None,
             images: None,

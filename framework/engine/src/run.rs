@@ -6,16 +6,16 @@
 //! turn driver, and sums up. This module is also where the engine's public
 //! types are named: the options, the errors, the summary and the dry run.
 
+use crate::admission::load;
 use crate::admission::{AdmissionStats, closed_loop, open_loop, request_loop};
-use crate::blocks;
 pub use crate::dry_run::{DryRunStats, dry_run};
-use crate::load;
-use crate::metrics::{Metrics, Summary};
+use crate::measurement::metrics::{Metrics, Summary};
+pub use crate::measurement::summary::{CLIENT_CPU_VERDICT, Tally, summarize};
 pub use crate::options::{Admission, DEFAULT_PROMPT, EngineError, EngineOptions};
 use crate::scrape::scrape_loop;
 use crate::state::{Collector, Shared};
-pub use crate::summary::{CLIENT_CPU_VERDICT, Tally, summarize};
-use crate::synth::{Prepared, Synth, first_job, prepare};
+use crate::synthesis::blocks;
+use crate::synthesis::synth::{Prepared, Synth, first_job, prepare};
 use crate::tokens::TokenizerHandle;
 use crate::transport::Transport;
 use batchbench_contract::plan::PlannedRequest;
@@ -41,7 +41,7 @@ pub struct RunOutput {
 pub struct Engine {
     opts: EngineOptions,
     transports: Vec<Transport>,
-    gpu: Option<crate::gpu::Nvml>,
+    gpu: Option<crate::telemetry::gpu::Nvml>,
     codec: Arc<dyn RequestCodec>,
     routers: Vec<Arc<dyn Router>>,
     reporters: Vec<Box<dyn Reporter>>,
@@ -86,7 +86,7 @@ impl Engine {
 
     /// Samples the GPUs beside the client with the server's metrics, at
     /// their interval (`--gpu-telemetry nvml`), as the URL `nvml`.
-    pub fn gpu_telemetry(mut self, nvml: crate::gpu::Nvml) -> Self {
+    pub fn gpu_telemetry(mut self, nvml: crate::telemetry::gpu::Nvml) -> Self {
         self.gpu = Some(nvml);
         self
     }
@@ -231,7 +231,7 @@ impl Engine {
         }
         // Precise send times for arrivals, its thread started before the clock.
         let pacer = (open || self.opts.load.is_open())
-            .then(crate::pacer::Pacer::start)
+            .then(crate::schedule::pacer::Pacer::start)
             .and_then(Result::ok);
         if let Some(at) = self.opts.start_at_ms {
             let started = wait_for_start(at, &self.cancel).await;
@@ -247,7 +247,7 @@ impl Engine {
         }
         // The benchmark clock starts now.
         let start = Instant::now();
-        let cpu_at_start = crate::cpu::process_cpu();
+        let cpu_at_start = crate::telemetry::cpu::process_cpu();
         let cancel = self.cancel.child_token();
         let inflight = self
             .opts
@@ -264,7 +264,7 @@ impl Engine {
                     .into(),
             ));
         }
-        let endpoints: Vec<crate::endpoints::EndpointTally> = if fleet {
+        let endpoints: Vec<crate::measurement::endpoints::EndpointTally> = if fleet {
             self.transports.iter().map(|_| Default::default()).collect()
         } else {
             Vec::new()
@@ -299,7 +299,7 @@ impl Engine {
                 },
                 failed: reporters.iter().map(|_| None).collect(),
                 reporters,
-                steady: warmup_auto.then(crate::steady::Steady::default),
+                steady: warmup_auto.then(crate::measurement::steady::Steady::default),
             }),
         });
 
@@ -369,12 +369,14 @@ impl Engine {
         let server_metrics = match scraper {
             Some((task, stop)) => {
                 stop.cancel();
-                task.await.ok().map(crate::server_metrics::Tally::report)
+                task.await
+                    .ok()
+                    .map(crate::telemetry::server_metrics::Tally::report)
             }
             None => None,
         };
-        let client_cpu =
-            cpu_at_start.and_then(|c| Some(crate::cpu::process_cpu()?.saturating_sub(c)));
+        let client_cpu = cpu_at_start
+            .and_then(|c| Some(crate::telemetry::cpu::process_cpu()?.saturating_sub(c)));
         // The source may finish its description in the background (a digest).
         info.workload = tokio::task::spawn_blocking(move || source.final_info())
             .await

@@ -10,8 +10,8 @@ use tokio_util::sync::CancellationToken;
 pub(crate) async fn scrape_loop(
     shared: Arc<Shared>,
     stop: CancellationToken,
-) -> crate::server_metrics::Tally {
-    use crate::server_metrics::{Mapper, Tally};
+) -> crate::telemetry::server_metrics::Tally {
+    use crate::telemetry::server_metrics::{Mapper, Tally};
     let urls = shared.opts.server_metrics.clone();
     // What is recorded and printed: never the credentials of a URL.
     let mut shown: Vec<String> = urls
@@ -52,7 +52,7 @@ pub(crate) async fn scrape_loop(
             // on the blocking pool, not the runtime's threads.
             let s = shared.clone();
             let sampled = tokio::task::spawn_blocking(move || {
-                let samples = s.gpu.as_ref().map(crate::gpu::Nvml::samples);
+                let samples = s.gpu.as_ref().map(crate::telemetry::gpu::Nvml::samples);
                 (s.start.elapsed().as_secs_f64(), samples.unwrap_or_default())
             })
             .await;

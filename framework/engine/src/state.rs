@@ -2,9 +2,9 @@
 //! synthesiser, the cancellation tokens, the load's limits, and the collector
 //! that metrics and reporters are fed through.
 
-use crate::metrics::Metrics;
+use crate::measurement::metrics::Metrics;
 use crate::options::EngineOptions;
-use crate::synth::Synth;
+use crate::synthesis::synth::Synth;
 use crate::transport::Transport;
 use batchbench_contract::plugin::{
     EndpointContext, PluginError, Reporter, RequestCodec, RequestRecord, RouteContext, Router,
@@ -25,7 +25,7 @@ pub(crate) struct Collector {
     pub(crate) failed: Vec<Option<PluginError>>,
     /// With `warmup = "auto"`: the search for the steady state, which holds
     /// the records until it knows the cut.
-    pub(crate) steady: Option<crate::steady::Steady>,
+    pub(crate) steady: Option<crate::measurement::steady::Steady>,
 }
 
 impl Collector {
@@ -68,7 +68,7 @@ impl Collector {
             return;
         };
         let mut metrics = std::mem::take(&mut self.metrics);
-        crate::steady::settle(&mut steady, &mut metrics, load, slo, early, |rec| {
+        crate::measurement::steady::settle(&mut steady, &mut metrics, load, slo, early, |rec| {
             self.notify(|r| r.on_request(rec));
         });
         self.metrics = metrics;
@@ -99,7 +99,7 @@ pub(crate) struct Shared {
     /// The router that picks endpoints, against a fleet.
     pub(crate) chooser: Option<Arc<dyn Router>>,
     /// The GPUs beside the client, sampled with the server's metrics.
-    pub(crate) gpu: Option<crate::gpu::Nvml>,
+    pub(crate) gpu: Option<crate::telemetry::gpu::Nvml>,
     pub(crate) codec: Arc<dyn RequestCodec>,
     pub(crate) routers: Vec<Arc<dyn Router>>,
     pub(crate) synth: Arc<Synth>,
@@ -113,16 +113,16 @@ pub(crate) struct Shared {
     /// Requests in flight at most (`max_concurrency`).
     pub(crate) inflight: Option<Semaphore>,
     /// Precise send times for arrivals (open loop only).
-    pub(crate) pacer: Option<crate::pacer::Pacer>,
+    pub(crate) pacer: Option<crate::schedule::pacer::Pacer>,
     /// Requests sent so far (warmup counts the first ones).
     pub(crate) sent: std::sync::atomic::AtomicU64,
     pub(crate) start: Instant,
     pub(crate) collector: Mutex<Collector>,
     /// When a converging run's figures were sure enough (measured requests,
     /// time from the clock start).
-    pub(crate) converged: std::sync::OnceLock<crate::converge::Converged>,
+    pub(crate) converged: std::sync::OnceLock<crate::measurement::converge::Converged>,
     /// The prefix-cache estimates, fed in send order.
-    pub(crate) estimator: Mutex<crate::prefix::Estimator>,
+    pub(crate) estimator: Mutex<crate::synthesis::prefix::Estimator>,
 }
 
 impl Shared {

@@ -184,7 +184,7 @@ pub fn replay_workload(
     spec: &batchbench_contract::spec::RunSpec,
     path: &std::path::Path,
 ) -> Result<batchbench_contract::spec::PluginSpec, Failure> {
-    let cfg = batchbench_plugins::replay::ReplayConfig {
+    let cfg = batchbench_plugins::workloads::replay_jsonl::ReplayConfig {
         path: path.to_path_buf(),
         order_by_start: spec.admission.mode == batchbench_contract::spec::AdmissionMode::OpenLoop,
         initial_overhead_tokens: spec.template.initial_overhead_tokens,

@@ -14,6 +14,8 @@ use std::io::IsTerminal;
 /// they are scraped, refreshed about once a second.
 pub struct Progress {
     bar: ProgressBar,
+    /// What the bar fills towards.
+    bound: Bound,
     /// Requests ended: the bar's position, set from the live view (four times
     /// a second) rather than on every request, which would cost the client.
     done: u64,
@@ -29,6 +31,34 @@ pub struct Progress {
     /// When the live lines were last written, seconds from the clock start.
     shown_at: f64,
 }
+
+/// What a run's bar fills towards.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Bound {
+    /// Requests ended over the planned requests (unknown: a spinner).
+    Requests(Option<u64>),
+    /// Seconds elapsed over the run's duration (a `--duration-secs` run, or
+    /// the stages of a workload drawn without end), with the requests ended
+    /// beside it.
+    Secs(f64),
+}
+
+impl Bound {
+    /// The bound of a run: its duration when one bounds it, else its
+    /// planned requests.
+    pub fn of(load: &batchbench_contract::spec::LoadSpec, planned: Option<u64>) -> Self {
+        match load.duration_secs {
+            Some(d) => Self::Secs(d),
+            None if planned.is_none() && !load.stages.is_empty() => {
+                Self::Secs(load.stages.iter().map(|s| s.secs).sum())
+            }
+            None => Self::Requests(planned),
+        }
+    }
+}
+
+/// Bar steps per second of a time bound.
+const STEPS_PER_SEC: f64 = 10.0;
 
 /// The span of the rolling figures, seconds.
 const WINDOW_SECS: f64 = 5.0;
@@ -72,22 +102,31 @@ impl std::fmt::Debug for Progress {
 }
 
 impl Progress {
-    /// A bar for `total` requests (unknown: a spinner).
-    pub fn new(total: Option<u64>, quiet: bool) -> Self {
+    /// A bar filling towards `bound`.
+    pub fn new(bound: Bound, quiet: bool) -> Self {
         let target = if quiet || !std::io::stderr().is_terminal() {
             ProgressDrawTarget::hidden()
         } else {
             ProgressDrawTarget::stderr_with_hz(4)
         };
         let drawn = !target.is_hidden();
-        let bar = ProgressBar::with_draw_target(total, target);
-        if let Ok(style) = ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:30}] {pos}/{len} requests ({per_sec})\n{msg}",
-        ) {
+        let (len, template) = match bound {
+            Bound::Requests(total) => (
+                total,
+                "{elapsed_precise} [{bar:30}] {pos}/{len} requests ({per_sec})\n{msg}",
+            ),
+            Bound::Secs(secs) => (
+                Some((secs * STEPS_PER_SEC).ceil() as u64),
+                "{elapsed_precise} [{bar:30}] {prefix}\n{msg}",
+            ),
+        };
+        let bar = ProgressBar::with_draw_target(len, target);
+        if let Ok(style) = ProgressStyle::with_template(template) {
             bar.set_style(style.progress_chars("=> "));
         }
         Self {
             bar,
+            bound,
             done: 0,
             held: 0,
             drawn,
@@ -144,6 +183,29 @@ impl Progress {
     fn count(&mut self, _rec: &RequestRecord<'_>) {
         self.done += 1;
     }
+
+    /// The bar's position `elapsed_secs` into the run, and its label where
+    /// the position is not the requests ended.
+    fn place(&self, elapsed_secs: f64) -> (u64, Option<String>) {
+        match self.bound {
+            Bound::Requests(_) => (self.done, None),
+            Bound::Secs(secs) => {
+                let at = elapsed_secs.clamp(0.0, secs);
+                (
+                    (at * STEPS_PER_SEC) as u64,
+                    Some(format!("{at:.0}/{secs:.0} s, {} requests ended", self.done)),
+                )
+            }
+        }
+    }
+
+    fn show(&self, elapsed_secs: f64) {
+        let (pos, label) = self.place(elapsed_secs);
+        self.bar.set_position(pos);
+        if let Some(l) = label {
+            self.bar.set_prefix(l);
+        }
+    }
 }
 
 impl Reporter for Progress {
@@ -167,7 +229,7 @@ impl Reporter for Progress {
         if !self.drawn {
             return Ok(());
         }
-        self.bar.set_position(self.done);
+        self.show(live.elapsed_secs);
         self.window.push_back(live.clone());
         while self
             .window
@@ -209,7 +271,7 @@ impl Reporter for Progress {
     }
 
     fn on_finish(&mut self, _run: &RunInfo, _s: &Summary) -> Result<(), PluginError> {
-        self.bar.set_position(self.done);
+        self.show(f64::INFINITY);
         self.bar.finish_and_clear();
         Ok(())
     }
@@ -294,7 +356,7 @@ mod tests {
 
     #[test]
     fn a_held_record_counts_once_when_held_not_again_when_handed_over() {
-        let mut p = Progress::new(Some(10), true);
+        let mut p = Progress::new(Bound::Requests(Some(10)), true);
         let rec = RequestRecord::default();
         for _ in 0..3 {
             p.on_held(&rec).unwrap_or_else(|e| panic!("{e}"));
@@ -305,6 +367,50 @@ mod tests {
             p.on_request(&rec).unwrap_or_else(|e| panic!("{e}"));
         }
         assert_eq!(p.done, 5);
+    }
+
+    #[test]
+    fn a_run_bounded_by_its_duration_fills_with_time_not_with_requests() {
+        use batchbench_contract::spec::{LoadSpec, Stage};
+        let timed = LoadSpec {
+            duration_secs: Some(10.0),
+            ..LoadSpec::default()
+        };
+        assert_eq!(Bound::of(&timed, None), Bound::Secs(10.0));
+        let staged = LoadSpec {
+            stages: vec![
+                Stage {
+                    secs: 2.0,
+                    rate: 5.0,
+                },
+                Stage {
+                    secs: 3.0,
+                    rate: 9.0,
+                },
+            ],
+            ..LoadSpec::default()
+        };
+        assert_eq!(Bound::of(&staged, None), Bound::Secs(5.0));
+        assert_eq!(
+            Bound::of(&LoadSpec::default(), Some(7)),
+            Bound::Requests(Some(7))
+        );
+        let mut p = Progress::new(Bound::Secs(10.0), true);
+        assert_eq!(p.bar.length(), Some(100));
+        let rec = RequestRecord::default();
+        for _ in 0..115 {
+            p.on_request(&rec).unwrap_or_else(|e| panic!("{e}"));
+        }
+        // Halfway through the duration, whatever the requests ended.
+        let (pos, label) = p.place(5.0);
+        assert_eq!(pos, 50);
+        assert_eq!(label.as_deref(), Some("5/10 s, 115 requests ended"));
+        // Past the deadline (requests in flight finishing) it stays full.
+        assert_eq!(p.place(12.5).0, 100);
+        // A bar of requests is at the requests ended.
+        let mut q = Progress::new(Bound::Requests(Some(200)), true);
+        q.on_request(&rec).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(q.place(5.0), (1, None));
     }
 
     fn hist(counts: &[(f64, u64)]) -> LiveHistogram {
@@ -331,6 +437,7 @@ mod tests {
     fn the_live_lines_show_the_rate_in_flight_percentiles_failures_and_server() {
         let mut p = Progress {
             bar: ProgressBar::hidden(),
+            bound: Bound::Requests(None),
             done: 0,
             held: 0,
             drawn: true,

@@ -61,7 +61,7 @@ fn image(data: &str, what: &str) -> Result<(u64, u64), String> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(b64.trim())
         .map_err(|e| format!("{what}: the image is not valid base64: {e}"))?;
-    let (w, h) = batchbench_engine::images::dimensions(&bytes)
+    let (w, h) = batchbench_engine::synthesis::images::dimensions(&bytes)
         .ok_or_else(|| format!("{what}: the image is neither a PNG nor a JPEG"))?;
     Ok((image_tokens(w, h), fnv_bytes(&bytes)))
 }

@@ -19,7 +19,7 @@
 //! prompt tokens (`P` at most the chunk, KV not binding): each request spends
 //! `O` steps in the batch, sharing each step's base with the others.
 
-use batchbench_engine::pacer::Pacer;
+use batchbench_engine::schedule::pacer::Pacer;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

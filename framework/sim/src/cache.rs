@@ -1,6 +1,6 @@
 //! A prefix cache of hashed token blocks with LRU eviction.
 
-use batchbench_engine::prefix::LruCache;
+use batchbench_engine::synthesis::prefix::LruCache;
 
 /// One worker's prefix cache: the prompt's full blocks of token ids, hashed in
 /// a chain, in an LRU cache of block hashes (the one `analyze` uses).

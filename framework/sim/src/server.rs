@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use batchbench_contract::rng::{self, Stream};
-use batchbench_engine::pacer::Pacer;
+use batchbench_engine::schedule::pacer::Pacer;
 use batchbench_engine::tokens::TokenizerHandle;
 use bytes::Bytes;
 use serde::Serialize;

@@ -1,6 +1,11 @@
 //! The built-in batchbench plugins. Each registers itself exactly as an external
 //! plugin crate would, through the `register_*!` macros of `batchbench-contract`.
 //!
+//! The crate is laid out by kind, a file per plugin named as users name it:
+//! `workloads/` (recorded datasets and traces in `workloads/datasets/`),
+//! `codecs/` (with `wire.rs`, what they share), `routers/` (decorators and
+//! routing policies) and `reporters/`.
+//!
 //! | kind | name | what |
 //! |---|---|---|
 //! | workload | `finite_batch` | users x requests-per-user independent requests |
@@ -17,37 +22,26 @@
 //! | codec | `openai_embeddings` | OpenAI embeddings: each message one input |
 //! | router | `user_tag` | `user` field + `X-SMG-Routing-Key`, stable per agent |
 //! | router | `dp_rank` | `X-SMG-Target-Worker: slot % ranks` |
+//! | router | `round_robin` | routing policy: each request to the next endpoint |
+//! | router | `random` | routing policy: a seeded random endpoint per request |
+//! | router | `least_outstanding` | routing policy: the fewest requests in flight |
+//! | router | `session_affinity` | routing policy: a conversation stays on one endpoint |
+//! | router | `prefix_affinity` | routing policy: a shared prompt prefix to one endpoint |
 //! | reporter | `agent_events` | one JSON line per trajectory |
 //! | reporter | `console_summary` | the human-readable summary on stdout |
 //! | reporter | `csv` | one CSV row per run, appended |
 //! | reporter | `json_summary` | the whole summary as one JSON document |
+//! | reporter | `metrics_listen` | the client's own metrics, a Prometheus page |
 //! | reporter | `requests_jsonl` | one JSON line per request |
 //! | reporter | `results_dir` | the versioned results directory of a run |
 //!
 //! A binary that uses these must name the crate (`use batchbench_plugins as _;`),
 //! or the linker drops the registrations.
 
-pub mod agents;
-pub mod anthropic;
-pub mod batch;
-pub mod bodies;
-pub mod completions;
-pub mod csv_report;
-pub mod datasets;
-pub mod embeddings;
-pub mod events;
-pub mod json_summary;
-pub mod metrics_listen;
-pub mod openai;
-pub mod replay;
-pub mod requests_jsonl;
-pub mod responses;
-pub mod results_dir;
+pub mod codecs;
+pub mod reporters;
 pub mod routers;
-pub mod routing;
-pub mod sglang;
-pub mod summary;
-mod wire_util;
+pub mod workloads;
 pub use batchbench_contract::timefmt;
 
 /// Names of every built-in plugin, by kind: the contract the registry test checks.
@@ -82,3 +76,20 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("reporter", "requests_jsonl"),
     ("reporter", "results_dir"),
 ];
+
+#[cfg(test)]
+mod tests {
+    /// Every built-in lives in its kind's folder, in a file named as users
+    /// name it (a recorded dataset or trace under `workloads/datasets/`): a
+    /// newcomer finds any plugin from its name alone.
+    #[test]
+    fn every_builtin_is_a_file_named_after_it_in_its_kinds_folder() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        for (kind, name) in super::BUILTINS {
+            let dir = src.join(format!("{kind}s"));
+            let file = format!("{name}.rs");
+            let found = dir.join(&file).is_file() || dir.join("datasets").join(&file).is_file();
+            assert!(found, "the {kind} {name} is not in {kind}s/{file}");
+        }
+    }
+}

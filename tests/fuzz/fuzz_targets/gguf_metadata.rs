@@ -7,10 +7,10 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let meta = batchbench_engine::gguf::read_metadata_from(data);
-    let digest = batchbench_engine::gguf::tokenizer_digest_from(data);
+    let meta = batchbench_engine::tokens::gguf::read_metadata_from(data);
+    let digest = batchbench_engine::tokens::gguf::tokenizer_digest_from(data);
     assert_eq!(meta.is_ok(), digest.is_ok(), "{meta:?} {digest:?}");
     if let Ok(meta) = meta {
-        let _ = batchbench_engine::gguf::tokenizer_json(&meta);
+        let _ = batchbench_engine::tokens::gguf::tokenizer_json(&meta);
     }
 });

@@ -2,7 +2,7 @@
 //! name mapping, twice (so that counters become rates): a scrape, never a panic.
 #![no_main]
 
-use batchbench_engine::server_metrics::Mapper;
+use batchbench_engine::telemetry::server_metrics::Mapper;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

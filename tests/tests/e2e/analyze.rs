@@ -153,6 +153,14 @@ fn analyze_gives_the_hand_computed_hit_rates_for_one_and_four_ranks() {
         assert_eq!(cached(r), 64 + 2 * 96, "{r}");
         assert_eq!(r["requests"], 4);
     }
+    // `--endpoints` is the same flag under the name `--help` shows beside it.
+    let (code, by_alias) = analyze(
+        "batchbench-agent",
+        &[m, "--endpoints", "4", "--routing", "affinity"],
+    );
+    assert_eq!(code, 0, "--endpoints");
+    let by_alias = by_alias.unwrap_or_else(|| panic!("no analysis"));
+    assert_eq!(by_alias["caches"], a["caches"], "--endpoints is --ranks");
     // The same through the run's own router: slot % 4, all sessions at once.
     let (code, b) = analyze(
         "batchbench-agent",

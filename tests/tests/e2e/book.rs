@@ -298,7 +298,7 @@ fn rendered_shapes() -> BTreeSet<String> {
         .iter()
         .flat_map(|info| {
             variants.iter().flat_map(move |s| {
-                batchbench_plugins::summary::render(info, s)
+                batchbench_plugins::reporters::console_summary::render(info, s)
                     .lines()
                     .map(shape)
                     .collect::<Vec<_>>()

@@ -343,7 +343,11 @@ fn a_sharded_fleet_run_merges_to_the_whole_run_per_endpoint() {
         assert_eq!(run_agent(&args).code, 0, "{shard:?}");
     };
     let whole = dir("whole");
-    run(&whole, None);
+    // The whole run also scrapes each replica's metrics, for the report.
+    let mut args = agents_on_four(&tok, &["--router", "session_affinity"]);
+    args.extend(["--output-dir", &whole, "--server-metrics", "target"]);
+    args.extend(["--metrics-interval", "0.1"]);
+    assert_eq!(run_agent(&args).code, 0, "whole");
     let shards: Vec<std::path::PathBuf> = (0..3)
         .map(|i| {
             let d = dir(&format!("shard-{i}"));
@@ -394,4 +398,18 @@ fn a_sharded_fleet_run_merges_to_the_whole_run_per_endpoint() {
             "endpoint {i}"
         );
     }
+    // The server's charts draw each replica in its endpoint's colour.
+    let chart = page
+        .split("id=\"server-requests\"")
+        .nth(1)
+        .and_then(|c| c.split("</svg>").next())
+        .unwrap_or_else(|| panic!("no server-requests chart"));
+    let mut colours: Vec<&str> = chart
+        .split("<path d=")
+        .skip(1)
+        .filter_map(|p| p.split("stroke=\"").nth(1)?.split('"').next())
+        .collect();
+    colours.sort_unstable();
+    colours.dedup();
+    assert_eq!(colours.len(), 4, "{colours:?}");
 }

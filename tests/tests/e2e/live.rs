@@ -114,3 +114,42 @@ fn metrics_listen_serves_the_run_as_it_goes_and_closes_with_it() {
     // The endpoint closed after its lingering, before the run returned.
     assert!(TcpStream::connect(&addr).is_err());
 }
+
+/// A lingering that is not a number of seconds, 0 or more, is bad input named
+/// by its flag (or its field, from a run spec), and nothing is sent.
+#[test]
+fn a_linger_that_is_not_a_number_of_seconds_names_the_flag() {
+    let tok = tokenizer_path("qwen").display().to_string();
+    let addr = free_addr();
+    let base = [
+        "--host",
+        "sim://",
+        "--tokenizer-model",
+        &tok,
+        "--users",
+        "1",
+        "--metrics-listen",
+        &addr,
+    ];
+    for v in ["nan", "-1", "inf", "soon"] {
+        let mut args = base.to_vec();
+        args.extend(["--metrics-linger", v]);
+        let message = batchbench_tests::refused_batchbench(&args);
+        assert!(message.contains("--metrics-linger"), "{v}: {message}");
+    }
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = dir.path().join("run.toml");
+    std::fs::write(
+        &config,
+        "[workload]\nname = \"finite_batch\"\n\n[workload.config]\nusers = 1\nrequests_per_user = 1\n\n[output]\nmetrics_linger_secs = nan\n",
+    )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut args = base.to_vec();
+    let config = config.display().to_string();
+    args.extend(["--config", &config]);
+    let message = batchbench_tests::refused_batchbench(&args);
+    assert!(
+        message.contains("output.metrics_linger_secs (--metrics-linger)"),
+        "{message}"
+    );
+}

@@ -130,7 +130,7 @@ fn shared_blocks_send_identical_prefixes_and_hit_across_sessions() {
 fn sim_overhead(messages: u32, calls: u32) -> u32 {
     let cfg = SimConfig::default();
     let name = tokenizer("qwen")
-        .count(batchbench_engine::blocks::TOOL_CALL_NAME)
+        .count(batchbench_engine::synthesis::blocks::TOOL_CALL_NAME)
         .unwrap_or(0) as u32;
     cfg.template_overhead_tokens + messages * cfg.message_overhead_tokens + calls * name
 }

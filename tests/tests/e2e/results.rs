@@ -3,7 +3,7 @@
 //! summary's percentiles, time series whose totals add up, a directory that is
 //! never overwritten, and reports of runs and of a sweep.
 
-use batchbench_engine::metrics::Latency;
+use batchbench_engine::measurement::metrics::Latency;
 use batchbench_tests::{
     SimServer, read_json, read_jsonl, run_agent, run_batchbench, run_series, tokenizer_path,
 };

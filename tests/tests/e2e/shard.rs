@@ -4,7 +4,7 @@
 //! merge of their results directories adds counts and histograms exactly and
 //! refuses a shard that is missing, doubled or of another run.
 
-use batchbench_engine::metrics::Latency;
+use batchbench_engine::measurement::metrics::Latency;
 use batchbench_run::exit::EXIT_BAD_INPUT;
 use batchbench_tests::{
     SimServer, read_json, read_jsonl, run_agent, run_batchbench, tokenizer_path,

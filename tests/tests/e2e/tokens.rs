@@ -245,7 +245,7 @@ fn the_proven_table_is_cached_by_digest_and_a_bad_entry_is_rebuilt() {
 /// pre-tokenizer name. Test fixture code: a malformed input is a test bug.
 #[allow(clippy::unwrap_used)]
 fn gguf_from_tokenizer_json(json_path: &std::path::Path, pre: &str, out: &std::path::Path) {
-    use batchbench_engine::gguf::{MetaValue, write_metadata};
+    use batchbench_engine::tokens::gguf::{MetaValue, write_metadata};
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(json_path).unwrap()).unwrap();
     let mut pieces: Vec<(u64, String, i64)> = doc["model"]["vocab"]

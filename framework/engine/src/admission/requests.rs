@@ -2,12 +2,12 @@
 //! time, round-robin over the trajectories.
 
 use super::{AdmissionStats, Ready};
-use crate::arrivals::Schedule;
-use crate::blocks::BlockState;
+use crate::admission::turn::{Turn, drive};
 use crate::options::EngineError;
+use crate::schedule::arrivals::Schedule;
 use crate::state::Shared;
-use crate::synth::{NextPrep, Prepared, job};
-use crate::turn::{Turn, drive};
+use crate::synthesis::blocks::BlockState;
+use crate::synthesis::synth::{NextPrep, Prepared, job};
 use batchbench_contract::plan::{PlannedRequest, RequestIter, Trajectory};
 use batchbench_contract::plugin::WorkloadSource;
 use futures_util::StreamExt;
@@ -196,7 +196,7 @@ const HAND_OVER_WINDOW: Duration = Duration::from_millis(10);
 #[derive(Default)]
 struct Released {
     arrivals: u64,
-    lag: crate::metrics::Latency,
+    lag: crate::measurement::metrics::Latency,
 }
 
 /// The workers of the request-level open loop: one task per runtime thread,

@@ -59,14 +59,14 @@ pub fn file_digest(path: &Path) -> std::io::Result<String> {
 }
 
 /// The cache key of a tokenizer file. A GGUF model file: `gguf-` and the digest
-/// of the tokenizer in its metadata ([`crate::gguf::tokenizer_digest`]), which
+/// of the tokenizer in its metadata ([`crate::tokens::gguf::tokenizer_digest`]), which
 /// reads the header and metadata only, so its cost does not grow with the
 /// model's tensors. Anything else (a `tokenizer.json`, megabytes): the file's
 /// SHA-256 ([`file_digest`]). Either changes whenever the tokenizer read from
 /// the file does.
 pub fn key(path: &Path) -> Result<String, String> {
-    if crate::gguf::is_gguf(path) {
-        crate::gguf::tokenizer_digest(path).map(|d| format!("gguf-{d}"))
+    if crate::tokens::gguf::is_gguf(path) {
+        crate::tokens::gguf::tokenizer_digest(path).map(|d| format!("gguf-{d}"))
     } else {
         file_digest(path).map_err(|e| e.to_string())
     }

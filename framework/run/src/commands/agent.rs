@@ -16,9 +16,10 @@ use batchbench_contract::dist::{LengthDist, LogNormalFlags};
 use batchbench_contract::plugin::WorkloadInfo;
 use batchbench_contract::spec::{AdmissionMode, PluginSpec, Release, RunSpec, defaults};
 use batchbench_engine::run::DryRunStats;
-use batchbench_plugins::agents::SyntheticAgentsConfig;
-use batchbench_plugins::replay::ReplayConfig;
-use batchbench_plugins::routers::{DpRankConfig, UserTagConfig};
+use batchbench_plugins::routers::dp_rank::DpRankConfig;
+use batchbench_plugins::routers::user_tag::UserTagConfig;
+use batchbench_plugins::workloads::replay_jsonl::ReplayConfig;
+use batchbench_plugins::workloads::synthetic_agents::SyntheticAgentsConfig;
 use std::path::PathBuf;
 
 /// The `--help` summary of `batchbench-agent`.

@@ -15,7 +15,7 @@ use batchbench_contract::dist::LengthDist;
 use batchbench_contract::plugin::WorkloadInfo;
 use batchbench_contract::spec::{PluginSpec, Release, RunSpec};
 use batchbench_engine::run::DryRunStats;
-use batchbench_plugins::batch::FiniteBatchConfig;
+use batchbench_plugins::workloads::finite_batch::FiniteBatchConfig;
 use clap::Args;
 
 /// The `--help` summary of `batchbench`.

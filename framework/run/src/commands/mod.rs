@@ -89,7 +89,7 @@ pub mod agent;
 pub mod batchbench;
 pub mod cli;
 
-use crate::assemble::{self, Host, Outcome, Profile};
+use crate::assemble::{self, Outcome, Profile, RunHooks};
 use crate::exit::{self, Failure};
 use crate::flags::{CommonArgs, Given, TargetArgs};
 use crate::series;
@@ -228,12 +228,12 @@ fn launch<F: Front>(
     if cancel.is_none() && run.target.api_key.is_some() {
         crate::flags::warn_api_key_flag(F::PROFILE.command, &spec.target.api_key_env);
     }
-    let host = Host {
+    let hooks = RunHooks {
         cancel,
         api_key: run.target.api_key.clone(),
-        ..Host::default()
+        ..RunHooks::default()
     };
-    Ok(match assemble::execute(spec, F::PROFILE, host)? {
+    Ok(match assemble::execute(spec, F::PROFILE, hooks)? {
         Outcome::Ran(out) if out.summary.interrupted => exit::EXIT_INTERRUPTED,
         Outcome::Ran(out) if out.summary.run_failed.is_some() => {
             let why = out.summary.run_failed.as_deref().unwrap_or_default();

@@ -4,7 +4,7 @@
 //! and keep its streaming timings (TTFT, inter-token latency).
 
 use batchbench_plugin_sdk::BuildContext;
-use batchbench_plugins::openai::{OpenAiChat, OpenAiChatConfig};
+use batchbench_plugins::codecs::openai_chat::{OpenAiChat, OpenAiChatConfig};
 
 batchbench_plugin_sdk::export_plugins! {
     codec {

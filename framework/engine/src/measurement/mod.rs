@@ -1,0 +1,15 @@
+//! Measurement: what a run's requests add up to. Counters and exact
+//! histograms ([`metrics`]), a latency's batches over time, 95% intervals
+//! ([`interval`]), the end of the transient (`steady`), runs that stop once
+//! sure ([`converge`]), SLO verdicts ([`slo`]), the summary and its load
+//! report, and the figures per endpoint ([`endpoints`]).
+
+pub mod converge;
+pub mod endpoints;
+pub mod interval;
+pub(crate) mod latency;
+pub(crate) mod load_report;
+pub mod metrics;
+pub mod slo;
+pub(crate) mod steady;
+pub(crate) mod summary;

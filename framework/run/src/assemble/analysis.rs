@@ -1,0 +1,142 @@
+//! `analyze`'s use of a spec: the same workload, routers and template
+//! overheads a run of it would use, described instead of sent.
+
+use super::build::{build_routers, routing_policy};
+use super::{AnalyzeSettings, Prelude, prelude};
+use crate::exit::{Failure, engine_failure, plugin_failure};
+use batchbench_contract::plugin::Router;
+use batchbench_contract::registry;
+use batchbench_contract::spec::RunSpec;
+use std::sync::Arc;
+
+/// Analyses the workload of `spec` without sending anything: the same
+/// workload, routers and template overheads a run of it would use.
+pub fn analyze(
+    mut spec: RunSpec,
+    settings: &AnalyzeSettings,
+) -> Result<batchbench_contract::analysis::Analysis, Failure> {
+    use batchbench_engine::analysis::{AnalyzeOptions, Routing};
+    if let Some(shard) = spec.shard {
+        return Err(Failure::bad(format!(
+            "--shard {shard}: analyze describes the whole workload; drop --shard"
+        )));
+    }
+    let Prelude {
+        ctx,
+        prep,
+        open,
+        target,
+        ..
+    } = prelude(&mut spec, false)?;
+    let built = registry::workload(&spec.workload.name, &spec.workload.config, &ctx);
+    let mut source = built.map_err(plugin_failure)?;
+    let info = source.info();
+    if info.endless {
+        return Err(Failure::bad(format!(
+            "the {} workload goes on without end: analyze needs a finite one",
+            spec.workload.name
+        )));
+    }
+    let mut routers = build_routers(&spec.routers, &ctx)?;
+    // A fleet's run picks endpoints by its policy: analysed with it, one
+    // cache per endpoint.
+    let fleet = target.endpoints();
+    let policy = routing_policy(&mut spec, &mut routers, &ctx, fleet)?;
+    let routed = routers.iter().any(|r| r.dp_rank(0).is_some());
+    let routing = match settings.routing.as_deref() {
+        None if policy.is_some() => "run",
+        None if routed && settings.ranks.is_none() => "run",
+        None => "affinity",
+        Some(r) => r,
+    };
+    // The run's own policy (with its config), else a routing policy built
+    // by name with its defaults; `None` when the name picks no endpoint.
+    let chooser = |name: &str| -> Option<Arc<dyn Router>> {
+        if let Some(r) = routers.iter().find(|r| r.chooses_endpoint())
+            && policy.as_deref() == Some(name)
+        {
+            return Some(r.clone());
+        }
+        registry::router(name, &serde_json::json!({}), &ctx)
+            .ok()
+            .filter(|r| r.chooses_endpoint())
+            .map(Arc::from)
+    };
+    let mut ranks = settings.ranks;
+    let routing = match routing {
+        "round-robin" => Routing::RoundRobin,
+        "affinity" => Routing::Affinity,
+        "run" if policy.is_some() => {
+            let name = policy.clone().unwrap_or_default();
+            ranks = Some(ranks.unwrap_or(u64::from(fleet)));
+            Routing::Policy {
+                router: chooser(&name).ok_or_else(|| {
+                    Failure::bad(format!("--routing run: {name} picks no endpoint"))
+                })?,
+                name,
+                seed: ctx.seed,
+            }
+        }
+        "run" if !routed => {
+            return Err(Failure::bad(
+                "--routing run: the run has no router that assigns data-parallel ranks (--dp-rank-perfect-routing, or a --router with dp_rank)",
+            ));
+        }
+        "run" if settings.ranks.is_some() => {
+            return Err(Failure::bad(
+                "--ranks and --routing run: the run's router sets the ranks; give one or the other",
+            ));
+        }
+        "run" => Routing::Slots(Box::new(move |slot| {
+            routers.iter().find_map(|r| r.dp_rank(slot))
+        })),
+        other => match chooser(other) {
+            Some(router) => {
+                ranks = Some(ranks.unwrap_or(u64::from(fleet)));
+                Routing::Policy {
+                    name: other.to_owned(),
+                    router,
+                    seed: ctx.seed,
+                }
+            }
+            None => {
+                return Err(Failure::bad(format!(
+                    "--routing {other}: one of round-robin, affinity, run, or a routing policy (round_robin, random, least_outstanding, session_affinity, prefix_affinity)"
+                )));
+            }
+        },
+    };
+    if settings.ranks == Some(0) {
+        return Err(Failure::bad("--ranks must be at least 1"));
+    }
+    let opts = AnalyzeOptions {
+        block_tokens: spec.target.cache_block_tokens(),
+        overheads: batchbench_engine::synthesis::prefix::Overheads {
+            initial: spec.template.initial_overhead_tokens,
+            turn: spec.template.turn_overhead_tokens,
+        },
+        capacities: settings.capacities.clone(),
+        ranks: ranks.unwrap_or(1),
+        routing,
+        max_active: spec.admission.max_active,
+        open,
+        // Sessions released at a rate start evenly at it; a request rate
+        // (independent requests) is laid out as the closed loop.
+        session_rate: spec
+            .load
+            .rate
+            .filter(|_| spec.load.release == batchbench_contract::spec::Release::Sessions),
+        time_scale: spec.admission.time_scale,
+        latency_ms: settings.latency_ms,
+        top: settings.top,
+        seed: ctx.seed,
+    };
+    let total = info.planned_requests.unwrap_or(0);
+    let hook = prep.hook();
+    let out = batchbench_engine::analysis::analyze(source.as_mut(), &opts, &mut |done| {
+        hook.report("analysing requests", done, total.max(done));
+    })
+    .map_err(engine_failure);
+    prep.finish();
+    out
+}

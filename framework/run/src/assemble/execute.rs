@@ -1,0 +1,367 @@
+//! Executing a checked spec: the workload (sharded where asked), the codec,
+//! routers and reporters built; a dry run's plan, or the target started (the
+//! in-process simulator for `sim://`), its transports, and the engine run to
+//! its summary.
+
+use super::build::{build_routers, recorded_spec, reporters, routing_policy};
+use super::check::check_endless;
+use super::target::Target;
+use super::{Outcome, Prelude, Profile, RunHooks, load_tokenizer, prelude};
+use crate::exit::{Failure, engine_failure, plugin_failure, runtime};
+use crate::progress::{Bound, Progress};
+use batchbench_contract::plugin::{RequestCodec, WorkloadInfo, WorkloadSource};
+use batchbench_contract::registry::{self, BuildContext};
+use batchbench_contract::shard::Shard;
+use batchbench_contract::spec::{LoadSpec, RunSpec};
+use batchbench_engine::run::{Engine, EngineOptions, RunOutput};
+use batchbench_engine::schedule::shard::ShardedSource;
+use batchbench_engine::tokens::TokenizerHandle;
+use batchbench_engine::transport::{TargetConfig, TlsConfig, Transport, join_url};
+use batchbench_simulator::Sim;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Cancels `token` on the first Ctrl+C; a second Ctrl+C exits at once. The
+/// handler is registered before this returns, so a SIGINT at any later moment
+/// (the first request included) cancels the run instead of killing it.
+fn cancel_on_ctrl_c(token: CancellationToken) {
+    let mut interrupts = crate::exit::interrupts();
+    tokio::spawn(async move {
+        if interrupts.recv().await {
+            eprintln!("\ninterrupted: cancelling in-flight requests (Ctrl+C again to quit now)");
+            token.cancel();
+            if interrupts.recv().await {
+                std::process::exit(crate::exit::EXIT_INTERRUPTED);
+            }
+        }
+    });
+}
+
+/// Idle connections kept for an open loop without a concurrency cap.
+const OPEN_POOL: u64 = 1024;
+
+/// Runs `spec` as `profile` describes its reports: the whole path from a spec to
+/// a summary. The spec's seed is drawn here when absent, and recorded.
+pub fn execute(
+    mut spec: RunSpec,
+    profile: &Profile,
+    mut hooks: RunHooks,
+) -> Result<Outcome, Failure> {
+    let endless = spec.load.duration_secs.is_some();
+    let Prelude {
+        ctx,
+        prep,
+        open,
+        counted,
+        target,
+    } = prelude(&mut spec, endless)?;
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let rt = runtime(spec.target.client_threads.resolve(&spec.load, cores))?;
+    // A local tokenizer loads on the runtime while this thread builds the
+    // workload (reading a large manifest takes seconds): both stand between
+    // launch and the first request. A hub id waits, so that bad input never
+    // starts a download.
+    let local = Path::new(spec.target.tokenizer()).exists();
+    let named = spec.target.tokenizer_model.is_some() || spec.target.is_sim();
+    let preload = (!spec.output.dry_run && local).then(|| {
+        let spec = spec.clone();
+        rt.spawn(async move { load_tokenizer(&spec).await })
+    });
+    let built = registry::workload(&spec.workload.name, &spec.workload.config, &ctx);
+    prep.finish();
+    let shard = spec.shard();
+    let mut source = sharded(built.map_err(plugin_failure)?, shard)?;
+    let info = source.info();
+    check_endless(&spec, &info)?;
+    let codec = codec(&mut spec, &ctx)?;
+    let mut routers = build_routers(&spec.routers, &ctx)?;
+    let routing = routing_policy(&mut spec, &mut routers, &ctx, target.endpoints())?;
+    // The GPUs beside the client: refused here, before anything is sent,
+    // where the library or a GPU is missing.
+    let gpu = match spec.server_metrics.gpu_telemetry {
+        Some(batchbench_contract::spec::GpuTelemetry::Nvml) if !spec.output.dry_run => Some(
+            batchbench_engine::telemetry::gpu::Nvml::load()
+                .map_err(|e| Failure::bad(format!("--gpu-telemetry nvml: {e}")))?,
+        ),
+        _ => None,
+    };
+    // The tokenizer the workload or the codec loaded while built, if one did.
+    let counted = counted.get().cloned();
+    let mut reps = reporters(&spec, profile, &ctx, !hooks.quiet_summary)?;
+    reps.append(&mut hooks.reporters);
+    // A dry run builds every plugin too, so a bad codec, router or reporter
+    // config fails the same way it would fail a run.
+    if spec.output.dry_run {
+        let stats = match hooks.plan_out.as_mut() {
+            Some(out) => batchbench_engine::run::dry_run(source.as_mut(), out),
+            None => batchbench_engine::run::dry_run(source.as_mut(), &mut std::io::stdout().lock()),
+        }
+        .map_err(engine_failure)?;
+        let line = (profile.dry_run_line)(&stats);
+        if !line.is_empty() {
+            eprintln!("{line}");
+        }
+        let view = (profile.view)(&recorded_spec(&spec), &info);
+        return Ok(Outcome::DryRun { stats, view });
+    }
+
+    let needs_tokens = named || source.needs_tokenizer();
+    let sizes = Sizes::of(&spec, &info, shard, open);
+    let start_at_ms = spec.start_at_ms().map_err(Failure::bad)?;
+    let recorded = recorded_spec(&spec);
+    let view = (profile.view)(&recorded, &info);
+    let bound = Bound::of(&spec.load, info.planned_requests);
+    rt.block_on(async move {
+        let tokenizer = match preload {
+            // The workload counted with it already: no second load.
+            Some(task) if counted.is_some() => {
+                task.abort();
+                counted
+            }
+            None if counted.is_some() => counted,
+            Some(task) if needs_tokens => Some(task.await.map_err(|e| {
+                Failure::failed(anyhow::anyhow!("the tokenizer loader failed: {e}"))
+            })??),
+            Some(_) | None if !needs_tokens => None,
+            _ => Some(load_tokenizer(&spec).await?),
+        };
+        let sims = start_sims(&target, tokenizer.as_ref()).await?;
+        let bases: Vec<String> = match &target {
+            Target::Sim(_) => sims.iter().map(Sim::url).collect(),
+            Target::Servers(urls) => urls.clone(),
+        };
+        // The simulator takes no key; a server's comes from the host, else
+        // the variable the spec names.
+        let api_key = match target {
+            Target::Sim(_) => None,
+            Target::Servers(_) => hooks
+                .api_key
+                .clone()
+                .or_else(|| std::env::var(&spec.target.api_key_env).ok())
+                .filter(|k| !k.is_empty()),
+        };
+        let mut transports = transports(&spec, codec.as_ref(), &bases, sizes.pool, api_key)?;
+        // A host (the Python package) cancels through its own token; the CLI
+        // cancels on Ctrl+C.
+        let cancel = hooks.cancel.unwrap_or_else(|| {
+            let c = CancellationToken::new();
+            cancel_on_ctrl_c(c.clone());
+            c
+        });
+        let opts = EngineOptions {
+            model: spec.target.model.clone(),
+            seed: ctx.seed,
+            max_active: usize::try_from(sizes.cap).unwrap_or(usize::MAX),
+            stream: spec.target.stream,
+            admission: spec.admission.mode,
+            time_scale: spec.admission.time_scale,
+            initial_overhead_tokens: spec.template.initial_overhead_tokens,
+            turn_overhead_tokens: spec.template.turn_overhead_tokens,
+            cache_block_tokens: spec.target.cache_block_tokens(),
+            load: sizes.load,
+            shard,
+            start_at_ms,
+            images: spec.images,
+            token_times: spec.output.token_times,
+            slo: spec.slo.clone(),
+            max_failure_rate: spec.max_failure_rate,
+            server_metrics: scraped(&spec.server_metrics.urls, &bases),
+            routing,
+            metrics_interval: Duration::from_secs_f64(spec.server_metrics.interval_secs),
+            ..EngineOptions::default()
+        };
+        let first = transports.remove(0);
+        let mut engine = Engine::new(opts, first, Arc::from(codec))
+            .record(view, recorded)
+            .cancel_token(cancel)
+            .reporter(Box::new(Progress::new(bound, spec.output.quiet)));
+        for t in transports {
+            engine = engine.endpoint(t);
+        }
+        if let Some(g) = gpu {
+            engine = engine.gpu_telemetry(g);
+        }
+        for r in routers {
+            engine = engine.router(r);
+        }
+        for r in reps {
+            engine = engine.reporter(r);
+        }
+        if let Some(t) = tokenizer {
+            engine = engine.tokenizer(t);
+        }
+        let out = run_source(engine, source).await;
+        for sim in sims {
+            sim.stop().await;
+        }
+        out.map(|o| Outcome::Ran(Box::new(o)))
+    })
+}
+
+/// The workload a shard runs: its share of the trajectories (the whole
+/// workload when the run is not sharded). A shard left with none is refused.
+fn sharded(
+    source: Box<dyn WorkloadSource>,
+    shard: Shard,
+) -> Result<Box<dyn WorkloadSource>, Failure> {
+    if shard.is_whole() {
+        return Ok(source);
+    }
+    if let Some(t) = source.info().planned_trajectories
+        && shard.share(t) == 0
+    {
+        return Err(Failure::bad(format!(
+            "shard (--shard {shard}): the workload has {t} trajectories (users, agents), so this shard would get none; split it over at most {t} shards"
+        )));
+    }
+    Ok(Box::new(ShardedSource::new(source, shard)))
+}
+
+/// The run's codec, checked against what the run asks of it (images); a
+/// spec without an endpoint takes the codec's API path, recorded as the one
+/// used.
+fn codec(spec: &mut RunSpec, ctx: &BuildContext) -> Result<Box<dyn RequestCodec>, Failure> {
+    let codec =
+        registry::codec(&spec.codec.name, &spec.codec.config, ctx).map_err(plugin_failure)?;
+    if let Some(i) = &spec.images {
+        i.check().map_err(Failure::bad)?;
+    }
+    if spec.images.is_some() && !codec.supports_images() {
+        return Err(Failure::bad(format!(
+            "--images-per-request: the {} codec cannot send images (openai_chat, openai_responses and anthropic_messages can)",
+            spec.codec.name
+        )));
+    }
+    if spec.target.endpoint.is_empty() {
+        spec.target.endpoint = codec.endpoint().to_owned();
+    }
+    Ok(codec)
+}
+
+/// How much of the run can be active at once, and the connections kept.
+struct Sizes {
+    /// Trajectories active at once.
+    cap: u64,
+    /// The load, with a shard's share of its caps.
+    load: LoadSpec,
+    /// Connections per endpoint.
+    pool: u64,
+}
+
+impl Sizes {
+    /// Closed loop: every trajectory active at once unless capped. Open
+    /// loop: no cap unless given. The connection pool is sized for what can
+    /// be active. A shard takes its share of the run's caps (checked to be at
+    /// least one).
+    fn of(spec: &RunSpec, info: &WorkloadInfo, shard: Shard, open: bool) -> Self {
+        let planned = info.planned_trajectories;
+        let cap = match (spec.admission.max_active, open) {
+            (Some(n), _) => shard.share(n),
+            (None, false) => planned.unwrap_or(u64::from(u32::MAX)),
+            (None, true) => u64::from(u32::MAX),
+        };
+        let mut load = spec.load.clone();
+        load.max_concurrency = load.max_concurrency.map(|n| shard.share(n));
+        load.warmup_requests = load.warmup_requests.map(|n| shard.share(n));
+        let pool = match (spec.load.is_open(), load.max_concurrency) {
+            (_, Some(n)) => n,
+            // Arrivals do not wait for replies: as many connections as are in flight.
+            (true, None) => OPEN_POOL,
+            (false, None) => cap.min(planned.unwrap_or(cap)),
+        }
+        .max(1);
+        Self { cap, load, pool }
+    }
+}
+
+/// The simulated replicas of a `sim://` target, started on loopback (none
+/// for servers).
+async fn start_sims(
+    target: &Target,
+    tokenizer: Option<&Arc<TokenizerHandle>>,
+) -> Result<Vec<Sim>, Failure> {
+    let Target::Sim(cfg) = target else {
+        return Ok(Vec::new());
+    };
+    let tok = tokenizer
+        .cloned()
+        .ok_or_else(|| Failure::bad("--host sim:// needs a tokenizer (--tokenizer-model)"))?;
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    let mut sims = Vec::with_capacity(cfg.replicas as usize);
+    for i in 0..cfg.replicas {
+        sims.push(
+            Sim::start(cfg.replica(i), tok.clone(), addr)
+                .await
+                .map_err(|e| Failure::failed(anyhow::anyhow!("cannot start the simulator: {e}")))?,
+        );
+    }
+    Ok(sims)
+}
+
+/// One transport per endpoint base, in order: the codec's API and headers,
+/// the spec's target settings, and `pool` connections each.
+fn transports(
+    spec: &RunSpec,
+    codec: &dyn RequestCodec,
+    bases: &[String],
+    pool: u64,
+    api_key: Option<String>,
+) -> Result<Vec<Transport>, Failure> {
+    let t = &spec.target;
+    let ca_pem = t
+        .ca_cert
+        .as_deref()
+        .map(TlsConfig::read_ca)
+        .transpose()
+        .map_err(|e| Failure::bad(e.0))?;
+    let target = |base: &str| TargetConfig {
+        url: join_url(base, &t.endpoint),
+        api_key: api_key.clone(),
+        api_key_header: codec.api_key_header().map(str::to_owned),
+        timeout: Duration::from_secs_f64(t.request_timeout_secs),
+        max_retries: t.max_retries,
+        retry_delay: Duration::from_millis(t.retry_delay_ms),
+        // The API's own headers, then the run's, which win.
+        headers: codec
+            .headers()
+            .into_iter()
+            .chain(t.headers.clone())
+            .collect(),
+        pool_size: usize::try_from(pool).unwrap_or(usize::MAX),
+        verbose: spec.output.verbose,
+        tls: TlsConfig {
+            ca_pem: ca_pem.clone(),
+            insecure: t.insecure,
+        },
+        max_response_bytes: t
+            .max_response_bytes
+            .unwrap_or(batchbench_engine::transport::MAX_RESPONSE_BYTES),
+    };
+    let transports = bases
+        .iter()
+        .map(|base| {
+            Transport::new(target(base))
+                .map_err(|e| Failure::bad(format!("--host/--endpoint: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if transports.is_empty() {
+        return Err(Failure::bad("--host: no host given"));
+    }
+    Ok(transports)
+}
+
+/// The metrics URLs scraped: `target` is each endpoint's own `/metrics`.
+fn scraped(urls: &[String], bases: &[String]) -> Vec<String> {
+    urls.iter()
+        .flat_map(|u| match u.as_str() {
+            "target" => bases.iter().map(|b| join_url(b, "/metrics")).collect(),
+            _ => vec![u.clone()],
+        })
+        .collect()
+}
+
+async fn run_source(engine: Engine, source: Box<dyn WorkloadSource>) -> Result<RunOutput, Failure> {
+    engine.run(source).await.map_err(engine_failure)
+}

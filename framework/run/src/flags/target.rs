@@ -1,0 +1,189 @@
+//! The Target flags: where requests go, the API, the model and tokenizer, and
+//! how requests are sent.
+
+use super::set_codec_option;
+use super::{Given, json_config, non_negative, positive, retries};
+use crate::exit::Failure;
+use batchbench_contract::spec::{
+    ClientThreads, Hosts, ImageFormat, ImageSpec, PluginSpec, RunSpec, defaults,
+};
+
+/// Target and protocol flags, shared by `batchbench` and `batchbench-agent`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TargetArgs {
+    /// Base URL of the server, or sim:// for the built-in simulator. Given
+    /// more than once: a fleet, each request sent to the endpoint a routing
+    /// policy picks (--router round_robin, the default, random,
+    /// least_outstanding, session_affinity, prefix_affinity).
+    #[arg(long, default_value = defaults::HOST, help_heading = "Target")]
+    pub host: Vec<String>,
+    /// Request path, or a full URL [default: the codec's path: /v1/chat/completions
+    /// for openai_chat, /v1/completions, /v1/responses, /v1/messages, /generate,
+    /// /v1/embeddings for the others].
+    #[arg(long, default_value = defaults::ENDPOINT, hide_default_value = true, help_heading = "Target")]
+    pub endpoint: String,
+    /// The request's model field; also the tokenizer unless --tokenizer-model is given.
+    #[arg(long, default_value = defaults::MODEL, help_heading = "Target")]
+    pub model: String,
+    /// Tokenizer: a Hugging Face model id, a tokenizer.json, a directory holding one, or
+    /// a .gguf model file (its embedded byte-level BPE tokenizer).
+    #[arg(long, help_heading = "Target")]
+    pub tokenizer_model: Option<String>,
+    /// Bearer token; else read from the variable named by --api-key-env.
+    #[arg(long, help_heading = "Target")]
+    pub api_key: Option<String>,
+    /// Environment variable holding the API key.
+    #[arg(long, default_value = defaults::API_KEY_ENV, help_heading = "Target")]
+    pub api_key_env: String,
+    /// Per-request timeout in seconds.
+    #[arg(long, default_value_t = defaults::REQUEST_TIMEOUT_SECS as u64, value_parser = positive, help_heading = "Target")]
+    pub request_timeout_secs: u64,
+    /// Retries after the first attempt (5xx, 408, 429, timeouts, broken connections).
+    #[arg(long, default_value_t = defaults::MAX_RETRIES, value_parser = retries, help_heading = "Target")]
+    pub max_retries: u32,
+    /// Base delay of the exponential retry backoff, in milliseconds.
+    #[arg(long, default_value_t = defaults::RETRY_DELAY_MS, value_parser = non_negative, help_heading = "Target")]
+    pub retry_delay_ms: u64,
+    /// Threads of the client's async runtime, or `auto`: one thread per 10,000
+    /// arrivals a second at the run's highest rate, up to the cores present (one
+    /// for a closed loop). One costs the least CPU per request; raise it when
+    /// the run's verdict says the client is CPU-bound.
+    #[arg(long, value_name = "N|auto", default_value_t = ClientThreads::Fixed(defaults::CLIENT_THREADS), value_parser = ClientThreads::parse, help_heading = "Target")]
+    pub client_threads: ClientThreads,
+    /// Trust the CA certificates of this PEM file too (a private CA); server
+    /// certificates are always verified unless --insecure.
+    #[arg(long, value_name = "FILE", help_heading = "Target")]
+    pub ca_cert: Option<std::path::PathBuf>,
+    /// Accept any TLS certificate, unverified (self-signed test servers only);
+    /// the summary says so.
+    #[arg(long, help_heading = "Target")]
+    pub insecure: bool,
+    /// The most bytes one response may hold; a larger one fails as `decode`
+    /// [default: 67108864, 64 MiB].
+    #[arg(long, value_name = "BYTES", value_parser = positive, help_heading = "Target")]
+    pub max_response_bytes: Option<u64>,
+    /// The server's KV-cache block size in tokens, for the prefix-cache
+    /// estimates of the report [default: 16].
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u32).range(1..=1_048_576), help_heading = "Target")]
+    pub cache_block_tokens: Option<u32>,
+
+    /// The request codec: how bodies are written and responses read (see
+    /// `batchbench plugins`).
+    #[arg(long, value_name = "NAME", default_value = defaults::CODEC, help_heading = "Protocol")]
+    pub codec: String,
+    /// The codec's config, a JSON object (openai_chat: {"sglang": bool, "ignore_eos": bool};
+    /// `batchbench plugins` lists each codec's).
+    #[arg(long, value_name = "JSON", help_heading = "Protocol")]
+    pub codec_config: Option<String>,
+    /// Send min_new_tokens/max_new_tokens (SGLang) instead of min_tokens/max_tokens
+    /// (openai_chat, openai_completions).
+    #[arg(long, help_heading = "Protocol")]
+    pub sglang: bool,
+    /// Send "ignore_eos": true so outputs run to their length (every built-in codec
+    /// that generates).
+    #[arg(long, help_heading = "Protocol")]
+    pub ignore_eos: bool,
+    /// Stream responses (SSE); adds TTFT, inter-token latency and TPOT to the report.
+    #[arg(long, help_heading = "Protocol")]
+    pub stream: bool,
+    /// Synthetic images on each conversation's first user message (vision models;
+    /// openai_chat, openai_responses, anthropic_messages).
+    #[arg(long, value_name = "N", help_heading = "Images")]
+    pub images_per_request: Option<u32>,
+    /// Size of each image, WIDTHxHEIGHT.
+    #[arg(
+        long,
+        value_name = "WxH",
+        default_value = "512x512",
+        help_heading = "Images"
+    )]
+    pub image_size: String,
+    /// Encoding of each image.
+    #[arg(long, value_name = "FORMAT", default_value = "png", value_parser = ["png", "jpeg"], help_heading = "Images")]
+    pub image_format: String,
+}
+
+impl TargetArgs {
+    /// Sets the target and codec fields these flags name.
+    pub fn apply(&self, spec: &mut RunSpec, g: &Given) -> Result<(), Failure> {
+        let t = &mut spec.target;
+        if g.has("host") {
+            t.host = Hosts::new(self.host.clone())
+                .ok_or_else(|| Failure::bad("--host: no host given"))?;
+        }
+        if g.has("endpoint") {
+            t.endpoint.clone_from(&self.endpoint);
+        }
+        if g.has("model") {
+            t.model.clone_from(&self.model);
+        }
+        if self.tokenizer_model.is_some() {
+            t.tokenizer_model.clone_from(&self.tokenizer_model);
+        }
+        if g.has("api_key_env") {
+            t.api_key_env.clone_from(&self.api_key_env);
+        }
+        if g.has("request_timeout_secs") {
+            t.request_timeout_secs = self.request_timeout_secs as f64;
+        }
+        if g.has("max_retries") {
+            t.max_retries = self.max_retries;
+        }
+        if g.has("retry_delay_ms") {
+            t.retry_delay_ms = self.retry_delay_ms;
+        }
+        if g.has("client_threads") {
+            t.client_threads = self.client_threads;
+        }
+        if self.stream {
+            t.stream = true;
+        }
+        if self.ca_cert.is_some() {
+            t.ca_cert.clone_from(&self.ca_cert);
+        }
+        if self.insecure {
+            t.insecure = true;
+        }
+        if self.max_response_bytes.is_some() {
+            t.max_response_bytes = self.max_response_bytes;
+        }
+        if self.cache_block_tokens.is_some() {
+            t.cache_block_tokens = self.cache_block_tokens;
+        }
+        if g.has("codec") && spec.codec.name != self.codec {
+            spec.codec = PluginSpec::new(self.codec.clone(), json_config("--codec-config", None)?);
+        }
+        if self.codec_config.is_some() {
+            spec.codec.config = json_config("--codec-config", self.codec_config.as_deref())?;
+        }
+        if let Some(n) = self.images_per_request {
+            let (width, height) = ImageSpec::parse_size(&self.image_size).map_err(Failure::bad)?;
+            let images = ImageSpec {
+                per_request: n,
+                width,
+                height,
+                format: if self.image_format == "jpeg" {
+                    ImageFormat::Jpeg
+                } else {
+                    ImageFormat::Png
+                },
+            };
+            images.check().map_err(Failure::bad)?;
+            spec.images = Some(images);
+        } else if g.explicit("image_size") || g.explicit("image_format") {
+            return Err(Failure::bad(
+                "--image-size and --image-format shape the images of --images-per-request: give it too",
+            ));
+        }
+        // The flags set the codec's own fields of those names (every built-in
+        // generating codec has `ignore_eos`; the OpenAI ones `sglang`); a codec without
+        // them refuses the field, naming it.
+        for (on, field) in [(self.sglang, "sglang"), (self.ignore_eos, "ignore_eos")] {
+            if on {
+                set_codec_option(spec, field)
+                    .map_err(|e| Failure::bad(format!("--{}: {e}", field.replace('_', "-"))))?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,571 @@
+//! `openai_chat`: the OpenAI chat-completions wire format, as vLLM, SGLang,
+//! llama.cpp and gateways speak it.
+//!
+//! Bodies are written straight from the live conversation (no intermediate JSON
+//! tree, no clone of the messages). Output constraints go out as `min_tokens` /
+//! `max_tokens`, or `min_new_tokens` / `max_new_tokens` with `sglang`. Responses
+//! are decoded from JSON or from SSE; reasoning output (`reasoning_content` or
+//! `reasoning`) is kept; the first token is the first content or reasoning text,
+//! never the role-only chunk.
+
+use super::wire::{
+    ChoicesResponse, SseEvents, SseStream, WireTimings, WireUsage, choices_chunk, closed,
+    error_in_200, json_str, num_field, w,
+};
+use batchbench_contract::conversation::{Conversation, Message};
+use batchbench_contract::plugin::{
+    BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, StreamDecoder,
+};
+use batchbench_contract::registry::BuildContext;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::time::Instant;
+
+/// Config of [`OpenAiChat`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenAiChatConfig {
+    /// Send `min_new_tokens` / `max_new_tokens` instead of `min_tokens` / `max_tokens`.
+    #[serde(default)]
+    pub sglang: bool,
+    /// Send `"ignore_eos": true`.
+    #[serde(default)]
+    pub ignore_eos: bool,
+}
+
+/// The OpenAI chat codec.
+#[derive(Debug, Clone, Default)]
+pub struct OpenAiChat {
+    cfg: OpenAiChatConfig,
+}
+
+impl OpenAiChat {
+    /// A codec with this config.
+    pub fn new(cfg: OpenAiChatConfig, _ctx: &BuildContext) -> Result<Self, PluginError> {
+        Ok(Self { cfg })
+    }
+}
+
+fn write_message(out: &mut Vec<u8>, m: &Message) -> Result<(), CodecError> {
+    w(out, "{\"role\":\"");
+    w(out, m.role.as_str());
+    w(out, "\",\"content\":");
+    if m.images.is_empty() {
+        json_str(out, &m.content)?;
+    } else {
+        // Text, then the images, as content parts.
+        w(out, "[{\"type\":\"text\",\"text\":");
+        json_str(out, &m.content)?;
+        w(out, "}");
+        for i in &m.images {
+            w(
+                out,
+                ",{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:",
+            );
+            w(out, i.media_type);
+            w(out, ";base64,");
+            w(out, &i.base64);
+            w(out, "\"}}");
+        }
+        w(out, "]");
+    }
+    if let Some(r) = &m.reasoning {
+        w(out, ",\"reasoning_content\":");
+        json_str(out, r)?;
+    }
+    if !m.tool_calls.is_empty() {
+        w(out, ",\"tool_calls\":[");
+        for (i, c) in m.tool_calls.iter().enumerate() {
+            if i > 0 {
+                w(out, ",");
+            }
+            w(out, "{\"id\":");
+            json_str(out, &c.id)?;
+            w(out, ",\"type\":\"function\",\"function\":{\"name\":");
+            json_str(out, &c.name)?;
+            w(out, ",\"arguments\":");
+            json_str(out, &c.arguments)?;
+            w(out, "}}");
+        }
+        w(out, "]");
+    }
+    if let Some(id) = &m.tool_call_id {
+        w(out, ",\"tool_call_id\":");
+        json_str(out, id)?;
+    }
+    w(out, "}");
+    Ok(())
+}
+
+/// Writes the messages array of `conv`. Messages serialised for an earlier turn
+/// are kept in the conversation's wire cache as immutable chunks and sent as they
+/// are, so a turn escapes and formats only the messages it adds, and copies nothing
+/// of the rest.
+pub fn write_messages(out: &mut BodyWriter, conv: &Conversation) -> Result<(), CodecError> {
+    let mut cache = conv.wire.borrow_mut();
+    if cache.messages > conv.messages.len() {
+        // Not append-only after all: start over rather than send stale bytes.
+        *cache = Default::default();
+    }
+    if cache.messages < conv.messages.len() {
+        // Room for the texts and each message's keys: one allocation.
+        let mut chunk = Vec::with_capacity(
+            conv.messages[cache.messages..]
+                .iter()
+                .map(|m| m.content.len() + 64)
+                .sum(),
+        );
+        for m in &conv.messages[cache.messages..] {
+            if cache.messages > 0 || !chunk.is_empty() {
+                chunk.push(b',');
+            }
+            write_message(&mut chunk, m)?;
+        }
+        cache.chunks.push(bytes::Bytes::from(chunk));
+        cache.messages = conv.messages.len();
+    }
+    out.write(b"[");
+    for c in &cache.chunks {
+        out.push_shared(c.clone());
+    }
+    out.write(b"]");
+    Ok(())
+}
+
+/// The fields the run controls: output bounds, `ignore_eos`, streaming with
+/// usage, and the routers' fields (the chat and completions codecs' alike).
+pub(crate) fn run_fields<'a>(
+    cfg: &OpenAiChatConfig,
+    req: &'a EncodeRequest<'_>,
+) -> Vec<(&'a str, Value)> {
+    let mut set: Vec<(&str, Value)> = Vec::new();
+    if let Some((min, max)) = req.output {
+        let (min_f, max_f) = if cfg.sglang {
+            ("min_new_tokens", "max_new_tokens")
+        } else {
+            ("min_tokens", "max_tokens")
+        };
+        set.push((max_f, Value::from(max)));
+        if min > 0 {
+            set.push((min_f, Value::from(min)));
+        }
+    }
+    if cfg.ignore_eos {
+        set.push(("ignore_eos", Value::Bool(true)));
+    }
+    if req.stream {
+        set.push(("stream", Value::Bool(true)));
+        set.push((
+            "stream_options",
+            serde_json::json!({ "include_usage": true }),
+        ));
+    }
+    for (k, v) in req.extra_fields {
+        set.push((k.as_str(), v.clone()));
+    }
+    set
+}
+
+impl RequestCodec for OpenAiChat {
+    fn supports_images(&self) -> bool {
+        true
+    }
+
+    fn encode(&self, req: &EncodeRequest<'_>, out: &mut BodyWriter) -> Result<(), CodecError> {
+        if let Some(raw) = req.raw_body {
+            // A verbatim body, with what the run controls set on top.
+            let set = run_fields(&self.cfg, req);
+            return super::wire::raw_with_fields(raw, req.model, set, out);
+        }
+        w(out, "{\"model\":");
+        json_str(out, req.model)?;
+        w(out, ",\"messages\":");
+        write_messages(out, req.conversation)?;
+        if !req.conversation.tools.is_empty() {
+            w(out, ",\"tools\":[");
+            for (i, t) in req.conversation.tools.iter().enumerate() {
+                if i > 0 {
+                    w(out, ",");
+                }
+                w(out, t);
+            }
+            w(out, "]");
+        }
+        if let Some((min, max)) = req.output {
+            let (min_f, max_f) = if self.cfg.sglang {
+                ("min_new_tokens", "max_new_tokens")
+            } else {
+                ("min_tokens", "max_tokens")
+            };
+            num_field(out, max_f, max.into());
+            if min > 0 {
+                num_field(out, min_f, min.into());
+            }
+        }
+        if self.cfg.ignore_eos {
+            w(out, ",\"ignore_eos\":true");
+        }
+        if req.stream {
+            w(
+                out,
+                ",\"stream\":true,\"stream_options\":{\"include_usage\":true}",
+            );
+        }
+        for (k, v) in req.extra_fields {
+            w(out, ",");
+            json_str(out, k)?;
+            w(out, ":");
+            serde_json::to_writer(&mut *out, v).map_err(|e| CodecError(e.to_string()))?;
+        }
+        w(out, "}");
+        Ok(())
+    }
+
+    fn decode(&self, body: &[u8]) -> Result<Reply, CodecError> {
+        let r: ChoicesResponse<Choice<'_>> = serde_json::from_slice(body)
+            .map_err(|e| CodecError(format!("invalid response JSON: {e}")))?;
+        if let Some(e) = &r.error {
+            return Err(error_in_200(e));
+        }
+        let choice = r
+            .choices
+            .into_iter()
+            .next()
+            .ok_or_else(|| CodecError("response has no choices".into()))?;
+        let msg = choice.message.unwrap_or_default();
+        Ok(Reply {
+            content: msg.content.map(|c| c.into_owned()).unwrap_or_default(),
+            reasoning: msg
+                .reasoning_content
+                .or(msg.reasoning)
+                .map(|c| c.into_owned()),
+            usage: r.usage.map(WireUsage::into_usage),
+            finish_reason: choice.finish_reason.map(|c| c.into_owned()),
+            server_timing: r.timings.and_then(WireTimings::into_server_timing),
+            ..Reply::default()
+        })
+    }
+
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
+        Box::new(SseStream::<ChatEvents>::default())
+    }
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(default, borrow)]
+    message: Option<WireMessage<'a>>,
+    #[serde(default, borrow)]
+    delta: Option<WireMessage<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<std::borrow::Cow<'a, str>>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireMessage<'a> {
+    #[serde(default, borrow)]
+    content: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// Reads the events of a stream of chat-completion chunks.
+#[derive(Debug, Default)]
+struct ChatEvents {
+    reply: Reply,
+    reasoning: String,
+    done: bool,
+}
+
+impl SseEvents for ChatEvents {
+    fn data(&mut self, _event: &str, data: &[u8], now: Instant) -> Result<(), CodecError> {
+        if let Some(choice) = choices_chunk::<Choice<'_>>(data, &mut self.done, &mut self.reply)? {
+            if let Some(d) = choice.delta.or(choice.message) {
+                let mut bytes = 0usize;
+                if let Some(c) = d.content.filter(|c| !c.is_empty()) {
+                    bytes += c.len();
+                    self.reply.content.push_str(&c);
+                }
+                if let Some(r) = d
+                    .reasoning_content
+                    .or(d.reasoning)
+                    .filter(|c| !c.is_empty())
+                {
+                    bytes += r.len();
+                    self.reasoning.push_str(&r);
+                    self.reply.first_reasoning_at.get_or_insert(now);
+                }
+                if bytes > 0 {
+                    self.reply.first_token_at.get_or_insert(now);
+                    self.reply
+                        .chunks
+                        .push((now, u32::try_from(bytes).unwrap_or(u32::MAX)));
+                }
+            }
+            if let Some(f) = choice.finish_reason {
+                self.reply.finish_reason = Some(f.into_owned());
+            }
+        }
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<Reply, CodecError> {
+        let ended = self.done || self.reply.finish_reason.is_some();
+        closed(
+            ended,
+            "its finish chunk and [DONE]",
+            &mut self.reply,
+            &mut self.reasoning,
+        )
+    }
+}
+
+batchbench_contract::register_codec! {
+    name: "openai_chat",
+    description: "OpenAI chat completions (JSON and SSE); min/max_tokens or SGLang min/max_new_tokens",
+    example: r#"{"sglang": false, "ignore_eos": true}"#,
+    config: OpenAiChatConfig,
+    build: OpenAiChat::new,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use batchbench_contract::conversation::{Role, ToolCall};
+    use batchbench_contract::plugin::{ServerTiming, Usage};
+    use std::sync::Arc;
+
+    fn codec(sglang: bool) -> OpenAiChat {
+        OpenAiChat {
+            cfg: OpenAiChatConfig {
+                sglang,
+                ignore_eos: true,
+            },
+        }
+    }
+
+    #[test]
+    fn a_raw_body_is_sent_as_written_with_the_runs_fields_on_top() {
+        let raw: serde_json::Map<String, serde_json::Value> = serde_json::from_str(
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":99,"stream":false,"temperature":0.5}"#,
+        )
+        .unwrap();
+        let conv = Conversation::default();
+        let extra = vec![("user".to_owned(), serde_json::json!("u-1"))];
+        let mut out = BodyWriter::default();
+        let req = EncodeRequest {
+            model: "run-model",
+            conversation: &conv,
+            output: Some((5, 5)),
+            stream: true,
+            extra_fields: &extra,
+            raw_body: Some(&raw),
+        };
+        codec(false).encode(&req, &mut out).unwrap();
+        let bytes: Vec<u8> = out.finish().concat();
+        let text = String::from_utf8(bytes).unwrap();
+        // Every key once: overridden fields are not written twice.
+        for key in ["\"max_tokens\"", "\"stream\"", "\"model\""] {
+            assert_eq!(text.matches(key).count(), 1, "{key} in {text}");
+        }
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["model"], "m", "the body's model wins");
+        assert_eq!(v["messages"][0]["content"], "hi");
+        assert_eq!(v["temperature"], 0.5);
+        assert_eq!(
+            (v["max_tokens"].clone(), v["min_tokens"].clone()),
+            (5.into(), 5.into())
+        );
+        assert_eq!(v["stream"], true);
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        assert_eq!(v["ignore_eos"], true);
+        assert_eq!(v["user"], "u-1");
+    }
+
+    #[test]
+    fn encodes_valid_json_with_constraints() {
+        let mut conv = Conversation::default();
+        conv.messages
+            .push(Message::new(Role::User, "hi \"there\"\n"));
+        let mut a = Message::new(Role::Assistant, "ok");
+        a.tool_calls.push(ToolCall {
+            id: "c1".into(),
+            name: "environment".into(),
+            arguments: "{}".into(),
+        });
+        conv.messages.push(a);
+        let mut t = Message::new(Role::Tool, "result");
+        t.tool_call_id = Some(Arc::from("c1"));
+        conv.messages.push(t);
+        let extra = vec![("user".to_owned(), serde_json::json!("u-1"))];
+        for sglang in [false, true] {
+            let mut out = BodyWriter::default();
+            let req = EncodeRequest {
+                model: "m",
+                conversation: &conv,
+                output: Some((64, 64)),
+                stream: true,
+                extra_fields: &extra,
+                raw_body: None,
+            };
+            codec(sglang)
+                .encode(&req, &mut out)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let v: serde_json::Value =
+                serde_json::from_slice(&joined(out)).unwrap_or_else(|e| panic!("{e}"));
+            let (min, max) = if sglang {
+                ("min_new_tokens", "max_new_tokens")
+            } else {
+                ("min_tokens", "max_tokens")
+            };
+            assert_eq!(v[min], 64);
+            assert_eq!(v[max], 64);
+            assert_eq!(v["ignore_eos"], true);
+            assert_eq!(v["stream_options"]["include_usage"], true);
+            assert_eq!(v["user"], "u-1");
+            assert_eq!(v["messages"][0]["content"], "hi \"there\"\n");
+            assert_eq!(
+                v["messages"][1]["tool_calls"][0]["function"]["name"],
+                "environment"
+            );
+            assert_eq!(v["messages"][2]["tool_call_id"], "c1");
+        }
+    }
+
+    fn joined(w: BodyWriter) -> Vec<u8> {
+        w.finish().iter().flat_map(|b| b.iter().copied()).collect()
+    }
+
+    fn messages(conv: &Conversation) -> (Vec<u8>, usize) {
+        let mut w = BodyWriter::default();
+        write_messages(&mut w, conv).unwrap();
+        let parts = w.finish();
+        (
+            parts.iter().flat_map(|b| b.iter().copied()).collect(),
+            parts.len(),
+        )
+    }
+
+    #[test]
+    fn incremental_encoding_equals_a_fresh_encoding() {
+        let mut conv = Conversation::default();
+        for turn in 0..5 {
+            // Two messages a turn, like an agent loop.
+            for k in 0..2 {
+                let role = if k == 0 { Role::Assistant } else { Role::Tool };
+                conv.messages
+                    .push(Message::new(role, format!("t{turn} m{k} \"q\"")));
+            }
+            let (incremental, parts) = messages(&conv);
+            let copy = Conversation {
+                messages: conv.messages.clone(),
+                ..Conversation::default()
+            };
+            assert_eq!(incremental, messages(&copy).0);
+            // "[", one shared chunk per turn, "]": earlier turns are not rewritten.
+            assert_eq!(parts, turn + 3);
+            let v: serde_json::Value = serde_json::from_slice(&incremental).unwrap();
+            assert_eq!(v.as_array().map(Vec::len), Some(2 * turn + 2));
+        }
+        conv.clear();
+        conv.messages.push(Message::new(Role::User, "again"));
+        assert_eq!(messages(&conv).0, br#"[{"role":"user","content":"again"}]"#);
+    }
+
+    #[test]
+    fn decodes_json_with_reasoning_and_cache() {
+        let body = br#"{"choices":[{"message":{"role":"assistant","content":"a","reasoning_content":"r"},"finish_reason":"length"}],
+            "usage":{"prompt_tokens":10,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":8}}}"#;
+        let r = codec(false).decode(body).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.content, "a");
+        assert_eq!(r.reasoning.as_deref(), Some("r"));
+        assert_eq!(
+            r.usage,
+            Some(Usage {
+                prompt_tokens: 10,
+                completion_tokens: 2,
+                cached_tokens: Some(8),
+                reasoning_tokens: None,
+                items: None,
+            })
+        );
+        assert!(codec(false).decode(b"{not json").is_err());
+    }
+
+    /// llama.cpp's own `timings`, in a whole reply and on a stream's last
+    /// chunk; an object without a time is no timing.
+    #[test]
+    fn llama_cpp_timings_are_read_in_json_and_streams() {
+        let body = br#"{"choices":[{"message":{"content":"a"},"finish_reason":"length"}],
+            "timings":{"cache_n":3,"prompt_n":7,"prompt_ms":12.5,"predicted_n":2,"predicted_ms":30.25}}"#;
+        let r = codec(false).decode(body).unwrap_or_else(|e| panic!("{e}"));
+        let want = ServerTiming {
+            prompt_ms: Some(12.5),
+            predicted_ms: Some(30.25),
+            total_ms: None,
+            cached_tokens: Some(3),
+        };
+        assert_eq!(r.server_timing, Some(want));
+        assert_eq!(want.server_ms(), Some(42.75));
+        let empty = br#"{"choices":[{"message":{"content":"a"}}],"timings":{}}"#;
+        let r = codec(false).decode(empty).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.server_timing, None);
+        let stream = concat!(
+            "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"length\"}],\"timings\":{\"cache_n\":3,\"prompt_ms\":12.5,\"predicted_ms\":30.25}}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let mut d = codec(true).stream_decoder();
+        d.feed(stream.as_bytes(), Instant::now())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let r = d.finish().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.server_timing, Some(want));
+    }
+
+    #[test]
+    fn sse_first_token_skips_role_chunk_and_split_lines_work() {
+        let stream = concat!(
+            "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"think\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\" hello\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n",
+            "data: [DONE]\n\n"
+        );
+        let mut d = codec(false).stream_decoder();
+        let t0 = Instant::now();
+        // Feed in awkward pieces: line boundaries must not matter.
+        for (i, piece) in stream.as_bytes().chunks(7).enumerate() {
+            d.feed(piece, t0 + std::time::Duration::from_millis(i as u64))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let r = d.finish().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.content, " hello");
+        assert_eq!(r.reasoning.as_deref(), Some("think"));
+        assert_eq!(r.chunks.len(), 2);
+        assert!(
+            r.first_token_at.is_some_and(|t| t > t0),
+            "role chunk must not count as first token"
+        );
+        assert_eq!(
+            r.first_reasoning_at, r.first_token_at,
+            "reasoning came first"
+        );
+        assert_eq!(r.usage.map(|u| u.completion_tokens), Some(2));
+    }
+
+    #[test]
+    fn truncated_stream_is_an_error() {
+        let mut d = codec(false).stream_decoder();
+        d.feed(
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n",
+            Instant::now(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(d.finish().is_err());
+        let mut d = codec(false).stream_decoder();
+        assert!(d.feed(b"data: {oops\n", Instant::now()).is_err());
+    }
+}

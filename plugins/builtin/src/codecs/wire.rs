@@ -1,0 +1,465 @@
+//! What the built-in codecs share: JSON writing helpers, a verbatim body with
+//! the run's fields on top, a conversation flattened into one prompt, and the
+//! lines of a server-sent event stream.
+
+use batchbench_contract::conversation::Conversation;
+use batchbench_contract::plugin::{
+    BodyWriter, CodecError, Reply, ServerTiming, StreamDecoder, Usage,
+};
+use serde::Deserialize;
+use serde_json::Value;
+use std::io::Write;
+
+/// Writes `s` (writing to memory cannot fail).
+pub(crate) fn w<W: Write>(out: &mut W, s: &str) {
+    let _ = out.write_all(s.as_bytes());
+}
+
+/// Writes `,"key":n` (a key that needs no escaping).
+pub(crate) fn num_field<W: Write>(out: &mut W, key: &str, n: u64) {
+    w(out, ",\"");
+    w(out, key);
+    w(out, "\":");
+    num(out, n);
+}
+
+/// Writes `n` in decimal, without the formatting machinery.
+pub(crate) fn num<W: Write>(out: &mut W, n: u64) {
+    w(out, itoa::Buffer::new().format(n));
+}
+
+/// Writes `s` as a JSON string.
+pub(crate) fn json_str<W: Write>(out: &mut W, s: &str) -> Result<(), CodecError> {
+    serde_json::to_writer(&mut *out, s).map_err(|e| CodecError(e.to_string()))
+}
+
+/// Writes a JSON value.
+pub(crate) fn json_value<W: Write>(out: &mut W, v: &Value) -> Result<(), CodecError> {
+    serde_json::to_writer(&mut *out, v).map_err(|e| CodecError(e.to_string()))
+}
+
+/// Writes `,"key":value` for each field.
+pub(crate) fn fields(out: &mut BodyWriter, set: &[(&str, Value)]) -> Result<(), CodecError> {
+    for (k, v) in set {
+        w(out, ",");
+        json_str(out, k)?;
+        w(out, ":");
+        json_value(out, v)?;
+    }
+    Ok(())
+}
+
+/// A verbatim body with the fields the run sets on top: the body's own fields
+/// as written (those the run sets are replaced, never written twice), then the
+/// run's. `model` is set only when the body names none.
+pub(crate) fn raw_with_fields(
+    raw: &serde_json::Map<String, Value>,
+    model: &str,
+    mut set: Vec<(&str, Value)>,
+    out: &mut BodyWriter,
+) -> Result<(), CodecError> {
+    if !model.is_empty() && !raw.contains_key("model") {
+        set.insert(0, ("model", Value::from(model)));
+    }
+    w(out, "{");
+    let mut first = true;
+    let own = raw
+        .iter()
+        .filter(|(k, _)| !set.iter().any(|(s, _)| s == k))
+        .map(|(k, v)| (k.as_str(), v));
+    for (k, v) in own.chain(set.iter().map(|(k, v)| (*k, v))) {
+        if !first {
+            w(out, ",");
+        }
+        first = false;
+        json_str(out, k)?;
+        w(out, ":");
+        json_value(out, v)?;
+    }
+    w(out, "}");
+    Ok(())
+}
+
+/// The separator between the texts of a flattened conversation.
+pub const FLAT_JOIN: &str = "\n";
+
+/// The texts of a flat prompt from message `from` on (the tool definitions
+/// first when `from` is 0), in order: each message's text (unless it only
+/// carries tool calls), then its calls' arguments.
+fn flat_pieces(conv: &Conversation, from: usize) -> impl Iterator<Item = &str> {
+    let tools = conv.tools.iter().filter(move |_| from == 0).map(|t| &**t);
+    let messages = conv.messages[from..].iter().flat_map(|m| {
+        let text = (!m.content.is_empty() || m.tool_calls.is_empty()).then_some(&*m.content);
+        text.into_iter()
+            .chain(m.tool_calls.iter().map(|c| &*c.arguments))
+    });
+    tools.chain(messages)
+}
+
+/// The conversation as one prompt text, as [`write_flat_prompt`] sends it.
+pub(crate) fn flat_text(conv: &Conversation) -> String {
+    flat_pieces(conv, 0).collect::<Vec<_>>().join(FLAT_JOIN)
+}
+
+/// Writes the conversation as one JSON string for APIs that take a plain
+/// prompt (completions, SGLang's `/generate`): the texts of its tool
+/// definitions, messages and tool-call arguments, in order, joined by a
+/// newline, with no chat template. A one-message conversation is its text
+/// exactly. Texts written for an earlier turn are kept in the conversation's
+/// wire cache and sent uncopied, as the chat codec does with messages.
+pub(crate) fn write_flat_prompt(
+    out: &mut BodyWriter,
+    conv: &Conversation,
+) -> Result<(), CodecError> {
+    let mut cache = conv.wire.borrow_mut();
+    if cache.messages > conv.messages.len() || (cache.messages == 0 && !cache.chunks.is_empty()) {
+        *cache = Default::default();
+    }
+    let mut chunk: Vec<u8> = Vec::new();
+    // A JSON string's inside: its escaped text without the quotes. Escaping
+    // is per character, so escaped pieces join into the escaped whole.
+    let escaped = |text: &str| -> Result<Vec<u8>, CodecError> {
+        let s = serde_json::to_vec(text).map_err(|e| CodecError(e.to_string()))?;
+        Ok(s[1..s.len() - 1].to_vec())
+    };
+    let join = escaped(FLAT_JOIN)?;
+    let push = |chunk: &mut Vec<u8>, first: bool, text: &str| -> Result<(), CodecError> {
+        if !first {
+            chunk.extend_from_slice(&join);
+        }
+        chunk.extend_from_slice(&escaped(text)?);
+        Ok(())
+    };
+    let mut first = cache.chunks.is_empty();
+    for text in flat_pieces(conv, cache.messages) {
+        push(&mut chunk, first, text)?;
+        first = false;
+    }
+    // Pushed even when empty: an empty first text still counts as written, so
+    // the next one is joined after it as a fresh encoding would.
+    cache.chunks.push(bytes::Bytes::from(chunk));
+    cache.messages = conv.messages.len();
+    out.write(b"\"");
+    for c in &cache.chunks {
+        out.push_shared(c.clone());
+    }
+    out.write(b"\"");
+    Ok(())
+}
+
+/// What [`SseLines`] hands each data line to: `(event name, data)`.
+pub type OnData<'a> = dyn FnMut(&str, &[u8]) -> Result<(), CodecError> + 'a;
+
+/// The lines of a server-sent event stream, fed in arbitrary pieces: each
+/// `data:` line is handed over with the event name in force (`event:`), and
+/// comments and blank lines are skipped.
+#[derive(Debug, Default)]
+pub struct SseLines {
+    buf: Vec<u8>,
+    event: String,
+}
+
+impl SseLines {
+    /// Feeds `bytes`; `f(event, data)` is called for each complete data line.
+    pub fn feed(&mut self, bytes: &[u8], f: &mut OnData<'_>) -> Result<(), CodecError> {
+        self.buf.extend_from_slice(bytes);
+        let mut start = 0;
+        while let Some(pos) = memchr::memchr(b'\n', &self.buf[start..]) {
+            let end = start + pos;
+            Self::line(&mut self.event, &self.buf[start..end], f)?;
+            start = end + 1;
+        }
+        self.buf.drain(..start);
+        Ok(())
+    }
+
+    /// Ends the stream: a last line without its newline is handed over too.
+    pub fn finish(&mut self, f: &mut OnData<'_>) -> Result<(), CodecError> {
+        let rest = std::mem::take(&mut self.buf);
+        if !rest.is_empty() {
+            Self::line(&mut self.event, &rest, f)?;
+        }
+        Ok(())
+    }
+
+    fn line(event: &mut String, line: &[u8], f: &mut OnData<'_>) -> Result<(), CodecError> {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            event.clear();
+        } else if let Some(name) = line.strip_prefix(b"event:") {
+            let name = name.strip_prefix(b" ").unwrap_or(name);
+            *event = String::from_utf8_lossy(name).into_owned();
+        } else if let Some(data) = line.strip_prefix(b"data:") {
+            let data = data.strip_prefix(b" ").unwrap_or(data);
+            f(event, data)?;
+        }
+        Ok(())
+    }
+}
+
+/// A codec's reading of a server-sent event stream, event by event.
+pub(crate) trait SseEvents: Send {
+    /// One `data:` line, under its `event:` name, received at `now`.
+    fn data(&mut self, event: &str, data: &[u8], now: std::time::Instant)
+    -> Result<(), CodecError>;
+    /// The stream ended: the reply, or why the stream was incomplete.
+    fn close(&mut self) -> Result<Reply, CodecError>;
+}
+
+/// A [`StreamDecoder`] of the events `E` reads from the lines of an SSE stream.
+#[derive(Debug, Default)]
+pub(crate) struct SseStream<E> {
+    lines: SseLines,
+    events: E,
+}
+
+impl<E: SseEvents> StreamDecoder for SseStream<E> {
+    fn feed(&mut self, bytes: &[u8], now: std::time::Instant) -> Result<(), CodecError> {
+        let Self { lines, events } = self;
+        lines.feed(bytes, &mut |e, d| events.data(e, d, now))
+    }
+
+    fn finish(&mut self) -> Result<Reply, CodecError> {
+        let Self { lines, events } = self;
+        let now = std::time::Instant::now();
+        lines.finish(&mut |e, d| events.data(e, d, now))?;
+        events.close()
+    }
+}
+
+/// The reply of a stream at its close: refused as truncated unless the
+/// stream `ended` (its last event, named by `last`, came), with the reasoning
+/// text read on the way.
+pub(crate) fn closed(
+    ended: bool,
+    last: &str,
+    reply: &mut Reply,
+    reasoning: &mut String,
+) -> Result<Reply, CodecError> {
+    if !ended {
+        return Err(CodecError(format!(
+            "stream ended before {last} (truncated)"
+        )));
+    }
+    let mut reply = std::mem::take(reply);
+    if !reasoning.is_empty() {
+        reply.reasoning = Some(std::mem::take(reasoning));
+    }
+    Ok(reply)
+}
+
+/// One `data:` line of a stream of choices chunks (chat completions and
+/// completions): `[DONE]` ends the stream (`done`), and a chunk's error, usage
+/// and llama.cpp timings go into `reply`; its first choice is the codec's to
+/// read.
+pub(crate) fn choices_chunk<'a, C: Deserialize<'a>>(
+    data: &'a [u8],
+    done: &mut bool,
+    reply: &mut Reply,
+) -> Result<Option<C>, CodecError> {
+    if data == b"[DONE]" {
+        *done = true;
+        return Ok(None);
+    }
+    if *done {
+        return Err(CodecError("data after [DONE]".into()));
+    }
+    let chunk: ChoicesResponse<C> = serde_json::from_slice(data)
+        .map_err(|e| CodecError(format!("invalid stream chunk JSON: {e}")))?;
+    if let Some(e) = &chunk.error {
+        return Err(error_in_200(e));
+    }
+    if let Some(u) = chunk.usage {
+        reply.usage = Some(u.into_usage());
+    }
+    if let Some(t) = chunk.timings.and_then(WireTimings::into_server_timing) {
+        reply.server_timing = Some(t);
+    }
+    Ok(chunk.choices.into_iter().next())
+}
+
+/// A response of choices (chat completions and completions, a JSON reply or
+/// one chunk of a stream): the choices, the usage, llama.cpp's own timings,
+/// and an error object in a successful response (some gateways answer 200).
+#[derive(Deserialize)]
+pub(crate) struct ChoicesResponse<C> {
+    #[serde(default = "Vec::new")]
+    pub(crate) choices: Vec<C>,
+    #[serde(default)]
+    pub(crate) usage: Option<WireUsage>,
+    #[serde(default)]
+    pub(crate) timings: Option<WireTimings>,
+    #[serde(default)]
+    pub(crate) error: Option<Value>,
+}
+
+/// llama.cpp's `timings` object (chat and completions; in a stream, on the
+/// last chunk): the server's prompt and generation times on its own clock.
+#[derive(Deserialize)]
+pub(crate) struct WireTimings {
+    #[serde(default)]
+    prompt_ms: Option<f64>,
+    #[serde(default)]
+    predicted_ms: Option<f64>,
+    #[serde(default)]
+    cache_n: Option<u64>,
+}
+
+impl WireTimings {
+    /// The timings, when the object carries a time at all.
+    pub(crate) fn into_server_timing(self) -> Option<ServerTiming> {
+        (self.prompt_ms.is_some() || self.predicted_ms.is_some()).then_some(ServerTiming {
+            prompt_ms: self.prompt_ms,
+            predicted_ms: self.predicted_ms,
+            total_ms: None,
+            cached_tokens: self.cache_n,
+        })
+    }
+}
+
+/// OpenAI's `usage` object (chat and completions).
+#[derive(Deserialize)]
+pub(crate) struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<Details>,
+    #[serde(default)]
+    completion_tokens_details: Option<Details>,
+}
+
+#[derive(Deserialize)]
+struct Details {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    pub(crate) fn into_usage(self) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            cached_tokens: self.prompt_tokens_details.and_then(|d| d.cached_tokens),
+            reasoning_tokens: self
+                .completion_tokens_details
+                .and_then(|d| d.reasoning_tokens),
+            items: None,
+        }
+    }
+}
+
+/// The message of an error object (`{"message": ...}`), or the object itself,
+/// at most 300 characters.
+pub(crate) fn error_message(e: &Value) -> String {
+    let message = e
+        .get("message")
+        .and_then(Value::as_str)
+        .map_or_else(|| e.to_string(), str::to_owned);
+    message.chars().take(300).collect()
+}
+
+/// The failure of an error that came in a successful (HTTP 200) response.
+pub(crate) fn error_in_200(e: &Value) -> CodecError {
+    CodecError(format!(
+        "the server answered HTTP 200 with an error: {}",
+        error_message(e)
+    ))
+}
+
+/// A chat-completions tool definition (`{"type": "function", "function":
+/// {...}}`) as its function object; another shape as it is.
+pub(crate) fn tool_function(tool: &str) -> Result<serde_json::Map<String, Value>, CodecError> {
+    let v: Value = serde_json::from_str(tool)
+        .map_err(|e| CodecError(format!("a tool definition is not JSON: {e}")))?;
+    match v {
+        Value::Object(mut o) => match o.remove("function") {
+            Some(Value::Object(f)) => Ok(f),
+            Some(other) => {
+                o.insert("function".into(), other);
+                Ok(o)
+            }
+            None => Ok(o),
+        },
+        _ => Err(CodecError("a tool definition is not a JSON object".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn numbers_are_written_in_decimal() {
+        for n in [0, 7, 10, 4096, 1_000_000_007, u64::MAX] {
+            let mut out = Vec::new();
+            super::num(&mut out, n);
+            assert_eq!(String::from_utf8(out).unwrap(), n.to_string());
+        }
+        let mut out = Vec::new();
+        super::num_field(&mut out, "max_tokens", 16);
+        assert_eq!(out, b",\"max_tokens\":16");
+    }
+
+    use super::*;
+    use batchbench_contract::conversation::{Message, Role};
+
+    fn flat(conv: &Conversation) -> String {
+        let mut out = BodyWriter::default();
+        write_flat_prompt(&mut out, conv).unwrap_or_else(|e| panic!("{e}"));
+        let bytes: Vec<u8> = out.finish().concat();
+        serde_json::from_slice::<String>(&bytes).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_flat_prompt_is_the_texts_joined_and_grows_by_appending() {
+        let mut conv = Conversation::default();
+        conv.messages
+            .push(Message::new(Role::User, "hello \"world\"\n"));
+        assert_eq!(flat(&conv), "hello \"world\"\n", "one message is its text");
+        let mut a = Message::new(Role::Assistant, "ok");
+        a.tool_calls
+            .push(batchbench_contract::conversation::ToolCall {
+                id: "c".into(),
+                name: "f".into(),
+                arguments: "{}".into(),
+            });
+        conv.messages.push(a);
+        conv.messages.push(Message::new(Role::Tool, "result"));
+        let grown = flat(&conv);
+        assert_eq!(grown, "hello \"world\"\n\nok\n{}\nresult");
+        let fresh = Conversation {
+            messages: conv.messages.clone(),
+            ..Conversation::default()
+        };
+        assert_eq!(flat(&fresh), grown, "cached and fresh agree");
+    }
+
+    #[test]
+    fn sse_lines_carry_their_event_across_pieces() {
+        let text = "event: a\r\ndata: {\"x\":1}\r\n\r\n: comment\ndata: two\n\nevent: b\ndata: 3";
+        let mut got = Vec::new();
+        let mut s = SseLines::default();
+        for piece in text.as_bytes().chunks(3) {
+            s.feed(piece, &mut |e, d| {
+                got.push((e.to_owned(), String::from_utf8_lossy(d).into_owned()));
+                Ok(())
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        }
+        s.finish(&mut |e, d| {
+            got.push((e.to_owned(), String::from_utf8_lossy(d).into_owned()));
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            got,
+            [
+                ("a".to_owned(), "{\"x\":1}".to_owned()),
+                (String::new(), "two".to_owned()),
+                ("b".to_owned(), "3".to_owned())
+            ]
+        );
+    }
+}
