@@ -33,6 +33,13 @@ def sim(qwen: str):
         yield s
 
 
+@pytest.fixture()
+def target(sim, qwen: str) -> dict:
+    """The options every run against the simulator starts with: its URL and
+    the tokenizer it counts with."""
+    return {"host": sim.url, "tokenizer_model": qwen}
+
+
 @pytest.fixture(scope="session")
 def bin_dir() -> Path:
     d = os.environ.get("BATCHBENCH_BIN_DIR")

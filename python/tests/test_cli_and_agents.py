@@ -88,10 +88,9 @@ def test_python_dash_m_runs_the_cli():
     assert p.returncode == 0 and p.stdout.startswith("batchbench ")
 
 
-def test_run_agent_with_keyword_options(sim, qwen):
+def test_run_agent_with_keyword_options(sim, target):
     result = batchbench.run_agent(
-        host=sim.url,
-        tokenizer_model=qwen,
+        **target,
         agents=2,
         tool_invocations=3,
         input_tokens=64,
@@ -172,10 +171,9 @@ def test_python_dash_m_export_plans_re_exports_a_rows_file(tmp_path):
     assert p.returncode == 2
 
 
-def test_run_agent_takes_a_session_rate(sim, qwen):
+def test_run_agent_takes_a_session_rate(sim, target):
     result = batchbench.run_agent(
-        host=sim.url,
-        tokenizer_model=qwen,
+        **target,
         agents=4,
         tool_invocations=2,
         input_tokens=32,

@@ -27,7 +27,7 @@ def _component(bin_dir: Path, name: str) -> Path:
     return path
 
 
-def test_loaded_plugins_are_listed_and_selected_by_name(sim, qwen, bin_dir, tmp_path):
+def test_loaded_plugins_are_listed_and_selected_by_name(sim, bin_dir, tmp_path, target):
     wasm = _component(bin_dir, "header_router")
     lib = _native(bin_dir, "jsonl_reporter")
     loaded = batchbench.load_plugin(wasm)
@@ -41,8 +41,7 @@ def test_loaded_plugins_are_listed_and_selected_by_name(sim, qwen, bin_dir, tmp_
 
     records = tmp_path / "requests.jsonl"
     result = batchbench.run_agent(
-        host=sim.url,
-        tokenizer_model=qwen,
+        **target,
         agents=2,
         tool_invocations=1,
         input_tokens=32,
@@ -68,7 +67,7 @@ def test_missing_and_foreign_plugins_raise(bin_dir):
         batchbench.load_plugin(_native(bin_dir, "other_abi"))
 
 
-def test_a_native_codec_is_selected_by_name_in_both_apis(sim, qwen, bin_dir):
+def test_a_native_codec_is_selected_by_name_in_both_apis(sim, bin_dir, target):
     lib = _native(bin_dir, "native_codec")
     assert batchbench.load_plugin(lib) == [{"kind": "codec", "name": "openai_chat_native"}]
     body = {"model": "m", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 4}
@@ -83,8 +82,7 @@ def test_a_native_codec_is_selected_by_name_in_both_apis(sim, qwen, bin_dir):
     assert report["successful_requests"] == 4
     assert report["run"]["spec"]["codec"]["name"] == "openai_chat_native"
     result = batchbench.run_agent(
-        host=sim.url,
-        tokenizer_model=qwen,
+        **target,
         agents=2,
         tool_invocations=2,
         input_tokens=24,

@@ -2,6 +2,7 @@
 //! its own runtime, in-process runs of the CLIs, and result-file readers.
 
 pub mod http;
+pub mod process;
 
 use batchbench_engine::tokens::TokenizerHandle;
 use batchbench_simulator::{RequestLog, Sim, SimConfig, SimStats};
@@ -28,6 +29,22 @@ pub fn tokenizer_path(name: &str) -> PathBuf {
         p.display()
     );
     p
+}
+
+/// The Qwen tokenizer's path as a flag value (`--tokenizer-model`): the
+/// tokenizer most tests run with.
+pub fn qwen() -> String {
+    tokenizer_path("qwen").display().to_string()
+}
+
+/// A file of `examples/trajectory-replay/` (the replay manifests the book
+/// shows), as a flag value.
+pub fn replay_example(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/trajectory-replay")
+        .join(name)
+        .display()
+        .to_string()
 }
 
 /// A loaded tokenizer, shared across the tests of one process.
@@ -109,6 +126,8 @@ pub fn check_synthesis_property(
 pub struct SimServer {
     rt: tokio::runtime::Runtime,
     sim: Option<Sim>,
+    /// The tokenizer it counts with, as a `--tokenizer-model` value.
+    tok: String,
 }
 
 impl SimServer {
@@ -120,6 +139,7 @@ impl SimServer {
             .enable_all()
             .build()
             .unwrap_or_else(|e| panic!("{e}"));
+        let path = tokenizer_path(tok).display().to_string();
         let tok = tokenizer(tok);
         let sim = rt
             .block_on(Sim::start(
@@ -128,7 +148,56 @@ impl SimServer {
                 "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")),
             ))
             .unwrap_or_else(|e| panic!("{e}"));
-        Self { rt, sim: Some(sim) }
+        Self {
+            rt,
+            sim: Some(sim),
+            tok: path,
+        }
+    }
+
+    /// `--host URL --tokenizer-model TOKENIZER` of this simulator, then the
+    /// words of `line` (as [`cmd`] reads them).
+    pub fn args(&self, line: &str, values: &[&str]) -> Vec<String> {
+        let mut args = cmd("--host {} --tokenizer-model {}", &[&self.url(), &self.tok]);
+        args.extend(cmd(line, values));
+        args
+    }
+
+    /// Runs `batchbench` in process against this simulator with its
+    /// tokenizer, and the flags of `line` (see [`SimServer::args`]).
+    pub fn batchbench(&self, line: &str, values: &[&str]) -> RunResult {
+        run_batchbench(&self.args(line, values))
+    }
+
+    /// Runs `batchbench-agent` in process like [`SimServer::batchbench`].
+    pub fn agent(&self, line: &str, values: &[&str]) -> RunResult {
+        run_agent(&self.args(line, values))
+    }
+
+    /// A simulator with the Qwen tokenizer that decodes a token every
+    /// `ms_per_token` milliseconds, with defaults otherwise: a run that
+    /// lasts long enough to be interrupted.
+    pub fn decoding(ms_per_token: f64) -> Self {
+        Self::start(
+            SimConfig {
+                decode_ms_per_token: ms_per_token,
+                ..SimConfig::default()
+            },
+            "qwen",
+        )
+    }
+
+    /// A simulator of `workers` data-parallel workers (each its own prefix
+    /// cache, picked by `X-SMG-Target-Worker`) recording its requests.
+    pub fn workers(workers: u32) -> Self {
+        Self::start(
+            SimConfig {
+                workers,
+                record_requests: true,
+                ..SimConfig::default()
+            },
+            "qwen",
+        )
     }
 
     /// A simulator recording its requests, with defaults otherwise.
@@ -156,6 +225,21 @@ impl SimServer {
     /// The request log.
     pub fn requests(&self) -> Vec<RequestLog> {
         self.sim().requests()
+    }
+
+    /// The request log by routing key (an agent's or a user's requests), each
+    /// in the order the simulator received them.
+    pub fn requests_by_key(&self) -> std::collections::BTreeMap<String, Vec<RequestLog>> {
+        let mut m: std::collections::BTreeMap<String, Vec<RequestLog>> = Default::default();
+        for e in self.requests() {
+            m.entry(e.routing_key.clone().unwrap_or_default())
+                .or_default()
+                .push(e);
+        }
+        for v in m.values_mut() {
+            v.sort_by_key(|e| e.seq);
+        }
+        m
     }
 
     /// The SHA-256 of every request body received, sorted: two runs that sent
@@ -231,9 +315,42 @@ impl RunResult {
     }
 }
 
+/// A command line written as a user types it: the words of `line`, where each
+/// `{}` word is the next of `values`, whole (a value may hold spaces). Panics
+/// when the placeholders and the values do not pair up.
+///
+/// ```
+/// let args = batchbench_tests::cmd("--host {} --users 4", &["http://127.0.0.1:8000"]);
+/// assert_eq!(args, ["--host", "http://127.0.0.1:8000", "--users", "4"]);
+/// ```
+pub fn cmd(line: &str, values: &[&str]) -> Vec<String> {
+    let mut values = values.iter();
+    let args: Vec<String> = line
+        .split_whitespace()
+        .map(|w| match w {
+            "{}" => values
+                .next()
+                .map(|v| (*v).to_owned())
+                .unwrap_or_else(|| panic!("{line}: more {{}} than values")),
+            _ => w.to_owned(),
+        })
+        .collect();
+    assert!(values.next().is_none(), "{line}: more values than {{}}");
+    args
+}
+
+/// The words of `line`: flags written as a user types them, borrowed from it.
+///
+/// ```
+/// assert_eq!(batchbench_tests::words("--users 4 --stream"), ["--users", "4", "--stream"]);
+/// ```
+pub fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
 /// Runs `batchbench` in process with `args` plus a summary JSON and a CSV in a
 /// temporary directory.
-pub fn run_batchbench(args: &[&str]) -> RunResult {
+pub fn run_batchbench<S: AsRef<str>>(args: &[S]) -> RunResult {
     run_tool(
         batchbench_run::commands::batchbench::run,
         "batchbench",
@@ -244,11 +361,12 @@ pub fn run_batchbench(args: &[&str]) -> RunResult {
 /// Runs `batchbench ARGS`, which must be refused as bad input (exit 2), and
 /// returns the message it is refused with (as resolving and checking the
 /// run spec give it).
-pub fn refused_batchbench(args: &[&str]) -> String {
-    let r = run_batchbench(args);
+pub fn refused_batchbench<S: AsRef<str>>(args: &[S]) -> String {
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    let r = run_batchbench(&args);
     assert_eq!(r.code, 2, "{args:?}");
     let mut argv = vec!["batchbench"];
-    argv.extend(args);
+    argv.extend(&args);
     let e = match batchbench_run::commands::batchbench::resolve_args(argv) {
         Err(e) => e,
         Ok(spec) => batchbench_run::assemble::check(&spec)
@@ -260,7 +378,7 @@ pub fn refused_batchbench(args: &[&str]) -> String {
 }
 
 /// Runs `batchbench-agent` in process, like [`run_batchbench`].
-pub fn run_agent(args: &[&str]) -> RunResult {
+pub fn run_agent<S: AsRef<str>>(args: &[S]) -> RunResult {
     run_tool(
         batchbench_run::commands::agent::run,
         "batchbench-agent",
@@ -268,12 +386,12 @@ pub fn run_agent(args: &[&str]) -> RunResult {
     )
 }
 
-fn run_tool(run: fn(Vec<String>) -> i32, name: &str, args: &[&str]) -> RunResult {
+fn run_tool<S: AsRef<str>>(run: fn(Vec<String>) -> i32, name: &str, args: &[S]) -> RunResult {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let json = dir.path().join("summary.json");
     let csv = dir.path().join("results.csv");
     let mut argv: Vec<String> = vec![name.into(), "--quiet".into()];
-    argv.extend(args.iter().map(|s| (*s).to_owned()));
+    argv.extend(args.iter().map(|s| s.as_ref().to_owned()));
     argv.extend([
         "--summary-json".into(),
         json.display().to_string(),
@@ -478,11 +596,11 @@ impl SeriesResult {
 
 /// Runs `program kind ...args` (`batchbench sweep ...`) in process, quiet, into
 /// a fresh results directory.
-pub fn run_series(program: &str, kind: &str, args: &[&str]) -> SeriesResult {
+pub fn run_series<S: AsRef<str>>(program: &str, kind: &str, args: &[S]) -> SeriesResult {
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let dir = tmp.path().join("series");
     let mut argv: Vec<String> = vec![program.into(), kind.into(), "--quiet".into()];
-    argv.extend(args.iter().map(|s| (*s).to_owned()));
+    argv.extend(args.iter().map(|s| s.as_ref().to_owned()));
     argv.extend(["--output-dir".into(), dir.display().to_string()]);
     let code = match program {
         "batchbench-agent" => batchbench_run::commands::agent::run(argv),

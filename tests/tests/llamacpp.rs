@@ -8,7 +8,7 @@
 //! per second.
 
 use batchbench_engine::tokens::TokenizerHandle;
-use batchbench_tests::{RunResult, run_agent, run_batchbench, run_series};
+use batchbench_tests::{RunResult, cmd, run_agent, run_batchbench, run_series};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -108,7 +108,12 @@ fn request_lines(path: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
-fn run_with_requests(agent: bool, args: &[&str]) -> (RunResult, Vec<Value>, tempfile::TempDir) {
+fn run_with_requests<S: AsRef<str>>(
+    agent: bool,
+    args: &[S],
+) -> (RunResult, Vec<Value>, tempfile::TempDir) {
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    let args = args.as_slice();
     let dir = tempfile::tempdir().expect("a temporary directory");
     let path = dir.path().join("requests.jsonl");
     let p = path.display().to_string();
@@ -191,25 +196,10 @@ fn prompts_are_exact_and_outputs_exact_with_ignore_eos() {
     let s = server();
     let (out, lines, _dir) = run_with_requests(
         false,
-        &[
-            "--host",
-            &s.url,
-            "--model",
-            "smollm2",
-            "--tokenizer-model",
-            &model_arg(s),
-            "--input-tokens",
-            "100",
-            "--output-tokens",
-            "8",
-            "--ignore-eos",
-            "--users",
-            "2",
-            "--requests-per-user",
-            "2",
-            "--seed",
-            "7",
-        ],
+        &cmd(
+            "--host {} --model smollm2 --tokenizer-model {} --input-tokens 100 --output-tokens 8 --ignore-eos --users 2 --requests-per-user 2 --seed 7",
+            &[&s.url, &model_arg(s)],
+        ),
     );
     assert_eq!(out.code, 0);
     assert_eq!(lines.len(), 4);
@@ -294,26 +284,10 @@ fn embeddings_count_every_input_exactly() {
         .unwrap_or_else(|| panic!("embeddings usage below the text's tokens: {one}"));
     let (out, lines, _dir) = run_with_requests(
         false,
-        &[
-            "--host",
-            &url,
-            "--model",
-            "smollm2",
-            "--tokenizer-model",
-            &s.model_str,
-            "--codec",
-            "openai_embeddings",
-            "--batch-size",
-            "3",
-            "--input-tokens",
-            "40",
-            "--users",
-            "2",
-            "--requests-per-user",
-            "2",
-            "--seed",
-            "7",
-        ],
+        &cmd(
+            "--host {} --model smollm2 --tokenizer-model {} --codec openai_embeddings --batch-size 3 --input-tokens 40 --users 2 --requests-per-user 2 --seed 7",
+            &[&url, &s.model_str],
+        ),
     );
     assert_eq!(out.code, 0);
     assert_eq!(lines.len(), 4);
@@ -331,29 +305,10 @@ fn agent_turns_hit_the_servers_prefix_cache() {
     let s = server();
     let (out, lines, _dir) = run_with_requests(
         true,
-        &[
-            "--host",
-            &s.url,
-            "--model",
-            "smollm2",
-            "--tokenizer-model",
-            &model_arg(s),
-            "--agents",
-            "2",
-            "--tool-invocations",
-            "3",
-            "--input-tokens",
-            "200",
-            "--output-tokens",
-            "16",
-            "--environment-tokens",
-            "50",
-            "--tool-call-latency-ms",
-            "0",
-            "--ignore-eos",
-            "--seed",
-            "3",
-        ],
+        &cmd(
+            "--host {} --model smollm2 --tokenizer-model {} --agents 2 --tool-invocations 3 --input-tokens 200 --output-tokens 16 --environment-tokens 50 --tool-call-latency-ms 0 --ignore-eos --seed 3",
+            &[&s.url, &model_arg(s)],
+        ),
     );
     assert_eq!(out.code, 0);
     assert_eq!(lines.len(), 6);
@@ -389,24 +344,10 @@ fn streamed_runs_report_ttft_and_inter_token_latency() {
     let s = server();
     let (out, lines, _dir) = run_with_requests(
         false,
-        &[
-            "--host",
-            &s.url,
-            "--model",
-            "smollm2",
-            "--tokenizer-model",
-            &model_arg(s),
-            "--input-tokens",
-            "64",
-            "--output-tokens",
-            "16",
-            "--ignore-eos",
-            "--stream",
-            "--users",
-            "2",
-            "--requests-per-user",
-            "1",
-        ],
+        &cmd(
+            "--host {} --model smollm2 --tokenizer-model {} --input-tokens 64 --output-tokens 16 --ignore-eos --stream --users 2 --requests-per-user 1",
+            &[&s.url, &model_arg(s)],
+        ),
     );
     assert_eq!(out.code, 0);
     for l in &lines {
@@ -432,18 +373,10 @@ fn a_v2_replay_with_tools_and_tool_calls_is_accepted() {
     );
     let (out, lines, _dir) = run_with_requests(
         true,
-        &[
-            "--host",
-            &s.url,
-            "--model",
-            "smollm2",
-            "--tokenizer-model",
-            &model_arg(s),
-            "--agent-plans-jsonl",
-            manifest,
-            "--time-scale",
-            "100",
-        ],
+        &cmd(
+            "--host {} --model smollm2 --tokenizer-model {} --agent-plans-jsonl {} --time-scale 100",
+            &[&s.url, &model_arg(s), manifest],
+        ),
     );
     assert_eq!(out.code, 0);
     assert_eq!(out.count("failed_requests"), 0);
@@ -467,24 +400,10 @@ fn a_v2_replay_with_tools_and_tool_calls_is_accepted() {
 #[ignore = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh start)\""]
 fn a_prompt_over_the_context_is_an_http_400_failure_counted_by_kind() {
     let s = server();
-    let out = run_batchbench(&[
-        "--host",
-        &s.url,
-        "--model",
-        "smollm2",
-        "--tokenizer-model",
-        &model_arg(s),
-        "--input-tokens",
-        "3000",
-        "--output-tokens",
-        "4",
-        "--users",
-        "1",
-        "--requests-per-user",
-        "1",
-        "--max-retries",
-        "0",
-    ]);
+    let out = run_batchbench(&cmd(
+        "--host {} --model smollm2 --tokenizer-model {} --input-tokens 3000 --output-tokens 4 --users 1 --requests-per-user 1 --max-retries 0",
+        &[&s.url, &model_arg(s)],
+    ));
     assert_eq!(out.count("failed_requests"), 1);
     assert_eq!(out.summary("failures_by_kind")["http_400"], 1);
 }
@@ -497,27 +416,10 @@ fn a_three_point_sweep_over_users_writes_a_record_per_run() {
     let r = run_series(
         "batchbench",
         "sweep",
-        &[
-            "--over",
-            "users",
-            "--values",
-            "1,2,4",
-            "--no-early-stop",
-            "--host",
-            &s.url,
-            "--model",
-            "smollm2",
-            "--tokenizer-model",
-            &model,
-            "--input-tokens",
-            "32",
-            "--output-tokens",
-            "8",
-            "--ignore-eos",
-            "--stream",
-            "--slo",
-            "e2e_p99<=60s",
-        ],
+        &cmd(
+            "--over users --values 1,2,4 --no-early-stop --host {} --model smollm2 --tokenizer-model {} --input-tokens 32 --output-tokens 8 --ignore-eos --stream --slo e2e_p99<=60s",
+            &[&s.url, &model],
+        ),
     );
     assert_eq!(r.code, 0);
     let points = r.points();
@@ -551,29 +453,10 @@ fn server_metrics_are_scraped_into_the_results_directory() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let out_dir = dir.path().join("run");
     let d = out_dir.display().to_string();
-    let out = run_batchbench(&[
-        "--host",
-        &s.url,
-        "--model",
-        "smollm2",
-        "--tokenizer-model",
-        &model_arg(s),
-        "--input-tokens",
-        "64",
-        "--output-tokens",
-        "24",
-        "--ignore-eos",
-        "--users",
-        "2",
-        "--requests-per-user",
-        "2",
-        "--server-metrics",
-        "target",
-        "--metrics-interval",
-        "0.25",
-        "--output-dir",
-        &d,
-    ]);
+    let out = run_batchbench(&cmd(
+        "--host {} --model smollm2 --tokenizer-model {} --input-tokens 64 --output-tokens 24 --ignore-eos --users 2 --requests-per-user 2 --server-metrics target --metrics-interval 0.25 --output-dir {}",
+        &[&s.url, &model_arg(s), &d],
+    ));
     assert_eq!(out.code, 0);
     let m = out.summary("server_metrics");
     assert_eq!(m["failed_scrapes"], 0, "{m}");

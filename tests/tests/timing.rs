@@ -23,7 +23,7 @@
 //! open loop at 1,000 requests/s failed under the workspace's default thread
 //! count on a slower two-core machine, 2 runs of 2, and passed alone, 3 of 3.)
 
-use batchbench_simulator::{RequestLog, SimConfig};
+use batchbench_simulator::SimConfig;
 use batchbench_tests::{SimServer, read_jsonl, run_batchbench, tokenizer_path};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -62,7 +62,15 @@ fn quantile(v: &[f64], q: f64) -> f64 {
 /// token) with `extra` flags, and compares every request's client times with
 /// the server's stamps. `users` x `per_user` requests of `output` tokens; each
 /// user is one routing key, whose requests go out in order.
-fn measure(codec: &str, users: u32, per_user: u32, output: usize, extra: &[&str]) -> Errors {
+fn measure<S: AsRef<str>>(
+    codec: &str,
+    users: u32,
+    per_user: u32,
+    output: usize,
+    extra: &[S],
+) -> Errors {
+    let extra: Vec<&str> = extra.iter().map(AsRef::as_ref).collect();
+    let extra = extra.as_slice();
     let cfg = SimConfig {
         stamps: true,
         record_requests: true,
@@ -114,16 +122,7 @@ fn measure(codec: &str, users: u32, per_user: u32, output: usize, extra: &[&str]
 
     // The server's log by user, in arrival order; the client's lines by
     // agent, in request order.
-    let mut server: BTreeMap<String, Vec<RequestLog>> = BTreeMap::new();
-    for e in sim.requests() {
-        server
-            .entry(e.routing_key.clone().unwrap_or_default())
-            .or_default()
-            .push(e);
-    }
-    for v in server.values_mut() {
-        v.sort_by_key(|e| e.seq);
-    }
+    let server = sim.requests_by_key();
     let mut client: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     for l in read_jsonl(&path) {
         let key = format!("u-{}", l["agent_id"]);

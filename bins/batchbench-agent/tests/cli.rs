@@ -1,20 +1,16 @@
 //! The `batchbench-agent` binary as a user runs it.
 
-use batchbench_simulator::SimConfig;
-use batchbench_tests::{SimServer, read_csv, tokenizer_path, wait_for_requests};
+use batchbench_tests::process::{interrupt, output, started, stderr};
+use batchbench_tests::{SimServer, cmd, read_csv, tokenizer_path, wait_for_requests, words};
 use serde_json::{Value, json};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_batchbench-agent"))
 }
 
-fn run(args: &[&str]) -> Output {
-    bin()
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"))
+fn run<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    output(env!("CARGO_BIN_EXE_batchbench-agent"), args)
 }
 
 #[test]
@@ -22,47 +18,9 @@ fn help_lists_every_compatible_flag() {
     let o = run(&["--help"]);
     assert_eq!(o.status.code(), Some(0));
     let help = String::from_utf8_lossy(&o.stdout);
-    let mut flags = vec![
-        "--agents",
-        "--input-tokens",
-        "--output-tokens",
-        "--environment-tokens",
-        "--tool-invocations",
-        "--tool-call-latency-ms",
-        "--seed",
-        "--max-active-agents",
-        "--host",
-        "--endpoint",
-        "--model",
-        "--tokenizer-model",
-        "--api-key",
-        "--api-key-env",
-        "--request-timeout-secs",
-        "--max-retries",
-        "--retry-delay-ms",
-        "--sglang",
-        "--ignore-eos",
-        "--disable-user-tagging",
-        "--user-prefix",
-        "--dp-rank-perfect-routing",
-        "--dp-rank-perfect-routing-num",
-        "--verbose",
-        "--dry-run",
-        "--results-csv",
-        "--agent-events-jsonl",
-        "--tool-call-latency-lognorm-mu",
-        "--tool-call-latency-lognorm-median-ms",
-        "--tool-call-latency-lognorm-sigma",
-        "--tool-call-latency-lognorm-max-ms",
-        "--session-rate",
-        "--arrival",
-        "--burstiness",
-        "--stages",
-        "--max-concurrency",
-        "--warmup-requests",
-        "--duration-secs",
-        "--at-deadline",
-    ];
+    let mut flags = words(
+        "--agents --input-tokens --output-tokens --environment-tokens --tool-invocations --tool-call-latency-ms --seed --max-active-agents --host --endpoint --model --tokenizer-model --api-key --api-key-env --request-timeout-secs --max-retries --retry-delay-ms --sglang --ignore-eos --disable-user-tagging --user-prefix --dp-rank-perfect-routing --dp-rank-perfect-routing-num --verbose --dry-run --results-csv --agent-events-jsonl --tool-call-latency-lognorm-mu --tool-call-latency-lognorm-median-ms --tool-call-latency-lognorm-sigma --tool-call-latency-lognorm-max-ms --session-rate --arrival --burstiness --stages --max-concurrency --warmup-requests --duration-secs --at-deadline",
+    );
     let families: Vec<String> = ["input", "output", "environment", "tool-invocations"]
         .iter()
         .flat_map(|f| ["mu", "median", "sigma", "max"].map(|p| format!("--{f}-lognorm-{p}")))
@@ -84,14 +42,9 @@ fn flag_errors_are_one_line_exit_2_and_nothing_sent() {
             "--input-lognorm-sigma",
         ),
         (
-            vec![
-                "--environment-lognorm-median",
-                "10",
-                "--environment-lognorm-mu",
-                "2",
-                "--environment-lognorm-sigma",
-                "1",
-            ],
+            words(
+                "--environment-lognorm-median 10 --environment-lognorm-mu 2 --environment-lognorm-sigma 1",
+            ),
             "not both",
         ),
         (
@@ -109,14 +62,7 @@ fn flag_errors_are_one_line_exit_2_and_nothing_sent() {
         (vec!["--agents", "0"], "--agents"),
         (vec!["--agents", "-3"], "--agents"),
         (
-            vec![
-                "--input-tokens",
-                "100",
-                "--input-lognorm-median",
-                "100",
-                "--input-lognorm-sigma",
-                "1",
-            ],
+            words("--input-tokens 100 --input-lognorm-median 100 --input-lognorm-sigma 1"),
             "mutually exclusive",
         ),
         (
@@ -165,7 +111,7 @@ fn flag_errors_are_one_line_exit_2_and_nothing_sent() {
         let mut all = vec!["--host", &url, "--tokenizer-model", &tok, "-q"];
         all.extend(args.iter().copied());
         let o = run(&all);
-        let err = String::from_utf8_lossy(&o.stderr);
+        let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
@@ -179,54 +125,23 @@ fn ctrl_c_leaves_a_partial_summary_csv_and_complete_event_lines() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (csv, events) = (dir.path().join("r.csv"), dir.path().join("e.jsonl"));
     let tok = tokenizer_path("qwen").display().to_string();
-    let sim = SimServer::start(
-        SimConfig {
-            decode_ms_per_token: 10.0,
-            ..SimConfig::default()
-        },
-        "qwen",
+    let sim = SimServer::decoding(10.0);
+    let args = cmd(
+        "--host {} --tokenizer-model {} --agents 6 --max-active-agents 3 --tool-invocations 6 --output-tokens 20 --input-tokens 32",
+        &[&sim.url(), &tok],
     );
-    let child = bin()
-        .args([
-            "--host",
-            &sim.url(),
-            "--tokenizer-model",
-            &tok,
-            "--agents",
-            "6",
-            "--max-active-agents",
-            "3",
-            "--tool-invocations",
-            "6",
-            "--output-tokens",
-            "20",
-            "--input-tokens",
-            "32",
-        ])
-        .arg("--results-csv")
-        .arg(&csv)
-        .arg("--agent-events-jsonl")
-        .arg(&events)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let child = started(
+        bin()
+            .args(args)
+            .arg("--results-csv")
+            .arg(&csv)
+            .arg("--agent-events-jsonl")
+            .arg(&events),
+    );
     // Three active agents: a fourth request means some turn has completed.
     wait_for_requests(&sim, 4);
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
-            .status()
-            .is_ok_and(|s| s.success())
-    );
-    let o = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(
-        o.status.code(),
-        Some(130),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = interrupt(child);
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("interrupted"));
     let rows = read_csv(&csv);
     assert_eq!(rows[0]["interrupted"], "true");
@@ -371,18 +286,11 @@ fn malformed_manifests_are_rejected_line_by_line_and_nothing_is_sent() {
         tokenizer_path("qwen").display().to_string(),
         p.display().to_string(),
     );
-    let o = run(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--agent-plans-jsonl",
-        &path,
-    ]);
-    let err = (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    );
+    let o = run(&cmd(
+        "--host {} --tokenizer-model {} --agent-plans-jsonl {}",
+        &[&url, &tok, &path],
+    ));
+    let err = (o.status.code().unwrap_or(-1), stderr(&o));
     assert_eq!(err.0, 2, "{}", err.1);
     let lines: Vec<&str> = err.1.lines().collect();
     for (i, (_, needle)) in cases.iter().enumerate().skip(1) {
@@ -415,27 +323,10 @@ fn console_summary_of_a_fixed_seed_simulator_run_is_pinned() {
     let tok = batchbench_tests::tokenizer_path("qwen")
         .display()
         .to_string();
-    let o = run(&[
-        "--host",
-        "sim://",
-        "--tokenizer-model",
-        &tok,
-        "--agents",
-        "2",
-        "--tool-invocations",
-        "3",
-        "--input-tokens",
-        "48",
-        "--environment-tokens",
-        "16",
-        "--output-tokens",
-        "4",
-        "--tool-call-latency-ms",
-        "2",
-        "--seed",
-        "23",
-        "--quiet",
-    ]);
+    let o = run(&cmd(
+        "--host sim:// --tokenizer-model {} --agents 2 --tool-invocations 3 --input-tokens 48 --environment-tokens 16 --output-tokens 4 --tool-call-latency-ms 2 --seed 23 --quiet",
+        &[&tok],
+    ));
     assert_eq!(o.status.code(), Some(0));
     let text = String::from_utf8_lossy(&o.stdout);
     batchbench_tests::check_snapshot("agent.console.snap", &batchbench_tests::mask_console(&text));
@@ -445,22 +336,11 @@ fn console_summary_of_a_fixed_seed_simulator_run_is_pinned() {
 fn print_config_prints_the_effective_spec_exits_0_and_sends_nothing() {
     let sim = SimServer::recording("qwen");
     let (url, tok) = (sim.url(), tokenizer_path("qwen").display().to_string());
-    let o = run(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--agents",
-        "5",
-        "--tool-invocations",
-        "3",
-        "--session-rate",
-        "2",
-        "--seed",
-        "4",
-        "--print-config",
-    ]);
-    let err = String::from_utf8_lossy(&o.stderr);
+    let o = run(&cmd(
+        "--host {} --tokenizer-model {} --agents 5 --tool-invocations 3 --session-rate 2 --seed 4 --print-config",
+        &[&url, &tok],
+    ));
+    let err = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{err}");
     let toml = String::from_utf8_lossy(&o.stdout);
     for want in ["seed = 4", "rate = 2.0", "release = \"sessions\"", &url] {
@@ -493,61 +373,33 @@ fn sigint_at_twenty_seeded_moments_leaves_every_output_whole() {
         let p = |name: &str| dir.path().join(name);
         // A simulator of its own per round: requests of the previous run that
         // were still being served never count as this run's.
-        let sim = SimServer::start(
-            SimConfig {
-                decode_ms_per_token: 10.0,
-                ..SimConfig::default()
-            },
-            "qwen",
-        );
+        let sim = SimServer::decoding(10.0);
         let url = sim.url();
-        let child = bin()
-            .args([
-                "--host",
-                &url,
-                "--tokenizer-model",
-                &tok,
-                "--agents",
-                "6",
-                "--max-active-agents",
-                "3",
-                "--tool-invocations",
-                "6",
-                "--output-tokens",
-                "20",
-                "--input-tokens",
-                "32",
-                "--seed",
-                "9",
-            ])
-            .arg("--results-csv")
-            .arg(p("r.csv"))
-            .arg("--summary-json")
-            .arg(p("s.json"))
-            .arg("--requests-jsonl")
-            .arg(p("q.jsonl"))
-            .arg("--agent-events-jsonl")
-            .arg(p("e.jsonl"))
-            .arg("--output-dir")
-            .arg(p("dir"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{e}"));
+        let args = cmd(
+            "--host {} --tokenizer-model {} --agents 6 --max-active-agents 3 --tool-invocations 6 --output-tokens 20 --input-tokens 32 --seed 9",
+            &[&url, &tok],
+        );
+        let child = started(
+            bin()
+                .args(args)
+                .arg("--results-csv")
+                .arg(p("r.csv"))
+                .arg("--summary-json")
+                .arg(p("s.json"))
+                .arg("--requests-jsonl")
+                .arg(p("q.jsonl"))
+                .arg("--agent-events-jsonl")
+                .arg(p("e.jsonl"))
+                .arg("--output-dir")
+                .arg(p("dir")),
+        );
         // The run is under way once its first request arrives.
         wait_for_requests(&sim, 1);
         std::thread::sleep(std::time::Duration::from_millis(delay));
-        assert!(
-            Command::new("kill")
-                .args(["-INT", &child.id().to_string()])
-                .status()
-                .is_ok_and(|s| s.success())
-        );
-        let o = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+        let o = interrupt(child);
         let why = format!(
             "round {round}, SIGINT {delay} ms after the first request: {}",
-            String::from_utf8_lossy(&o.stderr)
+            stderr(&o)
         );
         assert_eq!(o.status.code(), Some(130), "{why}");
         assert!(

@@ -2,7 +2,8 @@
 //! the simulator, and hostile plugins that must fail cleanly within a deadline.
 //! The plugins are built by `examples/plugins/build.sh`.
 
-use batchbench_tests::{SimServer, plugin_artifact, tokenizer_path};
+use batchbench_tests::process::succeeded;
+use batchbench_tests::{SimServer, cmd, plugin_artifact, tokenizer_path};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -174,6 +175,14 @@ fn mooncake_trace_header_router_and_native_reporter_run_end_to_end() {
 
 /// Runs the hostile workload with `attack` and returns what happened. Nothing may
 /// reach the server: the first trajectory is requested before the clock starts.
+impl Outcome {
+    /// The run failed (exit 1) and said `why` on stderr.
+    fn failed_with(&self, why: &str) {
+        assert_eq!(self.code, 1, "{}", self.stderr);
+        assert!(self.stderr.contains(why), "{why}: {}", self.stderr);
+    }
+}
+
 fn hostile(config: Value) -> Outcome {
     let sim = SimServer::recording("qwen");
     let mut args = base(&sim.url());
@@ -198,40 +207,22 @@ fn hostile(config: Value) -> Outcome {
 #[test]
 fn an_endless_loop_is_stopped_at_its_deadline() {
     let out = hostile(json!({"attack": "loop", "sandbox": {"call_timeout_ms": 300}}));
-    assert_eq!(out.code, 1, "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("hostile_workload: next_trajectory failed: exceeded its 300 ms deadline"),
-        "{}",
-        out.stderr
-    );
+    out.failed_with("hostile_workload: next_trajectory failed: exceeded its 300 ms deadline");
     assert!(out.elapsed < Duration::from_secs(30), "{:?}", out.elapsed);
 }
 
 #[test]
 fn a_call_blocked_in_the_host_is_abandoned_at_its_deadline() {
     let out = hostile(json!({"attack": "sleep", "sandbox": {"call_timeout_ms": 300}}));
-    assert_eq!(out.code, 1, "{}", out.stderr);
-    assert!(
-        out.stderr.contains(
-            "hostile_workload: next_trajectory failed: exceeded its 300 ms deadline (blocked in a host call; the instance was abandoned)"
-        ),
-        "{}",
-        out.stderr
-    );
+    out.failed_with("hostile_workload: next_trajectory failed: exceeded its 300 ms deadline (blocked in a host call; the instance was abandoned)");
     assert!(out.elapsed < Duration::from_secs(30), "{:?}", out.elapsed);
 }
 
 #[test]
 fn a_memory_bomb_is_stopped_at_its_limit() {
     let out = hostile(json!({"attack": "memory", "sandbox": {"memory_mb": 64}}));
-    assert_eq!(out.code, 1, "{}", out.stderr);
-    assert!(
-        out.stderr.contains(
-            "hostile_workload: next_trajectory failed: exceeded its memory limit of 64 MiB"
-        ),
-        "{}",
-        out.stderr
+    out.failed_with(
+        "hostile_workload: next_trajectory failed: exceeded its memory limit of 64 MiB",
     );
 }
 
@@ -256,14 +247,9 @@ fn files_outside_the_grant_cannot_be_read_and_grants_are_read_only() {
             "target": target,
             "sandbox": {"allow_read": [grant]},
         }));
-        assert_eq!(out.code, 1, "{}", out.stderr);
-        assert!(
-            out.stderr.contains(&format!(
-                "hostile_workload: next_trajectory returned an error: cannot read {target}"
-            )),
-            "{}",
-            out.stderr
-        );
+        out.failed_with(&format!(
+            "hostile_workload: next_trajectory returned an error: cannot read {target}"
+        ));
     }
     // What is granted is readable (the Mooncake test reads its trace) but not
     // writable.
@@ -273,13 +259,7 @@ fn files_outside_the_grant_cannot_be_read_and_grants_are_read_only() {
             "target": s(&granted),
             "sandbox": {"allow_read": [grant]},
         }));
-        assert_eq!(out.code, 1, "{}", out.stderr);
-        assert!(
-            out.stderr
-                .contains("next_trajectory returned an error: cannot write"),
-            "{}",
-            out.stderr
-        );
+        out.failed_with("next_trajectory returned an error: cannot write");
     }
     assert_eq!(
         std::fs::read_to_string(&granted).unwrap_or_default(),
@@ -339,14 +319,9 @@ fn sockets_cannot_be_opened() {
         .unwrap_or_else(|e| panic!("{e}"));
     let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
     let out = hostile(json!({"attack": "connect", "target": addr.to_string()}));
-    assert_eq!(out.code, 1, "{}", out.stderr);
-    assert!(
-        out.stderr.contains(&format!(
-            "hostile_workload: next_trajectory returned an error: cannot connect to {addr}"
-        )),
-        "{}",
-        out.stderr
-    );
+    out.failed_with(&format!(
+        "hostile_workload: next_trajectory returned an error: cannot connect to {addr}"
+    ));
     assert!(
         listener.accept().is_err(),
         "the plugin reached a socket it was not granted"
@@ -581,28 +556,19 @@ fn the_mooncake_example_trace_is_analysed_through_its_plugin() {
     let cfg = json!({"path": t, "sandbox": {"allow_read": [t]}}).to_string();
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let out = dir.path().join("a.json");
-    let o = Command::new(env!("CARGO_BIN_EXE_batchbench-agent"))
-        .args([
-            "analyze",
-            "--json",
+    let args = cmd(
+        "analyze --json {} --plugin {} --workload mooncake_trace --workload-config {} --cache-block-tokens 512",
+        &[
             out.to_str().unwrap_or_default(),
-            "--plugin",
             plugin.to_str().unwrap_or_default(),
-            "--workload",
-            "mooncake_trace",
-            "--workload-config",
             &cfg,
-            "--cache-block-tokens",
-            "512",
-        ])
+        ],
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_batchbench-agent"))
+        .args(args)
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    succeeded(&o);
     assert!(String::from_utf8_lossy(&o.stdout).contains("longest shared prefixes"));
     let a: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap_or_default())
         .unwrap_or_else(|e| panic!("{e}"));

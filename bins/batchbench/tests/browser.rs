@@ -8,11 +8,13 @@
 //! with `BATCHBENCH_CHROMIUM` set. `BATCHBENCH_ARTIFACTS` names the directory
 //! the screenshots go to (default: `target/artifacts`).
 
-use batchbench_tests::{target_dir, tokenizer_path};
+use batchbench_tests::{cmd, target_dir, tokenizer_path, words};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-fn batchbench(args: &[&str]) {
+fn batchbench<S: AsRef<str>>(args: &[S]) {
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    let args = args.as_slice();
     let o = Command::new(env!("CARGO_BIN_EXE_batchbench"))
         .args(args)
         .stdin(Stdio::null())
@@ -33,21 +35,11 @@ fn chromium() -> PathBuf {
 /// Runs headless Chromium on `page` with `extra` flags; returns stdout and stderr.
 fn browse(page: &Path, extra: &[String]) -> (String, String) {
     let profile = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let args = words(
+        "--headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking --disable-component-update --disable-sync --hide-scrollbars --enable-logging=stderr --v=0 --window-size=1400,2400",
+    );
     let o = Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--window-size=1400,2400",
-        ])
+        .args(args)
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .args(extra)
         .arg(format!("file://{}", page.display()))
@@ -102,34 +94,10 @@ fn the_report_of_a_run_and_of_a_sweep_renders_in_chromium_with_every_chart() {
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let run = tmp.path().join("run");
     let r = run.display().to_string();
-    batchbench(&[
-        "--quiet",
-        "--host",
-        "sim://?decode-ms-per-token=3&fault-rate=0.1",
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "8",
-        "--requests-per-user",
-        "12",
-        "--input-tokens",
-        "64",
-        "--input-vary",
-        "48",
-        "--output-tokens",
-        "12",
-        "--stream",
-        "--max-failure-rate",
-        "0.5",
-        "--max-retries",
-        "0",
-        "--server-metrics",
-        "target",
-        "--metrics-interval",
-        "0.2",
-        "--output-dir",
-        &r,
-    ]);
+    batchbench(&cmd(
+        "--quiet --host sim://?decode-ms-per-token=3&fault-rate=0.1 --tokenizer-model {} --users 8 --requests-per-user 12 --input-tokens 64 --input-vary 48 --output-tokens 12 --stream --max-failure-rate 0.5 --max-retries 0 --server-metrics target --metrics-interval 0.2 --output-dir {}",
+        &[&tok, &r],
+    ));
     let report = tmp.path().join("run.html");
     batchbench(&["report", &r, "-o", &report.display().to_string()]);
     // Four CDFs, five time series, two scatters, five server panels.
@@ -137,32 +105,10 @@ fn the_report_of_a_run_and_of_a_sweep_renders_in_chromium_with_every_chart() {
 
     let sweep = tmp.path().join("sweep");
     let s = sweep.display().to_string();
-    batchbench(&[
-        "sweep",
-        "--quiet",
-        "--over",
-        "request-rate",
-        "--values",
-        "20,40,80",
-        "--no-early-stop",
-        "--host",
-        "sim://?max-running=4&step-base-ms=5&step-ms-per-seq=1",
-        "--tokenizer-model",
-        &tok,
-        "--input-tokens",
-        "16",
-        "--output-tokens",
-        "6",
-        "--stream",
-        "--arrival",
-        "constant",
-        "--duration-secs",
-        "1.5",
-        "--slo",
-        "ttft_p99<=150ms",
-        "--output-dir",
-        &s,
-    ]);
+    batchbench(&cmd(
+        "sweep --quiet --over request-rate --values 20,40,80 --no-early-stop --host sim://?max-running=4&step-base-ms=5&step-ms-per-seq=1 --tokenizer-model {} --input-tokens 16 --output-tokens 6 --stream --arrival constant --duration-secs 1.5 --slo ttft_p99<=150ms --output-dir {}",
+        &[&tok, &s],
+    ));
     let report = tmp.path().join("sweep.html");
     batchbench(&["report", &s, "-o", &report.display().to_string()]);
     // Three series charts, and the points' runs.
@@ -176,17 +122,10 @@ fn the_page_of_an_analysis_renders_in_chromium_with_every_chart() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let m = root.join("examples/trajectory-replay/plans-v2.jsonl");
     let page = tmp.path().join("analysis.html");
-    batchbench(&[
-        "analyze",
-        &m.display().to_string(),
-        "--quiet",
-        "--cache-tokens",
-        "64,256,1k,4k",
-        "--ranks",
-        "2",
-        "--html",
-        &page.display().to_string(),
-    ]);
+    batchbench(&cmd(
+        "analyze {} --quiet --cache-tokens 64,256,1k,4k --ranks 2 --html {}",
+        &[&m.display().to_string(), &page.display().to_string()],
+    ));
     // Arrivals, sharing, and hit rates by capacity.
     check_in_browser(&page, "analysis", 3);
 }

@@ -1,8 +1,8 @@
 //! The `batchbench` binary as a user runs it: exit codes, one-line errors with
 //! nothing sent, Ctrl+C, the hub cache.
 
-use batchbench_simulator::SimConfig;
-use batchbench_tests::{SimServer, read_csv, tokenizer_path, wait_for_requests};
+use batchbench_tests::process::{interrupt, output, sigint, started, stderr, succeeded};
+use batchbench_tests::{SimServer, cmd, read_csv, tokenizer_path, wait_for_requests, words};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -11,16 +11,8 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_batchbench"))
 }
 
-fn run(args: &[&str]) -> Output {
-    bin()
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+fn run<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    output(env!("CARGO_BIN_EXE_batchbench"), args)
 }
 
 #[test]
@@ -28,50 +20,9 @@ fn help_lists_every_compatible_flag() {
     let o = run(&["--help"]);
     assert_eq!(o.status.code(), Some(0));
     let help = String::from_utf8_lossy(&o.stdout);
-    for flag in [
-        "--host",
-        "--endpoint",
-        "--model",
-        "--tokenizer-model",
-        "--users",
-        "--requests-per-user",
-        "--input-tokens",
-        "--input-vary",
-        "--input-prefix-overlap",
-        "--input-lognorm-mu",
-        "--input-lognorm-median",
-        "--input-lognorm-sigma",
-        "--input-lognorm-max",
-        "--output-tokens",
-        "--output-vary",
-        "--output-lognorm-mu",
-        "--output-lognorm-median",
-        "--output-lognorm-sigma",
-        "--output-lognorm-max",
-        "--sglang",
-        "--ignore-eos",
-        "--stream",
-        "--api-key",
-        "--api-key-env",
-        "--request-timeout-secs",
-        "--max-retries",
-        "--retry-delay-ms",
-        "--verbose",
-        "--dry-run",
-        "--results-csv",
-        "--seed",
-        "--quiet",
-        "--request-rate",
-        "--arrival",
-        "--burstiness",
-        "--ramp-up-secs",
-        "--stages",
-        "--max-concurrency",
-        "--warmup-requests",
-        "--warmup-secs",
-        "--duration-secs",
-        "--at-deadline",
-    ] {
+    for flag in words(
+        "--host --endpoint --model --tokenizer-model --users --requests-per-user --input-tokens --input-vary --input-prefix-overlap --input-lognorm-mu --input-lognorm-median --input-lognorm-sigma --input-lognorm-max --output-tokens --output-vary --output-lognorm-mu --output-lognorm-median --output-lognorm-sigma --output-lognorm-max --sglang --ignore-eos --stream --api-key --api-key-env --request-timeout-secs --max-retries --retry-delay-ms --verbose --dry-run --results-csv --seed --quiet --request-rate --arrival --burstiness --ramp-up-secs --stages --max-concurrency --warmup-requests --warmup-secs --duration-secs --at-deadline",
+    ) {
         assert!(help.contains(flag), "--help lacks {flag}");
     }
     assert!(help.contains("[default: https://api.openai.com]"));
@@ -101,14 +52,7 @@ fn bad_input_is_one_line_naming_the_flag_exit_2_and_nothing_sent() {
             "--output-lognorm-sigma",
         ),
         (
-            vec![
-                "--input-lognorm-median",
-                "64",
-                "--input-lognorm-mu",
-                "4",
-                "--input-lognorm-sigma",
-                "1",
-            ],
+            words("--input-lognorm-median 64 --input-lognorm-mu 4 --input-lognorm-sigma 1"),
             "not both",
         ),
         (
@@ -213,12 +157,7 @@ fn the_live_view_draws_on_a_terminal_and_leaves_the_summary_whole() {
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    succeeded(&o);
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     for part in ["target 20.0/s", "|  in flight", "TTFT p50", "e2e p50"] {
         assert!(text.contains(part), "the live view shows {part}: {text}");
@@ -254,15 +193,10 @@ fn gpu_telemetry_without_nvidias_library_is_one_line_exit_2() {
     }
     let sim = SimServer::recording("qwen");
     let tok = tokenizer_path("qwen").display().to_string();
-    let o = run(&[
-        "--host",
-        &sim.url(),
-        "--tokenizer-model",
-        &tok,
-        "--quiet",
-        "--gpu-telemetry",
-        "nvml",
-    ]);
+    let o = run(&cmd(
+        "--host {} --tokenizer-model {} --quiet --gpu-telemetry nvml",
+        &[&sim.url(), &tok],
+    ));
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
@@ -321,17 +255,10 @@ fn a_malformed_dataset_line_names_the_file_and_line_exit_2_and_nothing_sent() {
             r#"{{"path": {}}}"#,
             serde_json::Value::from(path.display().to_string())
         );
-        let o = run(&[
-            "--host",
-            &url,
-            "--quiet",
-            "--tokenizer-model",
-            &tok,
-            "--workload",
-            workload,
-            "--workload-config",
-            &config,
-        ]);
+        let o = run(&cmd(
+            "--host {} --quiet --tokenizer-model {} --workload {} --workload-config {}",
+            &[&url, &tok, workload, &config],
+        ));
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{workload}: {err}");
         assert!(
@@ -398,39 +325,17 @@ fn ctrl_c_prints_a_partial_summary_writes_the_csv_and_exits_130() {
     let csv = dir.path().join("r.csv");
     let tok = tokenizer_path("qwen").display().to_string();
     // 4 users x 50 requests of 20 tokens at 25 ms per token: about 25 s of work.
-    let sim = SimServer::start(
-        SimConfig {
-            decode_ms_per_token: 25.0,
-            ..SimConfig::default()
-        },
-        "qwen",
+    let sim = SimServer::decoding(25.0);
+    let args = cmd(
+        "--host {} --tokenizer-model {} --users 4 --requests-per-user 50 --output-tokens 20 --results-csv",
+        &[&sim.url(), &tok],
     );
-    let child = bin()
-        .args([
-            "--host",
-            &sim.url(),
-            "--tokenizer-model",
-            &tok,
-            "--users",
-            "4",
-            "--requests-per-user",
-            "50",
-            "--output-tokens",
-            "20",
-            "--results-csv",
-        ])
-        .arg(&csv)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let child = started(bin().args(args).arg(&csv));
     // A closed loop sends a user's next request only after the last one ended:
     // eight requests received means some have completed, however slow the start.
     wait_for_requests(&sim, 8);
     let t = Instant::now();
-    sigint(&child);
-    let o = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let o = interrupt(child);
     assert!(t.elapsed() < Duration::from_secs(10), "stops promptly");
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
@@ -460,32 +365,18 @@ fn hub_ids_resolve_from_the_standard_cache_offline() {
     let o = bin()
         .env("HF_HUB_CACHE", cache.path())
         .env("HF_HUB_OFFLINE", "1")
-        .args([
-            "--host",
-            "sim://",
-            "--model",
-            "acme/tiny-model",
-            "--input-tokens",
-            "16",
-            "--output-tokens",
-            "2",
-            "-q",
-        ])
+        .args(words(
+            "--host sim:// --model acme/tiny-model --input-tokens 16 --output-tokens 2 -q",
+        ))
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let o = bin()
         .env("HF_HUB_CACHE", cache.path())
         .env("HF_HUB_OFFLINE", "1")
-        .args([
-            "--host",
-            "sim://",
-            "--model",
-            "acme/other-model",
-            "--input-tokens",
-            "16",
-            "-q",
-        ])
+        .args(words(
+            "--host sim:// --model acme/other-model --input-tokens 16 -q",
+        ))
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(o.status.code(), Some(2));
@@ -503,16 +394,10 @@ fn verbose_never_prints_the_api_key() {
     let url = sim.url();
     let o = bin()
         .env("MY_KEY", "sk-secret-value-123")
-        .args([
-            "--host",
-            &url,
-            "--api-key-env",
-            "MY_KEY",
-            "-v",
-            "-q",
-            "--output-tokens",
-            "2",
-        ])
+        .args(cmd(
+            "--host {} --api-key-env MY_KEY -v -q --output-tokens 2",
+            &[&url],
+        ))
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(o.status.code(), Some(0));
@@ -547,40 +432,15 @@ fn ctrl_c_stops_a_sweep_with_130_and_an_index_that_says_so() {
     let tok = tokenizer_path("qwen").display().to_string();
     // 2 users x 100 requests of 20 tokens at 25 ms per token: the first point
     // alone is about 50 s of work.
-    let sim = SimServer::start(
-        SimConfig {
-            decode_ms_per_token: 25.0,
-            ..SimConfig::default()
-        },
-        "qwen",
+    let sim = SimServer::decoding(25.0);
+    let args = cmd(
+        "sweep --over users --values 2,4 --host {} --tokenizer-model {} --requests-per-user 100 --output-tokens 20 --output-dir",
+        &[&sim.url(), &tok],
     );
-    let child = bin()
-        .args([
-            "sweep",
-            "--over",
-            "users",
-            "--values",
-            "2,4",
-            "--host",
-            &sim.url(),
-            "--tokenizer-model",
-            &tok,
-            "--requests-per-user",
-            "100",
-            "--output-tokens",
-            "20",
-            "--output-dir",
-        ])
-        .arg(&out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let child = started(bin().args(args).arg(&out));
     // The series registers its handler before its first point starts.
     wait_for_requests(&sim, 1);
-    sigint(&child);
-    let o = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let o = interrupt(child);
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     assert!(stderr(&o).contains("interrupted"), "{}", stderr(&o));
     let index: serde_json::Value = serde_json::from_str(
@@ -601,23 +461,20 @@ fn ctrl_c_stops_an_export_with_130_and_writes_nothing() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(made.success());
     let out = dir.path().join("plans.jsonl");
-    let child = bin()
-        .args([
-            "export-plans",
-            "--start",
-            "2026-09-01T09:00:00Z",
-            "--end",
-            "2026-09-01T10:00:00Z",
-            "--rows-jsonl",
-        ])
-        .arg(&fifo)
-        .arg("--output")
-        .arg(&out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let child = started(
+        bin()
+            .args([
+                "export-plans",
+                "--start",
+                "2026-09-01T09:00:00Z",
+                "--end",
+                "2026-09-01T10:00:00Z",
+                "--rows-jsonl",
+            ])
+            .arg(&fifo)
+            .arg("--output")
+            .arg(&out),
+    );
     // Hold the FIFO open for writing (so the reader waits for data), then
     // interrupt. Opening it returns once the export has opened it to read,
     // which it does only after its SIGINT handler is registered.
@@ -625,8 +482,7 @@ fn ctrl_c_stops_an_export_with_130_and_writes_nothing() {
         .write(true)
         .open(&fifo)
         .unwrap_or_else(|e| panic!("{e}"));
-    sigint(&child);
-    let o = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let o = interrupt(child);
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     assert!(stderr(&o).contains("nothing was written"), "{}", stderr(&o));
     let left: Vec<_> = std::fs::read_dir(dir.path())
@@ -641,24 +497,10 @@ fn ctrl_c_stops_an_export_with_130_and_writes_nothing() {
 #[test]
 fn console_summary_of_a_fixed_seed_simulator_run_is_pinned() {
     let tok = tokenizer_path("qwen").display().to_string();
-    let o = run(&[
-        "--host",
-        "sim://",
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "2",
-        "--requests-per-user",
-        "3",
-        "--input-tokens",
-        "32",
-        "--output-tokens",
-        "4",
-        "--stream",
-        "--seed",
-        "21",
-        "--quiet",
-    ]);
+    let o = run(&cmd(
+        "--host sim:// --tokenizer-model {} --users 2 --requests-per-user 3 --input-tokens 32 --output-tokens 4 --stream --seed 21 --quiet",
+        &[&tok],
+    ));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let text = String::from_utf8_lossy(&o.stdout);
     batchbench_tests::check_snapshot(
@@ -761,38 +603,7 @@ fn secrets_never_appear_in_any_output() {
         "deadpass",
     ];
     let o = bin()
-        .args([
-            "--host",
-            &host,
-            "--api-key",
-            "sk-flag-secret-999",
-            "--tokenizer-model",
-            &tok,
-            "--users",
-            "2",
-            "--requests-per-user",
-            "2",
-            "--input-tokens",
-            "16",
-            "--output-tokens",
-            "2",
-            "--stream",
-            "-v",
-            "--results-csv",
-            &p("r.csv"),
-            "--summary-json",
-            &p("s.json"),
-            "--requests-jsonl",
-            &p("q.jsonl"),
-            "--output-dir",
-            &p("dir"),
-            "--server-metrics",
-            &metrics,
-            "--server-metrics",
-            "http://u:deadpass@127.0.0.1:9/metrics",
-            "--metrics-interval",
-            "0.05",
-        ])
+        .args(cmd("--host {} --api-key sk-flag-secret-999 --tokenizer-model {} --users 2 --requests-per-user 2 --input-tokens 16 --output-tokens 2 --stream -v --results-csv {} --summary-json {} --requests-jsonl {} --output-dir {} --server-metrics {} --server-metrics http://u:deadpass@127.0.0.1:9/metrics --metrics-interval 0.05", &[&host, &tok, &p("r.csv"), &p("s.json"), &p("q.jsonl"), &p("dir"), &metrics]))
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
@@ -851,31 +662,17 @@ fn secrets_never_appear_in_any_output() {
 #[test]
 fn sigint_stops_a_run_that_started_with_sigint_ignored() {
     let tok = tokenizer_path("qwen").display().to_string();
-    let sim = SimServer::start(
-        SimConfig {
-            decode_ms_per_token: 20.0,
-            ..SimConfig::default()
-        },
-        "qwen",
-    );
+    let sim = SimServer::decoding(20.0);
     let url = sim.url();
+    let args = cmd(
+        "--host {} --tokenizer-model {} --users 2 --requests-per-user 200 --output-tokens 50 -q",
+        &[&url, &tok],
+    );
     let child = Command::new("sh")
         .arg("-c")
         .arg("trap '' INT; exec \"$0\" \"$@\"")
         .arg(env!("CARGO_BIN_EXE_batchbench"))
-        .args([
-            "--host",
-            &url,
-            "--tokenizer-model",
-            &tok,
-            "--users",
-            "2",
-            "--requests-per-user",
-            "200",
-            "--output-tokens",
-            "50",
-            "-q",
-        ])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -935,18 +732,9 @@ fn the_books_exit_code_table_is_what_the_tool_does() {
     );
     // 1: more failed than --max-failure-rate allows.
     assert_eq!(
-        code(&[
-            "--host",
-            "sim://?fault-rate=0.5&seed=3",
-            "--max-retries",
-            "0",
-            "--users",
-            "4",
-            "--requests-per-user",
-            "10",
-            "--max-failure-rate",
-            "0.05",
-        ]),
+        code(&words(
+            "--host sim://?fault-rate=0.5&seed=3 --max-retries 0 --users 4 --requests-per-user 10 --max-failure-rate 0.05"
+        )),
         Some(1)
     );
     // 2: bad input, nothing sent.
@@ -958,14 +746,10 @@ fn the_books_exit_code_table_is_what_the_tool_does() {
 fn analyze_prints_its_tables_and_names_bad_input_by_file_line_and_field() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let m = root.join("examples/trajectory-replay/plans-v2.jsonl");
-    let o = run(&[
-        "analyze",
-        &m.display().to_string(),
-        "--cache-tokens",
-        "1k,4k",
-        "--ranks",
-        "2",
-    ]);
+    let o = run(&cmd(
+        "analyze {} --cache-tokens 1k,4k --ranks 2",
+        &[&m.display().to_string()],
+    ));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     for want in [
@@ -1010,23 +794,9 @@ fn analyze_prints_its_tables_and_names_bad_input_by_file_line_and_field() {
     let o = run(&["analyze", "--help"]);
     assert_eq!(o.status.code(), Some(0));
     let help = String::from_utf8_lossy(&o.stdout);
-    for flag in [
-        "--cache-tokens",
-        "--ranks",
-        "--routing",
-        "--assume-latency-ms",
-        "--json",
-        "--cache-block-tokens",
-    ] {
+    for flag in
+        words("--cache-tokens --ranks --routing --assume-latency-ms --json --cache-block-tokens")
+    {
         assert!(help.contains(flag), "no {flag} in analyze --help");
     }
-}
-
-/// Sends SIGINT to `child`, as Ctrl+C in its terminal would.
-fn sigint(child: &std::process::Child) {
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(status.success());
 }

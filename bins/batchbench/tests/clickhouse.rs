@@ -4,7 +4,7 @@
 //! start`, which prints `CLICKHOUSE_URL` (with a password in it), and runs these
 //! with `--ignored`; a plain `cargo test` skips them.
 
-use batchbench_tests::{run_agent, tokenizer_path};
+use batchbench_tests::{cmd, run_agent, tokenizer_path};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -38,7 +38,9 @@ fn secrets() -> Vec<String> {
     vec![encoded, decoded]
 }
 
-fn export(env_url: Option<&str>, args: &[&str]) -> Output {
+fn export<S: AsRef<str>>(env_url: Option<&str>, args: &[S]) -> Output {
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    let args = args.as_slice();
     let mut c = Command::new(env!("CARGO_BIN_EXE_batchbench"));
     c.arg("export-plans").args(args).stdin(Stdio::null());
     c.env_remove("CLICKHOUSE_USER")
@@ -71,7 +73,9 @@ fn out(dir: &tempfile::TempDir, name: &str) -> PathBuf {
 }
 
 /// Exports the test window with `extra` flags; asserts success and returns the lines.
-fn export_ok(dir: &tempfile::TempDir, extra: &[&str]) -> Vec<serde_json::Value> {
+fn export_ok<S: AsRef<str>>(dir: &tempfile::TempDir, extra: &[S]) -> Vec<serde_json::Value> {
+    let extra: Vec<&str> = extra.iter().map(AsRef::as_ref).collect();
+    let extra = extra.as_slice();
     let p = out(dir, "export.jsonl");
     let ps = p.display().to_string();
     let mut args = WINDOW.to_vec();
@@ -225,14 +229,7 @@ fn errors_are_one_clear_line_write_nothing_and_never_show_the_password() {
         (
             Some(good.clone()),
             with(
-                &[
-                    WINDOW[0],
-                    WINDOW[1],
-                    WINDOW[2],
-                    WINDOW[3],
-                    "--analytics-table",
-                    "clay.nope",
-                ],
+                &[&WINDOW[..], &["--analytics-table", "clay.nope"]].concat(),
                 &ps,
             ),
             1,
@@ -240,17 +237,7 @@ fn errors_are_one_clear_line_write_nothing_and_never_show_the_password() {
         ),
         (
             Some(good.clone()),
-            with(
-                &[
-                    WINDOW[0],
-                    WINDOW[1],
-                    WINDOW[2],
-                    WINDOW[3],
-                    "--chains-table",
-                    "x;drop",
-                ],
-                &ps,
-            ),
+            with(&[&WINDOW[..], &["--chains-table", "x;drop"]].concat(), &ps),
             2,
             "not a plain name",
         ),
@@ -318,18 +305,10 @@ fn the_export_replays_against_the_simulator_in_both_admission_modes() {
     let ps = out(&dir, "export.jsonl").display().to_string();
     let tok = tokenizer_path("qwen").display().to_string();
     for admission in ["closed-loop", "open-loop"] {
-        let r = run_agent(&[
-            "--host",
-            "sim://",
-            "--tokenizer-model",
-            &tok,
-            "--agent-plans-jsonl",
-            &ps,
-            "--admission",
-            admission,
-            "--time-scale",
-            "100",
-        ]);
+        let r = run_agent(&cmd(
+            "--host sim:// --tokenizer-model {} --agent-plans-jsonl {} --admission {} --time-scale 100",
+            &[&tok, &ps, admission],
+        ));
         assert_eq!(r.code, 0, "{admission}");
         assert_eq!(r.count("total_requests"), 18, "{admission}");
         assert_eq!(r.count("failed_requests"), 0, "{admission}");
@@ -348,18 +327,10 @@ fn the_clickhouse_workload_replays_straight_from_the_warehouse() {
         "time_scale": 600,
     })
     .to_string();
-    let r = run_agent(&[
-        "--host",
-        "sim://",
-        "--tokenizer-model",
-        &tok,
-        "--workload",
-        "clickhouse",
-        "--workload-config",
-        &cfg,
-        "--time-scale",
-        "100",
-    ]);
+    let r = run_agent(&cmd(
+        "--host sim:// --tokenizer-model {} --workload clickhouse --workload-config {} --time-scale 100",
+        &[&tok, &cfg],
+    ));
     assert_eq!(r.code, 0);
     assert_eq!(r.count("total_requests"), 18);
     let run = r
@@ -382,15 +353,10 @@ fn analyze_reads_a_warehouse_window_and_sends_nothing() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let json = out(&dir, "analysis.json");
     let o = Command::new(env!("CARGO_BIN_EXE_batchbench"))
-        .args([
-            "analyze",
-            "--workload",
-            "clickhouse",
-            "--workload-config",
-            &cfg,
-            "--json",
-            json.to_str().unwrap_or_default(),
-        ])
+        .args(cmd(
+            "analyze --workload clickhouse --workload-config {} --json {}",
+            &[&cfg, json.to_str().unwrap_or_default()],
+        ))
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     let err = text(&o);

@@ -9,11 +9,13 @@
 //! Ignored by default (it needs that package): `.ci/run` runs it with
 //! `BATCHBENCH_LLMD_PYTHON` naming a Python that has it (`.ci/llmd.sh python`).
 
-use batchbench_tests::{http, tokenizer_path};
+use batchbench_tests::{cmd, http, tokenizer_path};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-fn run(program: &str, args: &[&str]) {
+fn run<S: AsRef<str>>(program: &str, args: &[S]) {
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    let args = args.as_slice();
     let exe = Path::new(env!("CARGO_BIN_EXE_batchbench"));
     // The multi-call executable runs the agent under that name.
     let o = if program == "batchbench-agent" {
@@ -96,48 +98,18 @@ fn llm_d_reports_of_a_run_and_an_agent_run_validate_with_the_schema_package() {
     });
     run(
         "batchbench",
-        &[
-            "--quiet",
-            "--host",
-            "sim://?decode-ms-per-token=1&fault-rate=0.1",
-            "--max-retries",
-            "0",
-            "--max-failure-rate",
-            "0.9",
-            "--tokenizer-model",
-            &tok,
-            "--users",
-            "4",
-            "--requests-per-user",
-            "10",
-            "--input-tokens",
-            "32",
-            "--input-vary",
-            "16",
-            "--output-tokens",
-            "8",
-            "--stream",
-            "--server-metrics",
-            "target",
-            "--server-metrics",
-            &exporter,
-            "--metrics-interval",
-            "0.1",
-            "--output-dir",
-            &run_dir,
-        ],
+        &cmd(
+            "--quiet --host sim://?decode-ms-per-token=1&fault-rate=0.1 --max-retries 0 --max-failure-rate 0.9 --tokenizer-model {} --users 4 --requests-per-user 10 --input-tokens 32 --input-vary 16 --output-tokens 8 --stream --server-metrics target --server-metrics {} --metrics-interval 0.1 --output-dir {}",
+            &[&tok, &exporter, &run_dir],
+        ),
     );
     let yaml = tmp.path().join("run.yaml");
     run(
         "batchbench",
-        &[
-            "export",
-            "--format",
-            "llm-d",
-            &run_dir,
-            "-o",
-            &yaml.display().to_string(),
-        ],
+        &cmd(
+            "export --format llm-d {} -o {}",
+            &[&run_dir, &yaml.display().to_string()],
+        ),
     );
     let got = validate(&python, &yaml);
     let summary: serde_json::Value = serde_json::from_slice(
@@ -219,40 +191,18 @@ fn llm_d_reports_of_a_run_and_an_agent_run_validate_with_the_schema_package() {
     let agent_dir = tmp.path().join("agents").display().to_string();
     run(
         "batchbench-agent",
-        &[
-            "--quiet",
-            "--host",
-            "sim://",
-            "--tokenizer-model",
-            &tok,
-            "--agents",
-            "3",
-            "--tool-invocations",
-            "3",
-            "--input-tokens",
-            "64",
-            "--environment-tokens",
-            "16",
-            "--output-tokens",
-            "4",
-            "--session-rate",
-            "20",
-            "--stream",
-            "--output-dir",
-            &agent_dir,
-        ],
+        &cmd(
+            "--quiet --host sim:// --tokenizer-model {} --agents 3 --tool-invocations 3 --input-tokens 64 --environment-tokens 16 --output-tokens 4 --session-rate 20 --stream --output-dir {}",
+            &[&tok, &agent_dir],
+        ),
     );
     let yaml = tmp.path().join("agents.yaml");
     run(
         "batchbench",
-        &[
-            "export",
-            "--format",
-            "llm-d",
-            &agent_dir,
-            "-o",
-            &yaml.display().to_string(),
-        ],
+        &cmd(
+            "export --format llm-d {} -o {}",
+            &[&agent_dir, &yaml.display().to_string()],
+        ),
     );
     let got = validate(&python, &yaml);
     assert!(got.starts_with("0.2.1 9 0"), "{got}");

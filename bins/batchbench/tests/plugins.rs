@@ -2,6 +2,7 @@
 //! workload, router and reporter are all loaded at run time. The plugins are built
 //! by `examples/plugins/build.sh`.
 
+use batchbench_tests::process::succeeded;
 use batchbench_tests::{SimServer, plugin_artifact, tokenizer_path};
 use serde_json::{Value, json};
 use std::process::{Command, Output, Stdio};
@@ -30,12 +31,7 @@ fn plugins_lists_builtins_and_loaded_plugins_with_their_origin() {
         "--plugin".into(),
         s(&lib),
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    succeeded(&o);
     let list: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}"));
     let find = |kind: &str, name: &str| {
         list.iter()
@@ -94,12 +90,7 @@ fn a_run_of_loaded_plugins_only() {
         "--reporter-config".into(),
         json!({"path": records}).to_string(),
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    succeeded(&o);
     let log = sim.requests();
     assert_eq!(log.len(), 4);
     assert!(

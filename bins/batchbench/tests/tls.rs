@@ -145,7 +145,9 @@ fn serve(cert: &Path, key: &Path) -> Server {
     }
 }
 
-fn run(args: &[&str]) -> Output {
+fn run<S: AsRef<str>>(args: &[S]) -> Output {
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    let args = args.as_slice();
     Command::new(env!("CARGO_BIN_EXE_batchbench"))
         .args(args)
         .args(["--output-tokens", "2", "--max-retries", "0", "--users", "2"])

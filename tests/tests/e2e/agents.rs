@@ -1,48 +1,12 @@
 //! `batchbench-agent` end to end against the simulator.
 
-use batchbench_simulator::{RequestLog, SimConfig};
-use batchbench_tests::{SimServer, run_agent, tokenizer, tokenizer_path};
-use std::collections::BTreeMap;
-
-fn qwen() -> String {
-    tokenizer_path("qwen").display().to_string()
-}
-
-fn by_agent(log: &[RequestLog]) -> BTreeMap<String, Vec<RequestLog>> {
-    let mut m: BTreeMap<String, Vec<RequestLog>> = BTreeMap::new();
-    for e in log {
-        m.entry(e.routing_key.clone().unwrap_or_default())
-            .or_default()
-            .push(e.clone());
-    }
-    for v in m.values_mut() {
-        v.sort_by_key(|e| e.messages);
-    }
-    m
-}
+use batchbench_simulator::SimConfig;
+use batchbench_tests::{SimServer, cmd, qwen, run_agent, tokenizer};
 
 #[test]
 fn each_turn_grows_by_output_environment_and_framing() {
     let sim = SimServer::recording("qwen");
-    let (url, tok) = (sim.url(), qwen());
-    let r = run_agent(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--agents",
-        "16",
-        "--tool-invocations",
-        "8",
-        "--input-tokens",
-        "256",
-        "--output-tokens",
-        "64",
-        "--environment-tokens",
-        "128",
-        "--seed",
-        "7",
-    ]);
+    let r = sim.agent("--agents 16 --tool-invocations 8 --input-tokens 256 --output-tokens 64 --environment-tokens 128 --seed 7", &[]);
     assert_eq!(r.code, 0);
     assert_eq!(r.count("successful_requests"), 128);
     let cfg = SimConfig::default();
@@ -50,7 +14,7 @@ fn each_turn_grows_by_output_environment_and_framing() {
     // One assistant message carrying our synthetic tool call, and one tool message.
     let call = qwen.count("environment").unwrap_or(0) + qwen.count("{}").unwrap_or(0);
     let framing = 2 * u64::from(cfg.message_overhead_tokens) + call as u64;
-    let agents = by_agent(&sim.requests());
+    let agents = sim.requests_by_key();
     assert_eq!(agents.len(), 16, "one routing key per agent");
     let mut estimate = 0;
     for (key, turns) in &agents {
@@ -90,31 +54,7 @@ fn each_turn_grows_by_output_environment_and_framing() {
 fn same_seed_sends_identical_bodies_and_user_tags() {
     let run = |seed: &str| {
         let sim = SimServer::recording("qwen");
-        let (url, tok) = (sim.url(), qwen());
-        let r = run_agent(&[
-            "--host",
-            &url,
-            "--tokenizer-model",
-            &tok,
-            "--agents",
-            "4",
-            "--seed",
-            seed,
-            "--input-lognorm-median",
-            "100",
-            "--input-lognorm-sigma",
-            "0.5",
-            "--environment-lognorm-median",
-            "40",
-            "--environment-lognorm-sigma",
-            "0.5",
-            "--tool-invocations-lognorm-median",
-            "3",
-            "--tool-invocations-lognorm-sigma",
-            "0.3",
-            "--output-tokens",
-            "8",
-        ]);
+        let r = sim.agent("--agents 4 --seed {} --input-lognorm-median 100 --input-lognorm-sigma 0.5 --environment-lognorm-median 40 --environment-lognorm-sigma 0.5 --tool-invocations-lognorm-median 3 --tool-invocations-lognorm-sigma 0.3 --output-tokens 8", &[seed]);
         assert_eq!(r.code, 0);
         let mut bodies: Vec<u64> = sim.requests().iter().map(|e| e.body_hash).collect();
         bodies.sort_unstable();
@@ -137,38 +77,10 @@ fn same_seed_sends_identical_bodies_and_user_tags() {
 
 #[test]
 fn dp_ranks_pin_agents_to_workers_and_balance_them() {
-    let sim = SimServer::start(
-        SimConfig {
-            workers: 4,
-            record_requests: true,
-            ..SimConfig::default()
-        },
-        "qwen",
-    );
-    let (url, tok) = (sim.url(), qwen());
-    let r = run_agent(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--agents",
-        "16",
-        "--tool-invocations",
-        "5",
-        "--input-tokens",
-        "32",
-        "--output-tokens",
-        "4",
-        "--environment-tokens",
-        "8",
-        "--dp-rank-perfect-routing",
-        "--dp-rank-perfect-routing-num",
-        "4",
-        "--seed",
-        "4",
-    ]);
+    let sim = SimServer::workers(4);
+    let r = sim.agent("--agents 16 --tool-invocations 5 --input-tokens 32 --output-tokens 4 --environment-tokens 8 --dp-rank-perfect-routing --dp-rank-perfect-routing-num 4 --seed 4", &[]);
     assert_eq!(r.code, 0);
-    let agents = by_agent(&sim.requests());
+    let agents = sim.requests_by_key();
     assert_eq!(agents.len(), 16);
     for (key, turns) in &agents {
         assert!(
@@ -198,45 +110,13 @@ fn dp_ranks_pin_agents_to_workers_and_balance_them() {
 
 #[test]
 fn rolling_admission_reuses_slots_and_reports_events() {
-    let sim = SimServer::start(
-        SimConfig {
-            workers: 4,
-            record_requests: true,
-            ..SimConfig::default()
-        },
-        "qwen",
-    );
-    let (url, tok) = (sim.url(), qwen());
+    let sim = SimServer::workers(4);
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let events = dir.path().join("events.jsonl");
     let ev = events.display().to_string();
-    let r = run_agent(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--agents",
-        "12",
-        "--max-active-agents",
-        "8",
-        "--tool-invocations",
-        "3",
-        "--input-tokens",
-        "32",
-        "--output-tokens",
-        "4",
-        "--environment-tokens",
-        "8",
-        "--dp-rank-perfect-routing",
-        "--dp-rank-perfect-routing-num",
-        "4",
-        "--user-prefix",
-        "bench",
-        "--agent-events-jsonl",
-        &ev,
-    ]);
+    let r = sim.agent("--agents 12 --max-active-agents 8 --tool-invocations 3 --input-tokens 32 --output-tokens 4 --environment-tokens 8 --dp-rank-perfect-routing --dp-rank-perfect-routing-num 4 --user-prefix bench --agent-events-jsonl {}", &[&ev]);
     assert_eq!(r.code, 0);
-    for (key, turns) in by_agent(&sim.requests()) {
+    for (key, turns) in sim.requests_by_key() {
         assert!(key.starts_with("bench-"), "{key}");
         assert!(
             turns.iter().all(|t| t.worker == turns[0].worker),
@@ -288,24 +168,10 @@ fn rolling_admission_reuses_slots_and_reports_events() {
 #[test]
 fn tool_latency_is_slept_and_counted_in_end_to_end_time() {
     let tok = qwen();
-    let r = run_agent(&[
-        "--host",
-        "sim://",
-        "--tokenizer-model",
-        &tok,
-        "--agents",
-        "2",
-        "--tool-invocations",
-        "3",
-        "--input-tokens",
-        "16",
-        "--output-tokens",
-        "2",
-        "--environment-tokens",
-        "4",
-        "--tool-call-latency-ms",
-        "100",
-    ]);
+    let r = run_agent(&cmd(
+        "--host sim:// --tokenizer-model {} --agents 2 --tool-invocations 3 --input-tokens 16 --output-tokens 2 --environment-tokens 4 --tool-call-latency-ms 100",
+        &[&tok],
+    ));
     assert_eq!(r.code, 0);
     let total = r.summary("total_delay_seconds").as_f64().unwrap_or(0.0);
     assert!(
@@ -324,24 +190,10 @@ fn tool_latency_is_slept_and_counted_in_end_to_end_time() {
 #[test]
 fn a_failed_request_ends_its_agent_and_is_reported() {
     let tok = qwen();
-    let r = run_agent(&[
-        "--host",
-        "sim://?fault-rate=0.3&fault-status=500",
-        "--tokenizer-model",
-        &tok,
-        "--agents",
-        "6",
-        "--tool-invocations",
-        "6",
-        "--input-tokens",
-        "16",
-        "--output-tokens",
-        "2",
-        "--environment-tokens",
-        "4",
-        "--max-retries",
-        "0",
-    ]);
+    let r = run_agent(&cmd(
+        "--host sim://?fault-rate=0.3&fault-status=500 --tokenizer-model {} --agents 6 --tool-invocations 6 --input-tokens 16 --output-tokens 2 --environment-tokens 4 --max-retries 0",
+        &[&tok],
+    ));
     assert_eq!(r.code, 0);
     let failed = r.count("failed_requests");
     assert!(failed > 0);

@@ -4,7 +4,7 @@
 //! example workload analysed.
 
 use batchbench_simulator::SimConfig;
-use batchbench_tests::{SimServer, read_json, run_agent, tokenizer_path};
+use batchbench_tests::{SimServer, cmd, read_json, run_agent, tokenizer_path, words};
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -40,7 +40,9 @@ fn known_manifest(dir: &Path) -> std::path::PathBuf {
     p
 }
 
-pub(crate) fn analyze(program: &str, args: &[&str]) -> (i32, Option<Value>) {
+pub(crate) fn analyze<S: AsRef<str>>(program: &str, args: &[S]) -> (i32, Option<Value>) {
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    let args = args.as_slice();
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let out = dir.path().join("analysis.json");
     let mut argv: Vec<String> = vec![program.into(), "analyze".into()];
@@ -68,13 +70,10 @@ fn analyze_gives_the_hand_computed_hit_rates_for_one_and_four_ranks() {
     let html = dir.path().join("a.html");
     let (code, a) = analyze(
         "batchbench-agent",
-        &[
-            m,
-            "--cache-tokens",
-            "128,1M",
-            "--html",
-            html.to_str().unwrap_or_default(),
-        ],
+        &cmd(
+            "{} --cache-tokens 128,1M --html {}",
+            &[m, html.to_str().unwrap_or_default()],
+        ),
     );
     assert_eq!(code, 0);
     let page = std::fs::read_to_string(&html).unwrap_or_default();
@@ -164,12 +163,10 @@ fn analyze_gives_the_hand_computed_hit_rates_for_one_and_four_ranks() {
     // The same through the run's own router: slot % 4, all sessions at once.
     let (code, b) = analyze(
         "batchbench-agent",
-        &[
-            m,
-            "--dp-rank-perfect-routing",
-            "--dp-rank-perfect-routing-num",
-            "4",
-        ],
+        &cmd(
+            "{} --dp-rank-perfect-routing --dp-rank-perfect-routing-num 4",
+            &[m],
+        ),
     );
     assert_eq!(code, 0);
     let b = b.unwrap_or_else(|| panic!("no analysis"));
@@ -194,18 +191,15 @@ fn a_run_reports_the_global_estimate_the_simulator_serves() {
     let tok = tokenizer_path("qwen").display().to_string();
     let url = sim.url();
     let reqs = dir.path().join("requests.jsonl");
-    let r = run_agent(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--agent-plans-jsonl",
-        m.to_str().unwrap_or_default(),
-        "--max-active-agents",
-        "2",
-        "--requests-jsonl",
-        reqs.to_str().unwrap_or_default(),
-    ]);
+    let r = run_agent(&cmd(
+        "--host {} --tokenizer-model {} --agent-plans-jsonl {} --max-active-agents 2 --requests-jsonl {}",
+        &[
+            &url,
+            &tok,
+            m.to_str().unwrap_or_default(),
+            reqs.to_str().unwrap_or_default(),
+        ],
+    ));
     assert_eq!(r.code, 0);
     assert_eq!(r.count("successful_requests"), 16);
     let global = r.count("global_estimated_cached_input_tokens");
@@ -245,17 +239,10 @@ fn a_routed_run_reports_the_estimate_per_rank() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let m = known_manifest(dir.path());
     let tok = tokenizer_path("qwen").display().to_string();
-    let r = run_agent(&[
-        "--host",
-        "sim://?workers=4",
-        "--tokenizer-model",
-        &tok,
-        "--agent-plans-jsonl",
-        m.to_str().unwrap_or_default(),
-        "--dp-rank-perfect-routing",
-        "--dp-rank-perfect-routing-num",
-        "4",
-    ]);
+    let r = run_agent(&cmd(
+        "--host sim://?workers=4 --tokenizer-model {} --agent-plans-jsonl {} --dp-rank-perfect-routing --dp-rank-perfect-routing-num 4",
+        &[&tok, m.to_str().unwrap_or_default()],
+    ));
     assert_eq!(r.code, 0);
     // Eight sessions in eight slots, slot % 4: as analyze computes for four
     // ranks with affinity.
@@ -291,16 +278,7 @@ fn every_example_workload_is_analysed() {
     // The synthetic workloads of both commands, with no manifest.
     let (code, a) = analyze(
         "batchbench",
-        &[
-            "--users",
-            "4",
-            "--requests-per-user",
-            "3",
-            "--input-tokens",
-            "64",
-            "--input-prefix-overlap",
-            "0.5",
-        ],
+        &words("--users 4 --requests-per-user 3 --input-tokens 64 --input-prefix-overlap 0.5"),
     );
     assert_eq!(code, 0);
     let a = a.unwrap_or_default();
@@ -308,16 +286,7 @@ fn every_example_workload_is_analysed() {
     assert!(cached(&a["global"]) > 0, "a shared prefix: {a}");
     let (code, a) = analyze(
         "batchbench-agent",
-        &[
-            "--agents",
-            "3",
-            "--tool-invocations",
-            "4",
-            "--input-tokens",
-            "200",
-            "--output-tokens",
-            "20",
-        ],
+        &words("--agents 3 --tool-invocations 4 --input-tokens 200 --output-tokens 20"),
     );
     assert_eq!(code, 0);
     let a = a.unwrap_or_default();

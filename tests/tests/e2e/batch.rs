@@ -2,33 +2,17 @@
 
 use batchbench_run::commands::batchbench::PROFILE as BATCHBENCH;
 use batchbench_simulator::SimConfig;
-use batchbench_tests::{SimServer, run_batchbench, tokenizer_path};
-
-fn qwen() -> String {
-    tokenizer_path("qwen").display().to_string()
-}
+use batchbench_tests::{SimServer, cmd, qwen, run_batchbench, tokenizer_path};
 
 #[test]
 fn prompts_and_outputs_are_exact() {
     let sim = SimServer::recording("qwen");
     let url = sim.url();
     let tok = qwen();
-    let r = run_batchbench(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "8",
-        "--requests-per-user",
-        "2",
-        "--input-tokens",
-        "256",
-        "--output-tokens",
-        "64",
-        "--seed",
-        "3",
-    ]);
+    let r = run_batchbench(&cmd(
+        "--host {} --tokenizer-model {} --users 8 --requests-per-user 2 --input-tokens 256 --output-tokens 64 --seed 3",
+        &[&url, &tok],
+    ));
     assert_eq!(r.code, 0);
     let log = sim.requests();
     assert_eq!(log.len(), 16);
@@ -61,16 +45,10 @@ fn csv_header_starts_with_the_legacy_columns() {
     let csv = dir.path().join("r.csv");
     let (url, tok, path) = (sim.url(), qwen(), csv.display().to_string());
     for _ in 0..2 {
-        let code = batchbench_run::commands::batchbench::run([
-            "batchbench",
-            "-q",
-            "--host",
-            &url,
-            "--tokenizer-model",
-            &tok,
-            "--results-csv",
-            &path,
-        ]);
+        let code = batchbench_run::commands::batchbench::run(cmd(
+            "batchbench -q --host {} --tokenizer-model {} --results-csv {}",
+            &[&url, &tok, &path],
+        ));
         assert_eq!(code, 0);
     }
     let text = std::fs::read_to_string(&csv).unwrap_or_default();
@@ -94,22 +72,10 @@ fn retries_recover_from_injected_503s_and_are_counted() {
         "qwen",
     );
     let (url, tok) = (sim.url(), qwen());
-    let r = run_batchbench(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "4",
-        "--requests-per-user",
-        "10",
-        "--output-tokens",
-        "4",
-        "--max-retries",
-        "3",
-        "--retry-delay-ms",
-        "1",
-    ]);
+    let r = run_batchbench(&cmd(
+        "--host {} --tokenizer-model {} --users 4 --requests-per-user 10 --output-tokens 4 --max-retries 3 --retry-delay-ms 1",
+        &[&url, &tok],
+    ));
     assert_eq!(r.code, 0, "the run completes");
     let retries = r.count("retries");
     let failed = r.count("failed_requests");
@@ -147,21 +113,12 @@ fn faults_are_classified() {
                 },
                 "qwen",
             );
-            let (url, tok) = (sim.url(), qwen());
-            let mut args = vec![
-                "--host",
-                &url,
-                "--tokenizer-model",
-                &tok,
-                "--max-retries",
-                "0",
-                "--request-timeout-secs",
-                "1",
-                "--output-tokens",
-                "8",
-            ];
+            let mut args = sim.args(
+                "--max-retries 0 --request-timeout-secs 1 --output-tokens 8",
+                &[],
+            );
             if stream {
-                args.push("--stream");
+                args.push("--stream".into());
             }
             let r = run_batchbench(&args);
             assert_eq!(r.code, 1, "no request succeeded: the run failed");
@@ -203,19 +160,10 @@ fn streaming_reports_ttft_itl_and_tpot() {
         "qwen",
     );
     let (url, tok) = (sim.url(), qwen());
-    let r = run_batchbench(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "2",
-        "--requests-per-user",
-        "2",
-        "--output-tokens",
-        "10",
-        "--stream",
-    ]);
+    let r = run_batchbench(&cmd(
+        "--host {} --tokenizer-model {} --users 2 --requests-per-user 2 --output-tokens 10 --stream",
+        &[&url, &tok],
+    ));
     assert_eq!(r.code, 0);
     let ms = |k: &str, p: &str| r.summary(k)[p].as_f64().unwrap_or(-1.0);
     // TTFT is measured at the first content token, not at the role chunk the
@@ -245,24 +193,10 @@ fn same_seed_sends_identical_bodies() {
     let bodies = |seed: &str| {
         let sim = SimServer::recording("qwen");
         let (url, tok) = (sim.url(), qwen());
-        let r = run_batchbench(&[
-            "--host",
-            &url,
-            "--tokenizer-model",
-            &tok,
-            "--users",
-            "3",
-            "--requests-per-user",
-            "3",
-            "--input-lognorm-median",
-            "64",
-            "--input-lognorm-sigma",
-            "0.5",
-            "--output-tokens",
-            "2",
-            "--seed",
-            seed,
-        ]);
+        let r = run_batchbench(&cmd(
+            "--host {} --tokenizer-model {} --users 3 --requests-per-user 3 --input-lognorm-median 64 --input-lognorm-sigma 0.5 --output-tokens 2 --seed {}",
+            &[&url, &tok, seed],
+        ));
         assert_eq!(r.code, 0);
         let mut h: Vec<u64> = sim.requests().iter().map(|e| e.body_hash).collect();
         h.sort_unstable();
@@ -277,24 +211,10 @@ fn same_seed_sends_identical_bodies() {
 fn log_normal_prompts_are_exact_per_request() {
     let sim = SimServer::recording("llama3.2");
     let (url, tok) = (sim.url(), tokenizer_path("llama3.2").display().to_string());
-    let r = run_batchbench(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "4",
-        "--requests-per-user",
-        "5",
-        "--input-lognorm-median",
-        "300",
-        "--input-lognorm-sigma",
-        "0.8",
-        "--input-lognorm-max",
-        "2000",
-        "--output-tokens",
-        "1",
-    ]);
+    let r = run_batchbench(&cmd(
+        "--host {} --tokenizer-model {} --users 4 --requests-per-user 5 --input-lognorm-median 300 --input-lognorm-sigma 0.8 --input-lognorm-max 2000 --output-tokens 1",
+        &[&url, &tok],
+    ));
     assert_eq!(r.code, 0);
     assert_eq!(
         r.count("counted_prompt_tokens"),
@@ -310,22 +230,10 @@ fn log_normal_prompts_are_exact_per_request() {
 fn prefix_overlap_is_shared_and_cached() {
     let sim = SimServer::recording("qwen");
     let (url, tok) = (sim.url(), qwen());
-    let r = run_batchbench(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "4",
-        "--requests-per-user",
-        "3",
-        "--input-tokens",
-        "256",
-        "--input-prefix-overlap",
-        "0.5",
-        "--output-tokens",
-        "1",
-    ]);
+    let r = run_batchbench(&cmd(
+        "--host {} --tokenizer-model {} --users 4 --requests-per-user 3 --input-tokens 256 --input-prefix-overlap 0.5 --output-tokens 1",
+        &[&url, &tok],
+    ));
     assert_eq!(r.code, 0);
     let log = sim.requests();
     // 128 shared content tokens after the role marker: 8 full 16-token blocks.
@@ -345,17 +253,10 @@ fn prefix_overlap_is_shared_and_cached() {
 fn sglang_fields_constrain_the_output() {
     let sim = SimServer::recording("qwen");
     let (url, tok) = (sim.url(), qwen());
-    let r = run_batchbench(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--output-tokens",
-        "33",
-        "--sglang",
-        "--requests-per-user",
-        "3",
-    ]);
+    let r = run_batchbench(&cmd(
+        "--host {} --tokenizer-model {} --output-tokens 33 --sglang --requests-per-user 3",
+        &[&url, &tok],
+    ));
     assert_eq!(r.code, 0);
     assert!(sim.requests().iter().all(|e| e.completion_tokens == 33));
 }
@@ -364,17 +265,10 @@ fn sglang_fields_constrain_the_output() {
 fn dry_run_sends_nothing() {
     let sim = SimServer::recording("qwen");
     let url = sim.url();
-    let r = run_batchbench(&[
-        "--host",
-        &url,
-        "--users",
-        "3",
-        "--requests-per-user",
-        "2",
-        "--input-tokens",
-        "100",
-        "--dry-run",
-    ]);
+    let r = run_batchbench(&cmd(
+        "--host {} --users 3 --requests-per-user 2 --input-tokens 100 --dry-run",
+        &[&url],
+    ));
     assert_eq!(r.code, 0);
     assert_eq!(sim.stats().requests, 0);
 }
@@ -382,24 +276,10 @@ fn dry_run_sends_nothing() {
 #[test]
 fn in_process_simulator_runs_with_options() {
     let tok = qwen();
-    let r = run_batchbench(&[
-        "--host",
-        "sim://?fault-rate=0.3&workers=2",
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "2",
-        "--requests-per-user",
-        "5",
-        "--input-tokens",
-        "32",
-        "--output-tokens",
-        "3",
-        "--max-retries",
-        "10",
-        "--retry-delay-ms",
-        "1",
-    ]);
+    let r = run_batchbench(&cmd(
+        "--host sim://?fault-rate=0.3&workers=2 --tokenizer-model {} --users 2 --requests-per-user 5 --input-tokens 32 --output-tokens 3 --max-retries 10 --retry-delay-ms 1",
+        &[&tok],
+    ));
     assert_eq!(r.code, 0);
     // The query's options reached the simulator: faults happened and were retried.
     // (Eleven faults in a row for one request, 0.3^11, would be a final failure.)
@@ -420,26 +300,10 @@ fn requests_jsonl_has_one_line_per_request_with_outcome_and_counts() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("requests.jsonl");
     let p = path.display().to_string();
-    let r = run_batchbench(&[
-        "--host",
-        "sim://?fault-rate=0.4&seed=5",
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "3",
-        "--requests-per-user",
-        "4",
-        "--input-tokens",
-        "40",
-        "--output-tokens",
-        "5",
-        "--max-retries",
-        "0",
-        "--seed",
-        "2",
-        "--requests-jsonl",
-        &p,
-    ]);
+    let r = run_batchbench(&cmd(
+        "--host sim://?fault-rate=0.4&seed=5 --tokenizer-model {} --users 3 --requests-per-user 4 --input-tokens 40 --output-tokens 5 --max-retries 0 --seed 2 --requests-jsonl {}",
+        &[&tok, &p],
+    ));
     assert_eq!(r.code, 0);
     let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
         .unwrap()
@@ -501,20 +365,10 @@ fn a_failed_share_above_max_failure_rate_fails_the_run_and_says_why() {
     );
     let (url, tok) = (sim.url(), qwen());
     let run = |rate: &str| {
-        run_batchbench(&[
-            "--host",
-            &url,
-            "--tokenizer-model",
-            &tok,
-            "--users",
-            "4",
-            "--requests-per-user",
-            "10",
-            "--max-retries",
-            "0",
-            "--max-failure-rate",
-            rate,
-        ])
+        run_batchbench(&cmd(
+            "--host {} --tokenizer-model {} --users 4 --requests-per-user 10 --max-retries 0 --max-failure-rate {}",
+            &[&url, &tok, rate],
+        ))
     };
     let lenient = run("0.9");
     let failed = lenient.count("failed_requests");

@@ -10,20 +10,14 @@
 //! identical to this one. Re-record it only for a change that means to alter
 //! bodies, and say so in the commit.
 
-use batchbench_tests::{SimServer, run_agent, run_batchbench, tokenizer_path};
+use batchbench_tests::{
+    SimServer, replay_example, run_agent, run_batchbench, tokenizer_path, words,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 fn golden_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/request-bodies.txt")
-}
-
-fn example(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples/trajectory-replay")
-        .join(name)
-        .display()
-        .to_string()
 }
 
 /// Which command a scenario runs.
@@ -41,100 +35,37 @@ fn scenarios() -> Vec<(&'static str, Tool, Vec<String>)> {
         (
             "batchbench-exact-prompts",
             Tool::Batch,
-            s(&[
-                "--users",
-                "4",
-                "--requests-per-user",
-                "3",
-                "--input-tokens",
-                "48",
-                "--input-vary",
-                "8",
-                "--input-prefix-overlap",
-                "0.25",
-                "--output-tokens",
-                "6",
-                "--seed",
-                "11",
-            ]),
+            s(&words(
+                "--users 4 --requests-per-user 3 --input-tokens 48 --input-vary 8 --input-prefix-overlap 0.25 --output-tokens 6 --seed 11",
+            )),
         ),
         (
             "batchbench-stream-sglang-lognormal-output",
             Tool::Batch,
-            s(&[
-                "--users",
-                "3",
-                "--requests-per-user",
-                "2",
-                "--stream",
-                "--sglang",
-                "--ignore-eos",
-                "--output-lognorm-median",
-                "8",
-                "--output-lognorm-sigma",
-                "0.5",
-                "--output-lognorm-max",
-                "20",
-                "--seed",
-                "12",
-            ]),
+            s(&words(
+                "--users 3 --requests-per-user 2 --stream --sglang --ignore-eos --output-lognorm-median 8 --output-lognorm-sigma 0.5 --output-lognorm-max 20 --seed 12",
+            )),
         ),
         (
             "agent-synthetic-prefix-dp",
             Tool::Agent,
-            s(&[
-                "--agents",
-                "3",
-                "--tool-invocations",
-                "3",
-                "--input-tokens",
-                "64",
-                "--environment-tokens",
-                "24",
-                "--output-tokens",
-                "6",
-                "--user-prefix",
-                "bench",
-                "--dp-rank-perfect-routing",
-                "--dp-rank-perfect-routing-num",
-                "2",
-                "--seed",
-                "5",
-            ]),
+            s(&words(
+                "--agents 3 --tool-invocations 3 --input-tokens 64 --environment-tokens 24 --output-tokens 6 --user-prefix bench --dp-rank-perfect-routing --dp-rank-perfect-routing-num 2 --seed 5",
+            )),
         ),
         (
             "agent-synthetic-lognormal-stream",
             Tool::Agent,
-            s(&[
-                "--agents",
-                "2",
-                "--max-active-agents",
-                "1",
-                "--input-lognorm-median",
-                "40",
-                "--input-lognorm-sigma",
-                "0.3",
-                "--tool-invocations-lognorm-median",
-                "3",
-                "--tool-invocations-lognorm-sigma",
-                "0.4",
-                "--tool-invocations-lognorm-max",
-                "5",
-                "--environment-tokens",
-                "16",
-                "--output-tokens",
-                "5",
-                "--stream",
-                "--seed",
-                "6",
-            ]),
+            s(&words(
+                "--agents 2 --max-active-agents 1 --input-lognorm-median 40 --input-lognorm-sigma 0.3 --tool-invocations-lognorm-median 3 --tool-invocations-lognorm-sigma 0.4 --tool-invocations-lognorm-max 5 --environment-tokens 16 --output-tokens 5 --stream --seed 6",
+            )),
         ),
         (
             "agent-replay-v1",
             Tool::Agent,
             vec![
                 "--agent-plans-jsonl".into(),
-                example("plans.jsonl"),
+                replay_example("plans.jsonl"),
                 "--seed".into(),
                 "7".into(),
                 "--time-scale".into(),
@@ -146,7 +77,7 @@ fn scenarios() -> Vec<(&'static str, Tool, Vec<String>)> {
             Tool::Agent,
             vec![
                 "--agent-plans-jsonl".into(),
-                example("plans-v2.jsonl"),
+                replay_example("plans-v2.jsonl"),
                 "--seed".into(),
                 "8".into(),
                 "--time-scale".into(),

@@ -3,12 +3,8 @@
 
 use batchbench_simulator::apis::Api;
 use batchbench_simulator::{RequestLog, SimConfig};
-use batchbench_tests::{SimServer, read_jsonl, run_agent, run_batchbench, tokenizer_path};
+use batchbench_tests::{SimServer, cmd, qwen, read_jsonl, run_agent, run_batchbench};
 use std::collections::BTreeMap;
-
-fn qwen() -> String {
-    tokenizer_path("qwen").display().to_string()
-}
 
 /// The codecs besides chat, the API the simulator saw them on, and whether
 /// the API applies a chat template.
@@ -26,32 +22,15 @@ fn every_codec_sends_exact_prompts_and_reads_usage_and_streams() {
     for (codec, api, templated) in CODECS {
         for stream in [false, true] {
             let sim = SimServer::recording("qwen");
-            let (url, tok) = (sim.url(), qwen());
             let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
             let lines = dir.path().join("requests.jsonl");
-            let mut args = vec![
-                "--host",
-                &url,
-                "--tokenizer-model",
-                &tok,
-                "--codec",
-                codec,
-                "--users",
-                "3",
-                "--requests-per-user",
-                "2",
-                "--input-tokens",
-                "100",
-                "--output-tokens",
-                "16",
-                "--seed",
-                "5",
-                "--requests-jsonl",
-            ];
             let path = lines.display().to_string();
-            args.push(&path);
+            let mut args = sim.args(
+                "--codec {} --users 3 --requests-per-user 2 --input-tokens 100 --output-tokens 16 --seed 5 --requests-jsonl {}",
+                &[codec, &path],
+            );
             if stream {
-                args.push("--stream");
+                args.push("--stream".into());
             }
             let r = run_batchbench(&args);
             let what = format!("{codec} (stream: {stream})");
@@ -88,19 +67,6 @@ fn every_codec_sends_exact_prompts_and_reads_usage_and_streams() {
     }
 }
 
-fn by_agent(log: &[RequestLog]) -> BTreeMap<String, Vec<RequestLog>> {
-    let mut m: BTreeMap<String, Vec<RequestLog>> = BTreeMap::new();
-    for e in log {
-        m.entry(e.routing_key.clone().unwrap_or_default())
-            .or_default()
-            .push(e.clone());
-    }
-    for v in m.values_mut() {
-        v.sort_by_key(|e| e.seq);
-    }
-    m
-}
-
 /// An agent run of `codec` against a fresh recording simulator: its log by agent.
 fn agent_run(
     codec: &str,
@@ -111,36 +77,14 @@ fn agent_run(
     batchbench_simulator::SimStats,
 ) {
     let sim = SimServer::recording("qwen");
-    let (url, tok) = (sim.url(), qwen());
-    let mut args = vec![
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--codec",
-        codec,
-        "--codec-config",
-        config,
-        "--agents",
-        "4",
-        "--tool-invocations",
-        "5",
-        "--input-tokens",
-        "200",
-        "--output-tokens",
-        "24",
-        "--environment-tokens",
-        "40",
-        "--seed",
-        "11",
-    ];
+    let mut args = sim.args("--codec {} --codec-config {} --agents 4 --tool-invocations 5 --input-tokens 200 --output-tokens 24 --environment-tokens 40 --seed 11", &[codec, config]);
     if stream {
-        args.push("--stream");
+        args.push("--stream".into());
     }
     let r = run_agent(&args);
     assert_eq!(r.code, 0, "{codec} {config}");
     assert_eq!(r.count("successful_requests"), 20, "{codec} {config}");
-    (by_agent(&sim.requests()), sim.stats())
+    (sim.requests_by_key(), sim.stats())
 }
 
 fn prompts(log: &BTreeMap<String, Vec<RequestLog>>) -> Vec<Vec<u64>> {
@@ -208,25 +152,8 @@ fn an_anthropic_agent_loop_answers_every_tool_use_and_counts_as_chat_does() {
 #[test]
 fn embeddings_send_a_batch_of_exact_inputs_and_report_items() {
     let sim = SimServer::recording("qwen");
-    let (url, tok) = (sim.url(), qwen());
-    let r = run_batchbench(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--codec",
-        "openai_embeddings",
-        "--batch-size",
-        "4",
-        "--users",
-        "2",
-        "--requests-per-user",
-        "3",
-        "--input-tokens",
-        "50",
-        "--seed",
-        "2",
-    ]);
+    let url = sim.url();
+    let r = sim.batchbench("--codec openai_embeddings --batch-size 4 --users 2 --requests-per-user 3 --input-tokens 50 --seed 2", &[]);
     assert_eq!(r.code, 0);
     let log = sim.requests();
     assert_eq!(log.len(), 6);
@@ -251,14 +178,10 @@ fn embeddings_send_a_batch_of_exact_inputs_and_report_items() {
     assert_eq!(r.count("counted_prompt_tokens"), 6 * 200);
     assert_eq!(r.count("planned_prompt_tokens"), 6 * 200);
     // A batch needs a prompt length.
-    let bad = run_batchbench(&[
-        "--host",
-        &url,
-        "--codec",
-        "openai_embeddings",
-        "--batch-size",
-        "4",
-    ]);
+    let bad = run_batchbench(&cmd(
+        "--host {} --codec openai_embeddings --batch-size 4",
+        &[&url],
+    ));
     assert_eq!(bad.code, 2);
     assert_eq!(sim.requests().len(), 6, "nothing sent");
 }
@@ -278,36 +201,10 @@ fn images_ride_on_the_first_user_message_in_every_api_that_takes_them() {
         let mut hashes = Vec::new();
         for _ in 0..2 {
             let sim = SimServer::recording("qwen");
-            let (url, tok) = (sim.url(), qwen());
             let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
             let lines = dir.path().join("requests.jsonl");
             let path = lines.display().to_string();
-            let r = run_batchbench(&[
-                "--host",
-                &url,
-                "--tokenizer-model",
-                &tok,
-                "--codec",
-                codec,
-                "--images-per-request",
-                "2",
-                "--image-size",
-                "56x84",
-                "--image-format",
-                format,
-                "--users",
-                "2",
-                "--requests-per-user",
-                "2",
-                "--input-tokens",
-                "64",
-                "--output-tokens",
-                "4",
-                "--seed",
-                "9",
-                "--requests-jsonl",
-                &path,
-            ]);
+            let r = sim.batchbench("--codec {} --images-per-request 2 --image-size 56x84 --image-format {} --users 2 --requests-per-user 2 --input-tokens 64 --output-tokens 4 --seed 9 --requests-jsonl {}", &[codec, format, &path]);
             assert_eq!(r.code, 0, "{codec}");
             for e in sim.requests() {
                 assert_eq!(
@@ -332,28 +229,16 @@ fn images_ride_on_the_first_user_message_in_every_api_that_takes_them() {
     }
     // A codec that cannot carry images is refused before anything is sent.
     let sim = SimServer::recording("qwen");
-    let (url, tok) = (sim.url(), qwen());
-    let r = run_batchbench(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--codec",
-        "openai_completions",
-        "--images-per-request",
-        "1",
-        "--input-tokens",
-        "8",
-    ]);
+    let url = sim.url();
+    let r = sim.batchbench(
+        "--codec openai_completions --images-per-request 1 --input-tokens 8",
+        &[],
+    );
     assert_eq!(r.code, 2);
-    let r = run_batchbench(&[
-        "--host",
-        &url,
-        "--image-size",
-        "0x10",
-        "--images-per-request",
-        "1",
-    ]);
+    let r = run_batchbench(&cmd(
+        "--host {} --image-size 0x10 --images-per-request 1",
+        &[&url],
+    ));
     assert_eq!(r.code, 2);
     assert!(sim.requests().is_empty(), "nothing sent");
 }

@@ -3,14 +3,16 @@
 //! cap, an overloaded one (its queue, and so its latency, growing) never
 //! does, and each says so.
 
-use batchbench_tests::{SimServer, run_batchbench, tokenizer_path};
+use batchbench_tests::{SimServer, run_batchbench, tokenizer_path, words};
 use serde_json::Value;
 
 /// One worker, at most 8 sequences in a batch, steps of 4 ms + 0.4 ms per
 /// sequence: 10-token replies saturate it at 111 requests/s.
 const SIM: &str = "sim://?max-running=8&step-base-ms=4&step-ms-per-seq=0.4";
 
-fn run(extra: &[&str]) -> batchbench_tests::RunResult {
+fn run<S: AsRef<str>>(extra: &[S]) -> batchbench_tests::RunResult {
+    let extra: Vec<&str> = extra.iter().map(AsRef::as_ref).collect();
+    let extra = extra.as_slice();
     let tok = tokenizer_path("qwen").display().to_string();
     let mut args = vec![
         "--host",
@@ -35,16 +37,9 @@ fn f(v: &Value) -> f64 {
 #[test]
 fn a_steady_run_stops_once_its_figure_is_within_the_target() {
     // Half the capacity: the median e2e (the SLO's figure) settles fast.
-    let r = run(&[
-        "--request-rate",
-        "55",
-        "--slo",
-        "e2e_p50<=1s",
-        "--target-ci",
-        "2",
-        "--duration-secs",
-        "40",
-    ]);
+    let r = run(&words(
+        "--request-rate 55 --slo e2e_p50<=1s --target-ci 2 --duration-secs 40",
+    ));
     assert_eq!(r.code, 0);
     let c = r.summary("load")["convergence"].clone();
     assert_eq!(c["converged"], true, "{c}");
@@ -68,14 +63,7 @@ fn a_steady_run_stops_once_its_figure_is_within_the_target() {
 #[test]
 fn an_overloaded_server_never_converges_and_the_run_says_why() {
     // 1.4 times the capacity: the queue grows for the whole run.
-    let r = run(&[
-        "--request-rate",
-        "155",
-        "--target-ci",
-        "5",
-        "--duration-secs",
-        "5",
-    ]);
+    let r = run(&words("--request-rate 155 --target-ci 5 --duration-secs 5"));
     assert_eq!(r.code, 0);
     let c = r.summary("load")["convergence"].clone();
     assert_eq!(c["converged"], false, "{c}");
@@ -101,29 +89,11 @@ fn target_ci_without_a_cap_or_on_a_shard_is_exit_2_with_nothing_sent() {
             "--target-ci runs until the figures are sure enough: it needs --duration-secs as its cap",
         ),
         (
-            &[
-                "--request-rate",
-                "5",
-                "--target-ci",
-                "100",
-                "--duration-secs",
-                "5",
-            ],
+            &words("--request-rate 5 --target-ci 100 --duration-secs 5"),
             "--target-ci is a percent above 0 and below 100",
         ),
         (
-            &[
-                "--request-rate",
-                "5",
-                "--target-ci",
-                "5",
-                "--duration-secs",
-                "5",
-                "--seed",
-                "1",
-                "--shard",
-                "0/2",
-            ],
+            &words("--request-rate 5 --target-ci 5 --duration-secs 5 --seed 1 --shard 0/2"),
             "each shard would stop on its share's alone",
         ),
     ] {

@@ -3,12 +3,8 @@
 //! or row is bad input, named by file and line, and nothing is sent.
 
 use batchbench_simulator::SimConfig;
-use batchbench_tests::{SimServer, run_agent, run_batchbench, tokenizer, tokenizer_path};
+use batchbench_tests::{SimServer, run_agent, run_batchbench, tokenizer};
 use std::path::{Path, PathBuf};
-
-fn qwen() -> String {
-    tokenizer_path("qwen").display().to_string()
-}
 
 fn sample(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -44,25 +40,16 @@ fn every_sample_replays_its_requests_closed_and_open_loop_from_both_clis() {
             ("batchbench-agent", true),
         ] {
             let sim = SimServer::recording("qwen");
-            let (url, tok) = (sim.url(), qwen());
-            let mut args = vec![
-                "--host",
-                &url,
-                "--tokenizer-model",
-                &tok,
-                "--workload",
-                workload,
-                "--workload-config",
-                &config,
-                "--seed",
-                "4",
-            ];
+            let mut args = sim.args(
+                "--workload {} --workload-config {} --seed 4",
+                &[workload, &config],
+            );
             if open {
                 // Timestamps honoured, a hundred times faster.
-                args.extend(["--admission", "open-loop", "--time-scale", "100"]);
+                args.extend(["--admission", "open-loop", "--time-scale", "100"].map(String::from));
             }
             let r = if cli == "batchbench" {
-                args.extend(["--users", "2"]);
+                args.extend(["--users", "2"].map(String::from));
                 run_batchbench(&args)
             } else {
                 run_agent(&args)
@@ -81,21 +68,11 @@ fn sharegpt_sends_the_recorded_text_and_its_replies_lengths() {
     let qwen_tok = tokenizer("qwen");
     let cfg = SimConfig::default();
     let sim = SimServer::recording("qwen");
-    let (url, tok) = (sim.url(), qwen());
     let config = format!(
         r#"{{"path": {}, "turns": "all"}}"#,
         serde_json::Value::from(sample("sharegpt.json").display().to_string())
     );
-    let r = run_agent(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--workload",
-        "sharegpt",
-        "--workload-config",
-        &config,
-    ]);
+    let r = sim.agent("--workload sharegpt --workload-config {}", &[&config]);
     assert_eq!(r.code, 0);
     let count = |t: &str| qwen_tok.count(t).unwrap_or_else(|e| panic!("{e}")) as u64;
     let mut log = sim.requests();
@@ -136,23 +113,14 @@ fn sharegpt_sends_the_recorded_text_and_its_replies_lengths() {
 #[test]
 fn mooncake_hash_ids_become_shared_prefixes() {
     let sim = SimServer::recording("qwen");
-    let (url, tok) = (sim.url(), qwen());
     let config = format!(
         r#"{{"path": {}}}"#,
         serde_json::Value::from(sample("mooncake.jsonl").display().to_string())
     );
-    let r = run_agent(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--workload",
-        "mooncake",
-        "--workload-config",
-        &config,
-        "--max-active-agents",
-        "1",
-    ]);
+    let r = sim.agent(
+        "--workload mooncake --workload-config {} --max-active-agents 1",
+        &[&config],
+    );
     assert_eq!(r.code, 0);
     let mut log = sim.requests();
     log.sort_by_key(|e| e.seq);

@@ -2,7 +2,7 @@
 //! synthetic exporter on loopback serves a power gauge that changes over time
 //! and the energy counter that integrates it, as the real one does.
 
-use batchbench_tests::{http, run_batchbench, tokenizer_path};
+use batchbench_tests::{cmd, http, run_batchbench, tokenizer_path};
 
 /// A DCGM exporter of two GPUs whose power rises and falls (300 W ± 150 W
 /// over a 2-second period), with their energy counters, in millijoules since
@@ -29,24 +29,10 @@ fn exporter() -> String {
 fn energy_from_the_counter_agrees_with_integrated_power_and_is_per_token() {
     let url = exporter();
     let tok = tokenizer_path("qwen").display().to_string();
-    let r = run_batchbench(&[
-        "--host",
-        "sim://?ttft-base-ms=5&decode-ms-per-token=2",
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "4",
-        "--input-tokens",
-        "32",
-        "--output-tokens",
-        "16",
-        "--duration-secs",
-        "3",
-        "--server-metrics",
-        &url,
-        "--metrics-interval",
-        "0.05",
-    ]);
+    let r = run_batchbench(&cmd(
+        "--host sim://?ttft-base-ms=5&decode-ms-per-token=2 --tokenizer-model {} --users 4 --input-tokens 32 --output-tokens 16 --duration-secs 3 --server-metrics {} --metrics-interval 0.05",
+        &[&tok, &url],
+    ));
     assert_eq!(r.code, 0);
     let e = &r.summary("server_metrics")["energy"];
     assert_eq!(e["source"], "counter", "{e}");

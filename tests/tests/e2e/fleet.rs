@@ -3,12 +3,8 @@
 //! replica its own prefix cache and batch, so what a policy does to cache
 //! hits and queueing shows in the server's own figures.
 
-use batchbench_tests::{SimServer, run_agent, run_batchbench, tokenizer_path};
+use batchbench_tests::{SimServer, cmd, qwen, run_agent, run_batchbench};
 use serde_json::Value;
-
-fn tok() -> String {
-    tokenizer_path("qwen").display().to_string()
-}
 
 fn endpoints(r: &batchbench_tests::RunResult) -> Vec<Value> {
     r.summary("endpoints")
@@ -49,7 +45,7 @@ fn agents_on_four<'a>(tok: &'a str, router: &[&'a str]) -> Vec<&'a str> {
 
 #[test]
 fn affinity_keeps_each_conversation_on_its_cache_as_analyze_predicts() {
-    let tok = tok();
+    let tok = qwen();
     let mut shares = Vec::new();
     for (router, tolerance) in [
         // Round robin's placement depends on the order replies come back in:
@@ -125,27 +121,13 @@ fn affinity_keeps_each_conversation_on_its_cache_as_analyze_predicts() {
 
 #[test]
 fn session_affinity_sends_every_turn_of_a_conversation_to_one_endpoint() {
-    let tok = tok();
+    let tok = qwen();
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let jsonl = dir.path().join("r.jsonl");
-    let r = run_agent(&[
-        "--host",
-        "sim://?replicas=3",
-        "--tokenizer-model",
-        &tok,
-        "--agents",
-        "12",
-        "--tool-invocations",
-        "4",
-        "--input-tokens",
-        "64",
-        "--output-tokens",
-        "8",
-        "--router",
-        "session_affinity",
-        "--requests-jsonl",
-        jsonl.to_str().unwrap_or_default(),
-    ]);
+    let r = run_agent(&cmd(
+        "--host sim://?replicas=3 --tokenizer-model {} --agents 12 --tool-invocations 4 --input-tokens 64 --output-tokens 8 --router session_affinity --requests-jsonl {}",
+        &[&tok, jsonl.to_str().unwrap_or_default()],
+    ));
     assert_eq!(r.code, 0);
     let text = std::fs::read_to_string(&jsonl).unwrap_or_default();
     let mut home = std::collections::HashMap::new();
@@ -162,26 +144,11 @@ fn session_affinity_sends_every_turn_of_a_conversation_to_one_endpoint() {
 /// A closed loop of 24 users against four continuous-batching replicas (4
 /// sequences a batch), the fourth three times slower, routed by `policy`.
 fn unequal_fleet(policy: &str) -> batchbench_tests::RunResult {
-    let tok = tok();
-    run_batchbench(&[
-        "--host",
-        "sim://?replicas=4&replica-slowdown=1,1,1,3&max-running=4&step-base-ms=2&step-ms-per-seq=0.5",
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "24",
-        "--requests-per-user",
-        "12",
-        "--input-tokens",
-        "32",
-        "--output-tokens",
-        "16",
-        "--stream",
-        "--seed",
-        "3",
-        "--router",
-        policy,
-    ])
+    let tok = qwen();
+    run_batchbench(&cmd(
+        "--host sim://?replicas=4&replica-slowdown=1,1,1,3&max-running=4&step-base-ms=2&step-ms-per-seq=0.5 --tokenizer-model {} --users 24 --requests-per-user 12 --input-tokens 32 --output-tokens 16 --stream --seed 3 --router {}",
+        &[&tok, policy],
+    ))
 }
 
 #[test]
@@ -219,26 +186,16 @@ fn least_outstanding_sends_less_to_a_slow_replica_and_cuts_the_tail() {
 #[test]
 fn one_host_gives_todays_run_and_a_list_of_servers_is_a_fleet() {
     let (a, b) = (SimServer::recording("qwen"), SimServer::recording("qwen"));
-    let tok = tok();
+    let tok = qwen();
     let base = |hosts: &[&str]| {
-        let mut args: Vec<&str> = Vec::new();
+        let mut args: Vec<String> = Vec::new();
         for h in hosts {
-            args.extend(["--host", h]);
+            args.extend(cmd("--host {}", &[h]));
         }
-        args.extend([
-            "--tokenizer-model",
-            &tok,
-            "--users",
-            "4",
-            "--requests-per-user",
-            "5",
-            "--input-tokens",
-            "32",
-            "--output-tokens",
-            "4",
-            "--seed",
-            "5",
-        ]);
+        args.extend(cmd(
+            "--tokenizer-model {} --users 4 --requests-per-user 5 --input-tokens 32 --output-tokens 4 --seed 5",
+            &[&tok],
+        ));
         run_batchbench(&args)
     };
     let one = base(&[&a.url()]);
@@ -274,7 +231,7 @@ fn one_host_gives_todays_run_and_a_list_of_servers_is_a_fleet() {
 #[test]
 fn bad_fleets_exit_2_with_nothing_sent() {
     let sim = SimServer::recording("qwen");
-    let tok = tok();
+    let tok = qwen();
     let url = sim.url();
     let run = |extra: &[&str]| {
         let mut args = vec![
@@ -331,7 +288,7 @@ fn bad_fleets_exit_2_with_nothing_sent() {
 
 #[test]
 fn a_sharded_fleet_run_merges_to_the_whole_run_per_endpoint() {
-    let tok = tok();
+    let tok = qwen();
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let dir = |name: &str| tmp.path().join(name).display().to_string();
     let run = |out: &str, shard: Option<&str>| {

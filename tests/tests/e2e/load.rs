@@ -3,12 +3,8 @@
 //! concurrency queue; bad load flags are exit 2 with nothing sent.
 
 use batchbench_simulator::SimConfig;
-use batchbench_tests::{SimServer, run_agent, run_batchbench, tokenizer_path};
+use batchbench_tests::{SimServer, qwen, run_agent, run_batchbench, words};
 use serde_json::Value;
-
-fn qwen() -> String {
-    tokenizer_path("qwen").display().to_string()
-}
 
 fn slow(decode_ms: f64) -> SimServer {
     SimServer::start(
@@ -69,24 +65,10 @@ fn a_request_rate_sends_the_same_bodies_as_the_closed_loop() {
 #[test]
 fn warmup_requests_reach_the_server_and_stay_out_of_the_figures() {
     let sim = slow(0.0);
-    let url = sim.url();
-    let tok = qwen();
-    let r = run_batchbench(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "2",
-        "--requests-per-user",
-        "10",
-        "--output-tokens",
-        "2",
-        "--request-rate",
-        "100",
-        "--warmup-requests",
-        "5",
-    ]);
+    let r = sim.batchbench(
+        "--users 2 --requests-per-user 10 --output-tokens 2 --request-rate 100 --warmup-requests 5",
+        &[],
+    );
     assert_eq!(r.code, 0);
     assert_eq!(sim.stats().requests, 20, "warmup requests are sent");
     assert_eq!(r.count("total_requests"), 15);
@@ -159,24 +141,7 @@ fn a_duration_run_stops_on_time_and_cancels_or_finishes_what_is_in_flight() {
 #[test]
 fn stages_change_the_rate_when_they_should_and_are_reported_apart() {
     let sim = slow(0.0);
-    let url = sim.url();
-    let tok = qwen();
-    let r = run_batchbench(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "4",
-        "--requests-per-user",
-        "100",
-        "--output-tokens",
-        "2",
-        "--stages",
-        "1s@10,1s@40",
-        "--arrival",
-        "constant",
-    ]);
+    let r = sim.batchbench("--users 4 --requests-per-user 100 --output-tokens 2 --stages 1s@10,1s@40 --arrival constant", &[]);
     assert_eq!(r.code, 0);
     // Arrivals end with the last stage, not with the plan.
     let n = r.count("successful_requests");
@@ -204,7 +169,12 @@ fn records(path: &std::path::Path) -> Vec<Value> {
 
 /// Runs `batchbench` against `url` with the Qwen tokenizer, `args` and
 /// `--requests-jsonl`; returns the result and the per-request lines.
-fn run_with_records(url: &str, args: &[&str]) -> (batchbench_tests::RunResult, Vec<Value>) {
+fn run_with_records<S: AsRef<str>>(
+    url: &str,
+    args: &[S],
+) -> (batchbench_tests::RunResult, Vec<Value>) {
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    let args = args.as_slice();
     let tok = qwen();
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let path = dir.path().join("requests.jsonl");
@@ -227,32 +197,11 @@ fn run_with_records(url: &str, args: &[&str]) -> (batchbench_tests::RunResult, V
 fn the_client_queue_not_the_server_holds_requests_above_capacity() {
     // One request at a time, each about 100 ms: capacity is about 10/s.
     let sim = slow(10.0);
-    let url = sim.url();
-    let tok = qwen();
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let run = |rate: &str, name: &str| {
         let path = dir.path().join(name);
         let p = path.display().to_string();
-        let r = run_batchbench(&[
-            "--host",
-            &url,
-            "--tokenizer-model",
-            &tok,
-            "--users",
-            "2",
-            "--requests-per-user",
-            "12",
-            "--output-tokens",
-            "10",
-            "--request-rate",
-            rate,
-            "--arrival",
-            "constant",
-            "--max-concurrency",
-            "1",
-            "--requests-jsonl",
-            &p,
-        ]);
+        let r = sim.batchbench("--users 2 --requests-per-user 12 --output-tokens 10 --request-rate {} --arrival constant --max-concurrency 1 --requests-jsonl {}", &[rate, &p]);
         assert_eq!(r.code, 0);
         let mut rows = records(&path);
         rows.sort_by(|a, b| {
@@ -295,28 +244,7 @@ fn the_client_queue_not_the_server_holds_requests_above_capacity() {
 #[test]
 fn a_session_rate_starts_agents_on_schedule_and_their_turns_follow_replies() {
     let sim = slow(0.0);
-    let url = sim.url();
-    let tok = qwen();
-    let r = run_agent(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--agents",
-        "6",
-        "--tool-invocations",
-        "3",
-        "--input-tokens",
-        "32",
-        "--output-tokens",
-        "4",
-        "--session-rate",
-        "30",
-        "--arrival",
-        "gamma",
-        "--burstiness",
-        "4",
-    ]);
+    let r = sim.agent("--agents 6 --tool-invocations 3 --input-tokens 32 --output-tokens 4 --session-rate 30 --arrival gamma --burstiness 4", &[]);
     assert_eq!(r.code, 0);
     assert_eq!(sim.stats().requests, 18);
     assert_eq!(load(&r)["release"], "sessions");
@@ -330,24 +258,7 @@ fn a_session_rate_starts_agents_on_schedule_and_their_turns_follow_replies() {
 #[test]
 fn an_endless_agent_run_lasts_its_duration() {
     let sim = slow(1.0);
-    let url = sim.url();
-    let tok = qwen();
-    let r = run_agent(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--max-active-agents",
-        "2",
-        "--tool-invocations",
-        "2",
-        "--input-tokens",
-        "32",
-        "--output-tokens",
-        "4",
-        "--duration-secs",
-        "1",
-    ]);
+    let r = sim.agent("--max-active-agents 2 --tool-invocations 2 --input-tokens 32 --output-tokens 4 --duration-secs 1", &[]);
     assert_eq!(r.code, 0);
     let started = r.count("trajectories_started");
     assert!(
@@ -452,23 +363,9 @@ fn a_retried_request_is_not_client_lag_and_every_timeline_is_in_order() {
     );
     let (r, rows) = run_with_records(
         &sim.url(),
-        &[
-            "--users",
-            "4",
-            "--requests-per-user",
-            "5",
-            "--output-tokens",
-            "4",
-            "--stream",
-            "--request-rate",
-            "50",
-            "--arrival",
-            "constant",
-            "--max-retries",
-            "4",
-            "--retry-delay-ms",
-            "40",
-        ],
+        &words(
+            "--users 4 --requests-per-user 5 --output-tokens 4 --stream --request-rate 50 --arrival constant --max-retries 4 --retry-delay-ms 40",
+        ),
     );
     assert_eq!(r.code, 0);
     assert_eq!(rows.len(), 20);
@@ -517,20 +414,9 @@ fn warmup_seconds_leave_out_what_was_due_in_them() {
     // 50, ..., 275 ms) are warmup.
     let (r, rows) = run_with_records(
         &sim.url(),
-        &[
-            "--users",
-            "4",
-            "--requests-per-user",
-            "8",
-            "--output-tokens",
-            "2",
-            "--request-rate",
-            "40",
-            "--arrival",
-            "constant",
-            "--warmup-secs",
-            "0.3",
-        ],
+        &words(
+            "--users 4 --requests-per-user 8 --output-tokens 2 --request-rate 40 --arrival constant --warmup-secs 0.3",
+        ),
     );
     assert_eq!(r.code, 0);
     assert_eq!(sim.stats().requests, 32, "warmup requests are sent");
@@ -552,20 +438,9 @@ fn a_ramp_rises_linearly_to_its_rate() {
     // ramp (the area under it), the rest follow at the full rate.
     let (r, rows) = run_with_records(
         &sim.url(),
-        &[
-            "--users",
-            "4",
-            "--requests-per-user",
-            "15",
-            "--output-tokens",
-            "2",
-            "--request-rate",
-            "40",
-            "--arrival",
-            "constant",
-            "--ramp-up-secs",
-            "2",
-        ],
+        &words(
+            "--users 4 --requests-per-user 15 --output-tokens 2 --request-rate 40 --arrival constant --ramp-up-secs 2",
+        ),
     );
     assert_eq!(r.code, 0);
     let mut due: Vec<f64> = rows
@@ -590,8 +465,6 @@ fn a_ramp_rises_linearly_to_its_rate() {
 #[test]
 fn a_session_rate_replaces_recorded_offsets_in_a_replay() {
     let sim = slow(0.0);
-    let url = sim.url();
-    let tok = qwen();
     let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../examples/trajectory-replay/plans.jsonl")
         .display()
@@ -599,20 +472,10 @@ fn a_session_rate_replaces_recorded_offsets_in_a_replay() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let events = dir.path().join("events.jsonl");
     let e = events.display().to_string();
-    let r = run_agent(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--agent-plans-jsonl",
-        &manifest,
-        "--session-rate",
-        "20",
-        "--arrival",
-        "constant",
-        "--agent-events-jsonl",
-        &e,
-    ]);
+    let r = sim.agent(
+        "--agent-plans-jsonl {} --session-rate 20 --arrival constant --agent-events-jsonl {}",
+        &[&manifest, &e],
+    );
     assert_eq!(r.code, 0);
     assert_eq!(load(&r)["release"], "sessions");
     let trajectories = r.count("trajectories_completed");
@@ -635,28 +498,7 @@ fn sessions_held_by_the_active_cap_are_late_admissions_not_client_lag() {
     // One agent at a time, each about 60 ms (two turns of 3 tokens at 10 ms),
     // started at 50 per second: most sessions wait for the cap.
     let sim = slow(10.0);
-    let url = sim.url();
-    let tok = qwen();
-    let r = run_agent(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--agents",
-        "8",
-        "--tool-invocations",
-        "2",
-        "--input-tokens",
-        "16",
-        "--output-tokens",
-        "3",
-        "--session-rate",
-        "50",
-        "--arrival",
-        "constant",
-        "--max-active-agents",
-        "1",
-    ]);
+    let r = sim.agent("--agents 8 --tool-invocations 2 --input-tokens 16 --output-tokens 3 --session-rate 50 --arrival constant --max-active-agents 1", &[]);
     assert_eq!(r.code, 0);
     assert_eq!(sim.stats().requests, 16);
     assert!(

@@ -1,21 +1,9 @@
 //! Trajectory replay end to end against the simulator.
 
 use batchbench_simulator::SimConfig;
-use batchbench_tests::{SimServer, run_agent, tokenizer, tokenizer_path};
+use batchbench_tests::{SimServer, cmd, qwen, replay_example, run_agent, tokenizer};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-
-fn qwen() -> String {
-    tokenizer_path("qwen").display().to_string()
-}
-
-fn example(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples/trajectory-replay")
-        .join(name)
-        .display()
-        .to_string()
-}
 
 fn write(dir: &Path, name: &str, lines: &[Value]) -> String {
     let p: PathBuf = dir.join(name);
@@ -34,24 +22,14 @@ fn events(path: &Path) -> Vec<Value> {
 
 #[test]
 fn both_examples_run_in_both_admission_modes_and_dry_run() {
-    let tok = qwen();
     for manifest in ["plans.jsonl", "plans-v2.jsonl"] {
-        let m = example(manifest);
+        let m = replay_example(manifest);
         for admission in ["closed-loop", "open-loop"] {
             let sim = SimServer::recording("qwen");
-            let url = sim.url();
-            let r = run_agent(&[
-                "--host",
-                &url,
-                "--tokenizer-model",
-                &tok,
-                "--agent-plans-jsonl",
-                &m,
-                "--admission",
-                admission,
-                "--time-scale",
-                "5",
-            ]);
+            let r = sim.agent(
+                "--agent-plans-jsonl {} --admission {} --time-scale 5",
+                &[&m, admission],
+            );
             assert_eq!(r.code, 0, "{manifest} {admission}");
             assert_eq!(r.count("failed_requests"), 0);
             assert_eq!(
@@ -70,16 +48,7 @@ fn both_examples_run_in_both_admission_modes_and_dry_run() {
             assert_eq!(row["time_scale"], "5.0");
         }
         let sim = SimServer::recording("qwen");
-        let url = sim.url();
-        let r = run_agent(&[
-            "--host",
-            &url,
-            "--tokenizer-model",
-            &tok,
-            "--agent-plans-jsonl",
-            &m,
-            "--dry-run",
-        ]);
+        let r = sim.agent("--agent-plans-jsonl {} --dry-run", &[&m]);
         assert_eq!(r.code, 0);
         assert_eq!(sim.stats().requests, 0, "a dry run sends nothing");
     }
@@ -88,19 +57,9 @@ fn both_examples_run_in_both_admission_modes_and_dry_run() {
 #[test]
 fn shared_blocks_send_identical_prefixes_and_hit_across_sessions() {
     let sim = SimServer::recording("qwen");
-    let (url, tok) = (sim.url(), qwen());
-    let m = example("plans-v2.jsonl");
+    let m = replay_example("plans-v2.jsonl");
     // Open loop: the second session starts 500 ms after the first.
-    let r = run_agent(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--agent-plans-jsonl",
-        &m,
-        "--admission",
-        "open-loop",
-    ]);
+    let r = sim.agent("--agent-plans-jsonl {} --admission open-loop", &[&m]);
     assert_eq!(r.code, 0);
     let log = sim.requests();
     let first_of_second = log
@@ -181,17 +140,7 @@ fn a_consistent_v2_manifest_replays_exactly() {
     let m = write(dir.path(), "exact.jsonl", &lines);
     for admission in ["closed-loop", "open-loop"] {
         let sim = SimServer::recording("qwen");
-        let (url, tok) = (sim.url(), qwen());
-        let r = run_agent(&[
-            "--host",
-            &url,
-            "--tokenizer-model",
-            &tok,
-            "--agent-plans-jsonl",
-            &m,
-            "--admission",
-            admission,
-        ]);
+        let r = sim.agent("--agent-plans-jsonl {} --admission {}", &[&m, admission]);
         assert_eq!(r.code, 0);
         assert_eq!(r.count("successful_requests"), 9);
         assert_eq!(
@@ -214,21 +163,9 @@ fn a_calibrated_v1_manifest_replays_exactly() {
     let call = qwen_tok.count("environment").unwrap_or(0) + qwen_tok.count("{}").unwrap_or(0);
     let turn = 2 * cfg.message_overhead_tokens + call as u32;
     let sim = SimServer::recording("qwen");
-    let (url, tok) = (sim.url(), qwen());
-    let m = example("plans.jsonl");
+    let m = replay_example("plans.jsonl");
     let (i, t) = (initial.to_string(), turn.to_string());
-    let r = run_agent(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--agent-plans-jsonl",
-        &m,
-        "--replay-initial-overhead-tokens",
-        &i,
-        "--replay-turn-overhead-tokens",
-        &t,
-    ]);
+    let r = sim.agent("--agent-plans-jsonl {} --replay-initial-overhead-tokens {} --replay-turn-overhead-tokens {}", &[&m, &i, &t]);
     assert_eq!(r.code, 0);
     assert_eq!(r.count("successful_requests"), 7);
     assert_eq!(
@@ -260,20 +197,10 @@ fn open_loop_admits_at_scaled_offsets_and_counts_late_admissions() {
     let ev = dir.path().join("events.jsonl");
     let ev_s = ev.display().to_string();
     let tok = qwen();
-    let r = run_agent(&[
-        "--host",
-        "sim://",
-        "--tokenizer-model",
-        &tok,
-        "--agent-plans-jsonl",
-        &m,
-        "--admission",
-        "open-loop",
-        "--time-scale",
-        "4",
-        "--agent-events-jsonl",
-        &ev_s,
-    ]);
+    let r = run_agent(&cmd(
+        "--host sim:// --tokenizer-model {} --agent-plans-jsonl {} --admission open-loop --time-scale 4 --agent-events-jsonl {}",
+        &[&tok, &m, &ev_s],
+    ));
     assert_eq!(r.code, 0);
     assert_eq!(r.count("late_admissions"), 0);
     for e in events(&ev) {
@@ -304,20 +231,10 @@ fn open_loop_admits_at_scaled_offsets_and_counts_late_admissions() {
 
     // A cap of one: each trajectory waits for the previous one (100 ms think time at
     // scale 4), so admissions slip and are counted.
-    let r = run_agent(&[
-        "--host",
-        "sim://",
-        "--tokenizer-model",
-        &tok,
-        "--agent-plans-jsonl",
-        &m,
-        "--admission",
-        "open-loop",
-        "--time-scale",
-        "4",
-        "--max-active-agents",
-        "1",
-    ]);
+    let r = run_agent(&cmd(
+        "--host sim:// --tokenizer-model {} --agent-plans-jsonl {} --admission open-loop --time-scale 4 --max-active-agents 1",
+        &[&tok, &m],
+    ));
     assert_eq!(r.code, 0);
     assert!(r.count("late_admissions") >= 1, "{:?}", r.json);
     assert!(r.summary("max_admission_lag_ms").as_f64().unwrap_or(0.0) >= 50.0);
@@ -338,14 +255,10 @@ fn live_blocks_without_a_reply_fall_back_and_are_counted() {
     ]});
     let m = write(dir.path(), "live.jsonl", &[line]);
     let tok = qwen();
-    let r = run_agent(&[
-        "--host",
-        "sim://",
-        "--tokenizer-model",
-        &tok,
-        "--agent-plans-jsonl",
-        &m,
-    ]);
+    let r = run_agent(&cmd(
+        "--host sim:// --tokenizer-model {} --agent-plans-jsonl {}",
+        &[&tok, &m],
+    ));
     assert_eq!(r.code, 0);
     assert_eq!(r.count("live_block_fallbacks"), 3);
     assert_eq!(r.csv[0]["live_block_fallbacks"], "3");
@@ -375,20 +288,10 @@ fn any_registered_workload_runs_under_either_admission_through_the_build_context
         ("synthetic_agents", &synthetic, Some(4)),
     ] {
         for admission in ["closed-loop", "open-loop"] {
-            let r = run_agent(&[
-                "--host",
-                "sim://",
-                "--tokenizer-model",
-                &tok,
-                "--workload",
-                name,
-                "--workload-config",
-                cfg,
-                "--admission",
-                admission,
-                "--time-scale",
-                "100",
-            ]);
+            let r = run_agent(&cmd(
+                "--host sim:// --tokenizer-model {} --workload {} --workload-config {} --admission {} --time-scale 100",
+                &[&tok, name, cfg, admission],
+            ));
             assert_eq!(r.code, 0, "{name} {admission}");
             assert_eq!(r.count("failed_requests"), 0, "{name} {admission}");
             if let Some(n) = requests {

@@ -5,14 +5,10 @@
 
 use batchbench_engine::measurement::metrics::Latency;
 use batchbench_tests::{
-    SimServer, read_json, read_jsonl, run_agent, run_batchbench, run_series, tokenizer_path,
+    SimServer, cmd, qwen, read_json, read_jsonl, run_agent, run_batchbench, run_series,
 };
 use serde_json::Value;
 use std::path::Path;
-
-fn tok() -> String {
-    tokenizer_path("qwen").display().to_string()
-}
 
 fn sum_over_time(ts: &Value, key: &str) -> f64 {
     let w = ts["interval_secs"].as_f64().unwrap_or_default();
@@ -51,36 +47,15 @@ fn assert_stats_match(h: &Value, name: &str, summary: &Value) {
 
 #[test]
 fn a_run_writes_a_complete_results_directory_consistent_with_its_summary() {
-    let tok = tok();
+    let tok = qwen();
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let dir = tmp.path().join("nested/run");
     let d = dir.display().to_string();
     // One user in three fails now and then: failures must show in every file.
-    let r = run_batchbench(&[
-        "--host",
-        "sim://?decode-ms-per-token=1&fault-rate=0.1",
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "6",
-        "--requests-per-user",
-        "10",
-        "--input-tokens",
-        "32",
-        "--input-vary",
-        "16",
-        "--output-tokens",
-        "8",
-        "--stream",
-        "--seed",
-        "11",
-        "--max-failure-rate",
-        "0.9",
-        "--max-retries",
-        "0",
-        "--output-dir",
-        &d,
-    ]);
+    let r = run_batchbench(&cmd(
+        "--host sim://?decode-ms-per-token=1&fault-rate=0.1 --tokenizer-model {} --users 6 --requests-per-user 10 --input-tokens 32 --input-vary 16 --output-tokens 8 --stream --seed 11 --max-failure-rate 0.9 --max-retries 0 --output-dir {}",
+        &[&tok, &d],
+    ));
     assert_eq!(r.code, 0);
     let run = read_json(&dir.join("run.json")).unwrap_or_default();
     assert_eq!(run["format"], "batchbench-results");
@@ -134,7 +109,7 @@ fn a_run_writes_a_complete_results_directory_consistent_with_its_summary() {
 
 #[test]
 fn an_agent_run_writes_its_trajectories_and_a_full_directory_is_never_overwritten() {
-    let tok = tok();
+    let tok = qwen();
     let sim = SimServer::recording("qwen");
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let d = tmp.path().join("agents").display().to_string();
@@ -174,58 +149,26 @@ fn an_agent_run_writes_its_trajectories_and_a_full_directory_is_never_overwritte
 
 #[test]
 fn report_of_runs_and_a_sweep_is_one_self_contained_file_with_every_chart() {
-    let tok = tok();
+    let tok = qwen();
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let mut dirs = Vec::new();
     for (name, decode) in [("base", "1"), ("slow", "3")] {
         let d = tmp.path().join(name);
         let host = format!("sim://?decode-ms-per-token={decode}");
-        let r = run_batchbench(&[
-            "--host",
-            &host,
-            "--tokenizer-model",
-            &tok,
-            "--users",
-            "4",
-            "--requests-per-user",
-            "6",
-            "--input-tokens",
-            "24",
-            "--input-vary",
-            "16",
-            "--output-tokens",
-            "6",
-            "--stream",
-            "--output-dir",
-            &d.display().to_string(),
-        ]);
+        let r = run_batchbench(&cmd(
+            "--host {} --tokenizer-model {} --users 4 --requests-per-user 6 --input-tokens 24 --input-vary 16 --output-tokens 6 --stream --output-dir {}",
+            &[&host, &tok, &d.display().to_string()],
+        ));
         assert_eq!(r.code, 0);
         dirs.push(d.display().to_string());
     }
     let sweep = run_series(
         "batchbench",
         "sweep",
-        &[
-            "--over",
-            "request-rate",
-            "--values",
-            "20,40",
-            "--host",
-            "sim://?max-running=4&step-base-ms=5",
-            "--tokenizer-model",
-            &tok,
-            "--input-tokens",
-            "16",
-            "--output-tokens",
-            "4",
-            "--stream",
-            "--arrival",
-            "constant",
-            "--duration-secs",
-            "1",
-            "--slo",
-            "ttft_p99<=200ms",
-        ],
+        &cmd(
+            "--over request-rate --values 20,40 --host sim://?max-running=4&step-base-ms=5 --tokenizer-model {} --input-tokens 16 --output-tokens 4 --stream --arrival constant --duration-secs 1 --slo ttft_p99<=200ms",
+            &[&tok],
+        ),
     );
     assert_eq!(sweep.code, 0);
     // Each point's run is a results directory of its own.
@@ -288,21 +231,13 @@ fn report_of_runs_and_a_sweep_is_one_self_contained_file_with_every_chart() {
 
 #[test]
 fn report_refuses_a_missing_newer_incomplete_or_truncated_directory_with_exit_2() {
-    let tok = tok();
+    let tok = qwen();
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let good = tmp.path().join("good");
-    let r = run_batchbench(&[
-        "--host",
-        "sim://",
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "2",
-        "--requests-per-user",
-        "2",
-        "--output-dir",
-        &good.display().to_string(),
-    ]);
+    let r = run_batchbench(&cmd(
+        "--host sim:// --tokenizer-model {} --users 2 --requests-per-user 2 --output-dir {}",
+        &[&tok, &good.display().to_string()],
+    ));
     assert_eq!(r.code, 0);
     let copy = |name: &str| {
         let d = tmp.path().join(name);
@@ -349,43 +284,24 @@ fn report_refuses_a_missing_newer_incomplete_or_truncated_directory_with_exit_2(
 /// slower fails it with exit 1, naming the figures.
 #[test]
 fn compare_passes_one_configuration_twice_and_fails_a_30_percent_slower_decode() {
-    let tok = tok();
+    let tok = qwen();
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let run = |name: &str, decode_ms: &str| {
         let d = tmp.path().join(name).display().to_string();
         let host = format!("sim://?decode-ms-per-token={decode_ms}&ttft-base-ms=20");
-        let r = run_batchbench(&[
-            "--host",
-            &host,
-            "--tokenizer-model",
-            &tok,
-            "--users",
-            "4",
-            "--requests-per-user",
-            "12",
-            "--input-tokens",
-            "32",
-            "--output-tokens",
-            "16",
-            "--stream",
-            "--seed",
-            "5",
-            "--output-dir",
-            &d,
-        ]);
+        let r = run_batchbench(&cmd(
+            "--host {} --tokenizer-model {} --users 4 --requests-per-user 12 --input-tokens 32 --output-tokens 16 --stream --seed 5 --output-dir {}",
+            &[&host, &tok, &d],
+        ));
         assert_eq!(r.code, 0);
         d
     };
     let (base, same, slow) = (run("base", "5"), run("same", "5"), run("slow", "6.5"));
     let compare = |new: &str| {
-        batchbench_run::commands::batchbench::run([
-            "batchbench",
-            "compare",
-            &base,
-            new,
-            "--fail-if",
-            "e2e_p50>+10%,tpot_p50>+10%,itl_p90>+10%",
-        ])
+        batchbench_run::commands::batchbench::run(cmd(
+            "batchbench compare {} {} --fail-if e2e_p50>+10%,tpot_p50>+10%,itl_p90>+10%",
+            &[&base, new],
+        ))
     };
     assert_eq!(compare(&same), 0, "same configuration");
     assert_eq!(compare(&slow), 1, "30% slower decode");
@@ -393,14 +309,10 @@ fn compare_passes_one_configuration_twice_and_fails_a_30_percent_slower_decode()
     let rise = tpot_p50(&slow) / tpot_p50(&base) - 1.0;
     assert!((0.2..0.45).contains(&rise), "TPOT p50 rose {rise}");
     // Bad thresholds are bad input.
-    let bad = batchbench_run::commands::batchbench::run([
-        "batchbench",
-        "compare",
-        &base,
-        &slow,
-        "--fail-if",
-        "ttft_p98>+10%",
-    ]);
+    let bad = batchbench_run::commands::batchbench::run(cmd(
+        "batchbench compare {} {} --fail-if ttft_p98>+10%",
+        &[&base, &slow],
+    ));
     assert_eq!(bad, 2);
 }
 
@@ -417,31 +329,13 @@ fn tpot_p50(dir: &str) -> f64 {
 /// counted as failed scrapes without failing the run.
 #[test]
 fn server_metrics_of_the_simulator_are_scraped_summarised_and_kept() {
-    let tok = tok();
+    let tok = qwen();
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let dir = tmp.path().join("run");
-    let r = run_batchbench(&[
-        "--host",
-        "sim://?max-running=4&step-base-ms=10&step-ms-per-seq=1",
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "8",
-        "--requests-per-user",
-        "4",
-        "--input-tokens",
-        "32",
-        "--output-tokens",
-        "12",
-        "--server-metrics",
-        "target",
-        "--server-metrics",
-        "http://127.0.0.1:9/metrics",
-        "--metrics-interval",
-        "0.1",
-        "--output-dir",
-        &dir.display().to_string(),
-    ]);
+    let r = run_batchbench(&cmd(
+        "--host sim://?max-running=4&step-base-ms=10&step-ms-per-seq=1 --tokenizer-model {} --users 8 --requests-per-user 4 --input-tokens 32 --output-tokens 12 --server-metrics target --server-metrics http://127.0.0.1:9/metrics --metrics-interval 0.1 --output-dir {}",
+        &[&tok, &dir.display().to_string()],
+    ));
     assert_eq!(r.code, 0, "a failed scrape never fails the run");
     let m = r.summary("server_metrics").clone();
     let scrapes = m["scrapes"].as_u64().unwrap_or(0);
@@ -508,7 +402,7 @@ fn server_metrics_of_the_simulator_are_scraped_summarised_and_kept() {
 
 #[test]
 fn bad_server_metrics_flags_are_refused_before_anything_is_sent() {
-    let tok = tok();
+    let tok = qwen();
     let sim = SimServer::recording("qwen");
     let url = sim.url();
     for bad in [

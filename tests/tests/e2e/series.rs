@@ -8,17 +8,13 @@
 
 use batchbench_run::commands::{agent, batchbench};
 use batchbench_run::series::{self, Kind};
-use batchbench_tests::{SimServer, run_batchbench, run_series, tokenizer_path};
+use batchbench_tests::{SimServer, qwen, run_batchbench, run_series, words};
 use serde_json::Value;
 use std::ffi::OsString;
 
 const SIM: &str = "sim://?max-running=8&step-base-ms=10&step-ms-per-seq=1";
 /// The analytic saturation rate of [`SIM`], requests per second.
 const CAPACITY: f64 = 1000.0 / (10.0 * (10.0 / 8.0 + 1.0));
-
-fn tok() -> String {
-    tokenizer_path("qwen").display().to_string()
-}
 
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
@@ -81,18 +77,9 @@ fn ttft_bound(tok: &str) -> String {
 
 #[test]
 fn capacity_finds_the_analytic_saturation_rate_and_the_slo_holds_under_it_but_not_at_1_2x() {
-    let tok = tok();
+    let tok = qwen();
     // Each point runs until its p99 is decided, 500 requests at least.
-    let mut args = vec![
-        "--over",
-        "request-rate",
-        "--start",
-        "64",
-        "--min-requests",
-        "500",
-        "--point-max-secs",
-        "30",
-    ];
+    let mut args = words("--over request-rate --start 64 --min-requests 500 --point-max-secs 30");
     let slo = ttft_bound(&tok);
     args.extend(fast_flags(&tok, "2", &slo));
     let r = run_series("batchbench", "capacity", &args);
@@ -159,7 +146,7 @@ fn capacity_finds_the_analytic_saturation_rate_and_the_slo_holds_under_it_but_no
 /// undecided, never met, and stops: a lower load holds fewer still.
 #[test]
 fn a_capacity_search_on_points_too_short_for_their_p99_claims_nothing() {
-    let tok = tok();
+    let tok = qwen();
     let mut args = vec!["--over", "request-rate", "--start", "20"];
     args.extend(run_flags(&tok, "2"));
     let r = run_series("batchbench", "capacity", &args);
@@ -200,7 +187,7 @@ fn a_capacity_search_on_points_too_short_for_their_p99_claims_nothing() {
 /// requests' over 4: 27.8 sessions/s on [`FAST_SIM`].
 #[test]
 fn agent_capacity_over_session_rate_is_the_request_capacity_over_the_turns() {
-    let tok = tok();
+    let tok = qwen();
     let slo = ttft_bound(&tok);
     let args = [
         "--over",
@@ -279,7 +266,7 @@ fn agent_capacity_over_session_rate_is_the_request_capacity_over_the_turns() {
 
 #[test]
 fn a_sweep_stops_at_saturation_and_its_goodput_is_the_per_request_records() {
-    let tok = tok();
+    let tok = qwen();
     let mut args = vec!["--over", "request-rate", "--values", "10..320"];
     let mut flags = run_flags(&tok, "2");
     // A per-request bound, so that goodput is not the success rate.
@@ -333,7 +320,7 @@ fn a_sweep_stops_at_saturation_and_its_goodput_is_the_per_request_records() {
 /// meets `e2e<=10s` at any load here, and nothing meets `e2e_p99<=1us`.
 #[test]
 fn capacity_stops_at_its_limits_and_trials_give_intervals() {
-    let tok = tok();
+    let tok = qwen();
     let base = |slo: &'static str| {
         vec![
             "--host",
@@ -392,7 +379,9 @@ fn capacity_stops_at_its_limits_and_trials_give_intervals() {
     );
 }
 
-fn check(front: &series::Front, kind: Kind, args: &[&str]) -> String {
+fn check<S: AsRef<str>>(front: &series::Front, kind: Kind, args: &[S]) -> String {
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    let args = args.as_slice();
     let args: Vec<OsString> = args.iter().map(OsString::from).collect();
     match series::check(front, kind, &args) {
         Ok(p) => panic!("accepted: {p:?}"),
@@ -407,7 +396,7 @@ fn check(front: &series::Front, kind: Kind, args: &[&str]) -> String {
 fn bad_series_input_names_the_flag_and_is_exit_2_with_nothing_sent() {
     let sim = SimServer::recording("qwen");
     let url = sim.url();
-    let tok = tok();
+    let tok = qwen();
     let base = [
         "--host",
         &url,
@@ -444,14 +433,7 @@ fn bad_series_input_names_the_flag_and_is_exit_2_with_nothing_sent() {
         ),
         (
             Kind::Sweep,
-            &[
-                "--over",
-                "users",
-                "--values",
-                "1,2",
-                "--slo",
-                "ttft_p99<500ms",
-            ],
+            &words("--over users --values 1,2 --slo ttft_p99<500ms"),
             "--slo",
         ),
         (
@@ -476,38 +458,17 @@ fn bad_series_input_names_the_flag_and_is_exit_2_with_nothing_sent() {
         ),
         (
             Kind::Capacity,
-            &[
-                "--over",
-                "request-rate",
-                "--slo",
-                "e2e_p99<=1s",
-                "--tolerance",
-                "2",
-            ],
+            &words("--over request-rate --slo e2e_p99<=1s --tolerance 2"),
             "--tolerance",
         ),
         (
             Kind::Capacity,
-            &[
-                "--over",
-                "request-rate",
-                "--slo",
-                "e2e<=1s",
-                "--min-requests",
-                "100",
-            ],
+            &words("--over request-rate --slo e2e<=1s --min-requests 100"),
             "percentile bounds of its SLO",
         ),
         (
             Kind::Capacity,
-            &[
-                "--over",
-                "request-rate",
-                "--slo",
-                "e2e_p99<=1s",
-                "--min-requests",
-                "100",
-            ],
+            &words("--over request-rate --slo e2e_p99<=1s --min-requests 100"),
             "give --point-max-secs",
         ),
     ] {

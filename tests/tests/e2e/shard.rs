@@ -7,16 +7,12 @@
 use batchbench_engine::measurement::metrics::Latency;
 use batchbench_run::exit::EXIT_BAD_INPUT;
 use batchbench_tests::{
-    SimServer, read_json, read_jsonl, run_agent, run_batchbench, tokenizer_path,
+    SimServer, cmd, qwen, read_json, read_jsonl, run_agent, run_batchbench, words,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 const SHARDS: u32 = 4;
-
-fn tok() -> String {
-    tokenizer_path("qwen").display().to_string()
-}
 
 #[derive(Clone, Copy)]
 enum Tool {
@@ -24,7 +20,9 @@ enum Tool {
     Agent,
 }
 
-fn run(tool: Tool, args: &[&str]) -> batchbench_tests::RunResult {
+fn run<S: AsRef<str>>(tool: Tool, args: &[S]) -> batchbench_tests::RunResult {
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    let args = args.as_slice();
     match tool {
         Tool::Batch => run_batchbench(args),
         Tool::Agent => run_agent(args),
@@ -57,8 +55,10 @@ fn replay_manifest(dir: &Path) -> PathBuf {
 
 /// The request bodies `args` sends against a recording simulator: once
 /// unsharded, and over four shards run one after another against another.
-fn bodies(tool: Tool, args: &[&str]) -> (Vec<String>, Vec<String>) {
-    let tok = tok();
+fn bodies<S: AsRef<str>>(tool: Tool, args: &[S]) -> (Vec<String>, Vec<String>) {
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    let args = args.as_slice();
+    let tok = qwen();
     let whole = SimServer::recording("qwen");
     let url = whole.url();
     let mut argv = vec!["--host", &url, "--tokenizer-model", &tok];
@@ -85,59 +85,23 @@ fn four_shards_send_exactly_the_unsharded_runs_request_bodies() {
         (
             "64 users, closed loop",
             Tool::Batch,
-            vec![
-                "--users",
-                "64",
-                "--requests-per-user",
-                "2",
-                "--input-tokens",
-                "48",
-                "--input-prefix-overlap",
-                "0.5",
-                "--output-tokens",
-                "4",
-                "--seed",
-                "21",
-            ],
+            words(
+                "--users 64 --requests-per-user 2 --input-tokens 48 --input-prefix-overlap 0.5 --output-tokens 4 --seed 21",
+            ),
         ),
         (
             "64 users at a request rate",
             Tool::Batch,
-            vec![
-                "--users",
-                "64",
-                "--requests-per-user",
-                "2",
-                "--input-tokens",
-                "40",
-                "--output-tokens",
-                "4",
-                "--request-rate",
-                "3000",
-                "--seed",
-                "22",
-            ],
+            words(
+                "--users 64 --requests-per-user 2 --input-tokens 40 --output-tokens 4 --request-rate 3000 --seed 22",
+            ),
         ),
         (
             "synthetic agents routed to DP ranks",
             Tool::Agent,
-            vec![
-                "--agents",
-                "16",
-                "--tool-invocations",
-                "3",
-                "--input-tokens",
-                "64",
-                "--environment-tokens",
-                "24",
-                "--output-tokens",
-                "6",
-                "--dp-rank-perfect-routing",
-                "--dp-rank-perfect-routing-num",
-                "4",
-                "--seed",
-                "23",
-            ],
+            words(
+                "--agents 16 --tool-invocations 3 --input-tokens 64 --environment-tokens 24 --output-tokens 6 --dp-rank-perfect-routing --dp-rank-perfect-routing-num 4 --seed 23",
+            ),
         ),
         (
             "a v2 replay at its offsets",
@@ -182,19 +146,17 @@ fn four_shards_send_exactly_the_unsharded_runs_request_bodies() {
 
 /// Runs the four shards of `args` (and the unsharded run) into results
 /// directories under `root`.
-fn shard_dirs(root: &Path, args: &[&str]) -> (PathBuf, Vec<PathBuf>) {
-    let tok = tok();
+fn shard_dirs<S: AsRef<str>>(root: &Path, args: &[S]) -> (PathBuf, Vec<PathBuf>) {
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    let args = args.as_slice();
+    let tok = qwen();
     let whole = root.join("whole");
     let w = whole.display().to_string();
-    let mut argv = vec![
-        "--host",
-        "sim://",
-        "--tokenizer-model",
-        &tok,
-        "--output-dir",
-        &w,
-    ];
-    argv.extend(args);
+    let mut argv = cmd(
+        "--host sim:// --tokenizer-model {} --output-dir {}",
+        &[&tok, &w],
+    );
+    argv.extend(args.iter().map(|a| a.to_string()));
     assert_eq!(run_batchbench(&argv).code, 0);
     let dirs: Vec<PathBuf> = (0..SHARDS)
         .map(|i| root.join(format!("shard-{i}")))
@@ -202,17 +164,11 @@ fn shard_dirs(root: &Path, args: &[&str]) -> (PathBuf, Vec<PathBuf>) {
     for (i, d) in dirs.iter().enumerate() {
         let shard = format!("{i}/{SHARDS}");
         let d = d.display().to_string();
-        let mut argv = vec![
-            "--host",
-            "sim://",
-            "--tokenizer-model",
-            &tok,
-            "--shard",
-            &shard,
-            "--output-dir",
-            &d,
-        ];
-        argv.extend(args);
+        let mut argv = cmd(
+            "--host sim:// --tokenizer-model {} --shard {} --output-dir {}",
+            &[&tok, &shard, &d],
+        );
+        argv.extend(args.iter().map(|a| a.to_string()));
         assert_eq!(run_batchbench(&argv).code, 0, "shard {shard}");
     }
     (whole, dirs)
@@ -247,19 +203,9 @@ fn a_merge_adds_counts_and_histograms_and_works_with_report_and_compare() {
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let (whole, dirs) = shard_dirs(
         tmp.path(),
-        &[
-            "--users",
-            "64",
-            "--requests-per-user",
-            "3",
-            "--input-tokens",
-            "32",
-            "--output-tokens",
-            "12",
-            "--stream",
-            "--seed",
-            "31",
-        ],
+        &words(
+            "--users 64 --requests-per-user 3 --input-tokens 32 --output-tokens 12 --stream --seed 31",
+        ),
     );
     let out = tmp.path().join("merged");
     let m = merge(&dirs, &out).unwrap_or_else(|e| panic!("{e}"));
@@ -362,16 +308,7 @@ fn a_merge_adds_counts_and_histograms_and_works_with_report_and_compare() {
 #[test]
 fn a_merge_refuses_a_missing_doubled_or_foreign_shard_and_writes_nothing() {
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let args = [
-        "--users",
-        "8",
-        "--input-tokens",
-        "16",
-        "--output-tokens",
-        "2",
-        "--seed",
-        "41",
-    ];
+    let args = words("--users 8 --input-tokens 16 --output-tokens 2 --seed 41");
     let (whole, dirs) = shard_dirs(tmp.path(), &args);
     let out = tmp.path().join("merged");
     let e = merge(&dirs[..3], &out).unwrap_err();
@@ -389,7 +326,7 @@ fn a_merge_refuses_a_missing_doubled_or_foreign_shard_and_writes_nothing() {
     // Shard 3 of a run with another seed.
     let foreign = tmp.path().join("foreign");
     let f = foreign.display().to_string();
-    let tok = tok();
+    let tok = qwen();
     let mut argv = vec![
         "--host",
         "sim://",
@@ -457,20 +394,9 @@ fn four_poisson_shards_at_a_quarter_rate_are_the_one_stream() {
     let rate = 2000.0;
     let (whole, dirs) = shard_dirs(
         tmp.path(),
-        &[
-            "--users",
-            "2000",
-            "--input-tokens",
-            "16",
-            "--output-tokens",
-            "2",
-            "--request-rate",
-            "2000",
-            "--arrival",
-            "poisson",
-            "--seed",
-            "51",
-        ],
+        &words(
+            "--users 2000 --input-tokens 16 --output-tokens 2 --request-rate 2000 --arrival poisson --seed 51",
+        ),
     );
     let mut union = Vec::new();
     for d in &dirs {
@@ -514,17 +440,11 @@ fn a_start_time_starts_the_clock_and_records_the_skew() {
     let stamp = batchbench_contract::timefmt::rfc3339(at);
     let d = tmp.path().join("run");
     let ds = d.display().to_string();
-    let tok = tok();
-    let r = run_batchbench(&[
-        "--host",
-        "sim://",
-        "--tokenizer-model",
-        &tok,
-        "--start-at",
-        &stamp,
-        "--output-dir",
-        &ds,
-    ]);
+    let tok = qwen();
+    let r = run_batchbench(&cmd(
+        "--host sim:// --tokenizer-model {} --start-at {} --output-dir {}",
+        &[&tok, &stamp, &ds],
+    ));
     assert_eq!(r.code, 0);
     let doc = read_json(&d.join("run.json")).unwrap_or_default();
     let started = doc["run"]["started_unix"].as_f64().unwrap_or(0.0);
@@ -535,13 +455,9 @@ fn a_start_time_starts_the_clock_and_records_the_skew() {
     assert!((0.0..1000.0).contains(&skew), "skew {skew} ms");
     assert!((started - stamped - skew / 1000.0).abs() < 1e-6);
     // A stamp without a zone is refused before anything is sent.
-    let r = run_batchbench(&[
-        "--host",
-        "sim://",
-        "--tokenizer-model",
-        &tok,
-        "--start-at",
-        "2026-01-01T00:00:00",
-    ]);
+    let r = run_batchbench(&cmd(
+        "--host sim:// --tokenizer-model {} --start-at 2026-01-01T00:00:00",
+        &[&tok],
+    ));
     assert_eq!(r.code, EXIT_BAD_INPUT);
 }

@@ -2,7 +2,7 @@
 //! per-worker prefix caching, metrics and faults.
 
 use batchbench_simulator::SimConfig;
-use batchbench_tests::{SimServer, tokenizer};
+use batchbench_tests::{SimServer, cmd, tokenizer};
 use serde_json::{Value, json};
 
 fn post(sim: &SimServer, body: Value, headers: &[(&str, &str)]) -> (u16, String) {
@@ -336,20 +336,10 @@ fn a_closed_loop_above_the_batch_gets_the_documented_saturation_rate() {
         .display()
         .to_string();
     let url = sim.url();
-    let r = batchbench_tests::run_batchbench(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "12",
-        "--requests-per-user",
-        "5",
-        "--input-tokens",
-        "16",
-        "--output-tokens",
-        "8",
-    ]);
+    let r = batchbench_tests::run_batchbench(&cmd(
+        "--host {} --tokenizer-model {} --users 12 --requests-per-user 5 --input-tokens 16 --output-tokens 8",
+        &[&url, &tok],
+    ));
     let rate = r.summary("successful_requests").as_f64().unwrap_or(0.0)
         / r.summary("total_duration_seconds").as_f64().unwrap_or(1.0);
     assert!(

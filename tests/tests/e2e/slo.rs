@@ -3,7 +3,7 @@
 //! recomputed from the per-request records is the reported one.
 
 use batchbench_simulator::SimConfig;
-use batchbench_tests::{SimServer, run_agent, run_batchbench, tokenizer_path};
+use batchbench_tests::{SimServer, cmd, run_agent, run_batchbench, tokenizer_path};
 use serde_json::Value;
 
 /// A batch of 2 in 20 ms steps: with 8-token replies a batch lasts 160 ms, so
@@ -28,25 +28,10 @@ fn goodput_counts_the_requests_that_met_every_bound_and_each_bound_gets_a_verdic
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let path = dir.path().join("requests.jsonl");
     let p = path.display().to_string();
-    let r = run_batchbench(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "4",
-        "--requests-per-user",
-        "3",
-        "--input-tokens",
-        "16",
-        "--output-tokens",
-        "8",
-        "--stream",
-        "--requests-jsonl",
-        &p,
-        "--slo",
-        "ttft<=100ms,e2e_p50<=10s,ttft_p99<=100ms",
-    ]);
+    let r = run_batchbench(&cmd(
+        "--host {} --tokenizer-model {} --users 4 --requests-per-user 3 --input-tokens 16 --output-tokens 8 --stream --requests-jsonl {} --slo ttft<=100ms,e2e_p50<=10s,ttft_p99<=100ms",
+        &[&url, &tok, &p],
+    ));
     assert_eq!(r.code, 0);
     let slo = r.summary("slo");
     let bounds = slo["bounds"].as_array().cloned().unwrap_or_default();
@@ -115,20 +100,10 @@ fn without_an_slo_the_summary_has_no_verdict() {
     let sim = queueing_sim();
     let url = sim.url();
     let tok = tokenizer_path("qwen").display().to_string();
-    let r = run_batchbench(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "1",
-        "--requests-per-user",
-        "1",
-        "--input-tokens",
-        "8",
-        "--output-tokens",
-        "2",
-    ]);
+    let r = run_batchbench(&cmd(
+        "--host {} --tokenizer-model {} --users 1 --requests-per-user 1 --input-tokens 8 --output-tokens 2",
+        &[&url, &tok],
+    ));
     assert_eq!(r.code, 0);
     assert!(r.summary("slo").is_null());
     let row = &r.csv[0];
@@ -162,16 +137,10 @@ fn a_bad_slo_names_the_flag_and_is_exit_2_with_nothing_sent() {
         "e2e<=1s,tpot<=50ms",
     ] {
         for run in [run_batchbench, run_agent] {
-            let r = run(&[
-                "--host",
-                &url,
-                "--tokenizer-model",
-                &tok,
-                "--input-tokens",
-                "8",
-                "--slo",
-                slo,
-            ]);
+            let r = run(&cmd(
+                "--host {} --tokenizer-model {} --input-tokens 8 --slo {}",
+                &[&url, &tok, slo],
+            ));
             assert_eq!(r.code, 2, "{slo}");
             assert!(r.json.is_none(), "{slo}: no report");
         }

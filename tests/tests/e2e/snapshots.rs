@@ -6,7 +6,7 @@
 //! Every CSV column is filled unless the shape of the run leaves it empty by
 //! design (listed per scenario): a column that silently lost its value fails here.
 
-use batchbench_tests::{SimServer, run_agent, run_batchbench, tokenizer_path};
+use batchbench_tests::{SimServer, cmd, run_agent, run_batchbench, tokenizer_path, words};
 use serde_json::Value;
 use std::path::Path;
 
@@ -76,7 +76,9 @@ fn check(name: &str, got: &str) {
 /// the load model's columns are empty too, and so are the SLO's (none is given),
 /// the server timings' (the simulator reports none without --stamps) and the
 /// energy's (no GPU exporter is scraped).
-fn snapshot(name: &str, agent: bool, flags: &[&str], empty: &[&str]) {
+fn snapshot<S: AsRef<str>>(name: &str, agent: bool, flags: &[S], empty: &[&str]) {
+    let flags: Vec<&str> = flags.iter().map(AsRef::as_ref).collect();
+    let flags = flags.as_slice();
     // No request is retried and the simulator reports no timings of its own
     // (it does with --stamps): those figures stay empty.
     use batchbench_run::view::{ENERGY_COLUMNS, LOAD_COLUMNS, SLO_COLUMNS, TRUTH_COLUMNS, names};
@@ -167,19 +169,9 @@ fn batchbench_csv_and_json_are_pinned() {
     snapshot(
         "batchbench",
         false,
-        &[
-            "--users",
-            "2",
-            "--requests-per-user",
-            "3",
-            "--input-tokens",
-            "32",
-            "--output-tokens",
-            "4",
-            "--stream",
-            "--seed",
-            "21",
-        ],
+        &words(
+            "--users 2 --requests-per-user 3 --input-tokens 32 --output-tokens 4 --stream --seed 21",
+        ),
         &[
             "dataset_path",
             "dataset_size",
@@ -200,26 +192,9 @@ fn batchbench_lognormal_csv_and_json_are_pinned() {
     snapshot(
         "batchbench-lognormal",
         false,
-        &[
-            "--users",
-            "2",
-            "--requests-per-user",
-            "2",
-            "--input-lognorm-median",
-            "40",
-            "--input-lognorm-sigma",
-            "0.2",
-            "--input-lognorm-max",
-            "60",
-            "--output-lognorm-mu",
-            "1.5",
-            "--output-lognorm-sigma",
-            "0.3",
-            "--output-lognorm-max",
-            "9",
-            "--seed",
-            "22",
-        ],
+        &words(
+            "--users 2 --requests-per-user 2 --input-lognorm-median 40 --input-lognorm-sigma 0.2 --input-lognorm-max 60 --output-lognorm-mu 1.5 --output-lognorm-sigma 0.3 --output-lognorm-max 9 --seed 22",
+        ),
         &[
             "dataset_path",
             "dataset_size",
@@ -244,26 +219,9 @@ fn agent_csv_and_json_are_pinned() {
     snapshot(
         "agent",
         true,
-        &[
-            "--agents",
-            "2",
-            "--tool-invocations",
-            "3",
-            "--input-tokens",
-            "48",
-            "--environment-tokens",
-            "16",
-            "--output-tokens",
-            "4",
-            "--tool-call-latency-ms",
-            "2",
-            "--dp-rank-perfect-routing",
-            "--dp-rank-perfect-routing-num",
-            "2",
-            "--stream",
-            "--seed",
-            "23",
-        ],
+        &words(
+            "--agents 2 --tool-invocations 3 --input-tokens 48 --environment-tokens 16 --output-tokens 4 --tool-call-latency-ms 2 --dp-rank-perfect-routing --dp-rank-perfect-routing-num 2 --stream --seed 23",
+        ),
         &[
             "agent_plans_jsonl",
             "agent_plans_sha256",
@@ -291,16 +249,10 @@ fn agent_replay_csv_and_json_are_pinned() {
     snapshot(
         "agent-replay",
         true,
-        &[
-            "--agent-plans-jsonl",
-            &m,
-            "--admission",
-            "open-loop",
-            "--time-scale",
-            "20",
-            "--seed",
-            "24",
-        ],
+        &cmd(
+            "--agent-plans-jsonl {} --admission open-loop --time-scale 20 --seed 24",
+            &[&m],
+        ),
         &[
             "requested_max_active_agents",
             "dp_rank_perfect_routing_num",

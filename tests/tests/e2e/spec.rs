@@ -6,12 +6,8 @@ use batchbench_contract::plan::{PlannedRequest, Trajectory};
 use batchbench_contract::plugin::{PluginError, WorkloadInfo, WorkloadSource};
 use batchbench_contract::registry::BuildContext;
 use batchbench_simulator::SimConfig;
-use batchbench_tests::{SimServer, run_agent, run_batchbench, tokenizer_path};
+use batchbench_tests::{SimServer, cmd, qwen, run_agent, run_batchbench, words};
 use std::path::Path;
-
-fn qwen() -> String {
-    tokenizer_path("qwen").display().to_string()
-}
 
 /// A workload that does not say how many trajectories it has (as a loaded
 /// plugin may not): each session is one request.
@@ -66,30 +62,8 @@ mod unplanned {
 
 #[test]
 fn a_recorded_spec_reruns_the_same_bodies_and_flags_override_it() {
-    let tok = qwen();
     let first = SimServer::recording("qwen");
-    let url = first.url();
-    let r = run_agent(&[
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--agents",
-        "3",
-        "--tool-invocations",
-        "3",
-        "--input-tokens",
-        "40",
-        "--environment-tokens",
-        "12",
-        "--output-tokens",
-        "4",
-        "--dp-rank-perfect-routing",
-        "--dp-rank-perfect-routing-num",
-        "2",
-        "--seed",
-        "99",
-    ]);
+    let r = first.agent("--agents 3 --tool-invocations 3 --input-tokens 40 --environment-tokens 12 --output-tokens 4 --dp-rank-perfect-routing --dp-rank-perfect-routing-num 2 --seed 99", &[]);
     assert_eq!(r.code, 0);
     let json = r.json.clone().unwrap_or_default();
     let spec = &json["run"]["spec"];
@@ -118,14 +92,10 @@ fn a_recorded_spec_reruns_the_same_bodies_and_flags_override_it() {
     // A flag given over the file overrides only its own field.
     let third = SimServer::recording("qwen");
     let url3 = third.url();
-    let r3 = run_agent(&[
-        "--config",
-        &recorded.display().to_string(),
-        "--host",
-        &url3,
-        "--agents",
-        "2",
-    ]);
+    let r3 = run_agent(&cmd(
+        "--config {} --host {} --agents 2",
+        &[&recorded.display().to_string(), &url3],
+    ));
     assert_eq!(r3.code, 0);
     assert_eq!(third.requests().len(), 6, "2 agents x 3 turns");
     let spec3 = &r3
@@ -146,25 +116,10 @@ fn print_config_writes_toml_that_runs_as_given() {
     let out = dir.path().join("print.txt");
     // --print-config prints to stdout; run in process and capture through a file
     // is not possible, so resolve the same flags through the library.
-    let args = [
-        "batchbench",
-        "--host",
-        "sim://",
-        "--tokenizer-model",
-        &tok,
-        "--users",
-        "2",
-        "--requests-per-user",
-        "2",
-        "--input-tokens",
-        "24",
-        "--output-tokens",
-        "3",
-        "--stream",
-        "--sglang",
-        "--seed",
-        "5",
-    ];
+    let args = cmd(
+        "batchbench --host sim:// --tokenizer-model {} --users 2 --requests-per-user 2 --input-tokens 24 --output-tokens 3 --stream --sglang --seed 5",
+        &[&tok],
+    );
     let spec = batchbench_run::commands::batchbench::resolve_args(args)
         .unwrap_or_else(|f| panic!("{:#}", f.error));
     let toml = batchbench_run::config::to_toml(&spec).unwrap_or_else(|f| panic!("{:#}", f.error));
@@ -222,34 +177,25 @@ fn an_output_path_that_cannot_be_written_is_bad_input_and_nothing_is_sent() {
     let (url, tok) = (sim.url(), qwen());
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let missing = dir.path().join("no-such-dir").join("r.csv");
-    let code = batchbench_run::commands::batchbench::run([
-        "batchbench",
-        "-q",
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--results-csv",
-        &missing.display().to_string(),
-    ]);
+    let code = batchbench_run::commands::batchbench::run(cmd(
+        "batchbench -q --host {} --tokenizer-model {} --results-csv {}",
+        &[&url, &tok, &missing.display().to_string()],
+    ));
     assert_eq!(code, 2);
     // A CSV whose header belongs to other columns: the csv reporter refuses at
     // start, the others still start, and nothing is sent.
     let other = dir.path().join("other.csv");
     std::fs::write(&other, "a,b\n1,2\n").unwrap_or_else(|e| panic!("{e}"));
     let json = dir.path().join("s.json");
-    let code = batchbench_run::commands::batchbench::run([
-        "batchbench",
-        "-q",
-        "--host",
-        &url,
-        "--tokenizer-model",
-        &tok,
-        "--results-csv",
-        &other.display().to_string(),
-        "--summary-json",
-        &json.display().to_string(),
-    ]);
+    let code = batchbench_run::commands::batchbench::run(cmd(
+        "batchbench -q --host {} --tokenizer-model {} --results-csv {} --summary-json {}",
+        &[
+            &url,
+            &tok,
+            &other.display().to_string(),
+            &json.display().to_string(),
+        ],
+    ));
     assert_eq!(code, 2);
     assert!(sim.requests().is_empty(), "nothing was sent");
     assert!(!Path::new(&json).exists());
@@ -261,21 +207,9 @@ fn a_native_codec_loaded_with_plugin_sends_the_built_in_bodies_and_keeps_stream_
     let lib = batchbench_tests::plugin_artifact("native_codec")
         .display()
         .to_string();
-    let flags = [
-        "--agents",
-        "2",
-        "--tool-invocations",
-        "3",
-        "--input-tokens",
-        "32",
-        "--environment-tokens",
-        "8",
-        "--output-tokens",
-        "6",
-        "--stream",
-        "--seed",
-        "41",
-    ];
+    let flags = words(
+        "--agents 2 --tool-invocations 3 --input-tokens 32 --environment-tokens 8 --output-tokens 6 --stream --seed 41",
+    );
     let run = |extra: &[&str]| {
         let sim = SimServer::recording("qwen");
         let url = sim.url();
@@ -314,15 +248,10 @@ fn flags_over_a_file_keep_the_workload_consistent() {
 
     // Admission and overheads given over a replay file reach the replay's own
     // checks as well as the engine.
-    let s = agent::resolve_args([
-        "batchbench-agent",
-        "--config",
-        &f,
-        "--admission",
-        "open-loop",
-        "--replay-initial-overhead-tokens",
-        "3",
-    ])
+    let s = agent::resolve_args(cmd(
+        "batchbench-agent --config {} --admission open-loop --replay-initial-overhead-tokens 3",
+        &[&f],
+    ))
     .unwrap_or_else(|f| panic!("{:#}", f.error));
     assert_eq!(s.template.initial_overhead_tokens, 3);
     assert_eq!(s.workload.config["initial_overhead_tokens"], 3);

@@ -6,7 +6,7 @@
 //! A run steady from the start cuts nothing; what `auto` cannot honour exits 2
 //! with nothing sent.
 
-use batchbench_tests::{SimServer, read_jsonl, run_agent, run_batchbench, tokenizer_path};
+use batchbench_tests::{SimServer, cmd, read_jsonl, run_agent, run_batchbench, tokenizer_path};
 use serde_json::Value;
 
 fn f(v: &Value) -> f64 {
@@ -56,33 +56,10 @@ fn a_warming_prefix_cache_is_cut_near_where_its_hits_settle() {
     let jsonl_s = jsonl.display().to_string();
     // Conversations of 11 turns, 400 tokens added a turn, 300 ms of tool time
     // between turns: about 4 s long, 10 starting a second.
-    let r = run_agent(&[
-        "--host",
-        "sim://?prefill-us-per-token=40&decode-ms-per-token=1&ttft-base-ms=2",
-        "--tokenizer-model",
-        &tok,
-        "--input-tokens",
-        "200",
-        "--environment-tokens",
-        "400",
-        "--tool-invocations",
-        "10",
-        "--tool-call-latency-ms",
-        "300",
-        "--output-tokens",
-        "20",
-        "--session-rate",
-        "10",
-        "--duration-secs",
-        "20",
-        "--warmup",
-        "auto",
-        "--stream",
-        "--seed",
-        "2",
-        "--requests-jsonl",
-        &jsonl_s,
-    ]);
+    let r = run_agent(&cmd(
+        "--host sim://?prefill-us-per-token=40&decode-ms-per-token=1&ttft-base-ms=2 --tokenizer-model {} --input-tokens 200 --environment-tokens 400 --tool-invocations 10 --tool-call-latency-ms 300 --output-tokens 20 --session-rate 10 --duration-secs 20 --warmup auto --stream --seed 2 --requests-jsonl {}",
+        &[&tok, &jsonl_s],
+    ));
     assert_eq!(r.code, 0);
     let load = r.summary("load");
     let s = &load["steady"];
@@ -120,29 +97,10 @@ fn a_run_steady_from_the_start_cuts_nothing() {
     // Each request's latency its own (no batching), Poisson arrivals. A first
     // token at 20 ms, not 2: on a machine busy with other tests, the first
     // second's tenth of a millisecond of contention would be a 5% transient.
-    let r = run_batchbench(&[
-        "--host",
-        "sim://?ttft-base-ms=20&decode-ms-per-token=0.5",
-        "--tokenizer-model",
-        &tok,
-        "--input-tokens",
-        "32",
-        "--output-lognorm-median",
-        "64",
-        "--output-lognorm-sigma",
-        "0.6",
-        "--request-rate",
-        "100",
-        "--arrival",
-        "poisson",
-        "--duration-secs",
-        "8",
-        "--warmup",
-        "auto",
-        "--stream",
-        "--seed",
-        "5",
-    ]);
+    let r = run_batchbench(&cmd(
+        "--host sim://?ttft-base-ms=20&decode-ms-per-token=0.5 --tokenizer-model {} --input-tokens 32 --output-lognorm-median 64 --output-lognorm-sigma 0.6 --request-rate 100 --arrival poisson --duration-secs 8 --warmup auto --stream --seed 5",
+        &[&tok],
+    ));
     assert_eq!(r.code, 0);
     let load = r.summary("load");
     let s = &load["steady"];

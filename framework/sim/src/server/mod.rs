@@ -1,0 +1,609 @@
+//! The HTTP server of the simulator.
+
+use crate::apis::{self, Api, Msg, Prompt, fnv};
+use crate::batch::{self, Admission, Gauges};
+use crate::cache::PrefixCache;
+use crate::{FaultKind, SimConfig};
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use batchbench_contract::rng::{self, Stream};
+use batchbench_engine::schedule::pacer::Pacer;
+use batchbench_engine::tokens::TokenizerHandle;
+use bytes::Bytes;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+mod metrics;
+mod prompt;
+mod respond;
+mod stream;
+
+use metrics::{error, metrics, models, requests, sha256_hex, stats};
+use prompt::{Counted, prompt_tokens};
+use respond::respond;
+
+const MAX_LOG: usize = 1_000_000;
+
+/// One request as the simulator saw it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RequestLog {
+    /// Arrival order.
+    pub seq: u64,
+    /// Worker that served it.
+    pub worker: u32,
+    /// Prompt tokens counted (content + overheads).
+    pub prompt_tokens: u64,
+    /// Prefix-cache hit, in tokens.
+    pub cached_tokens: u64,
+    /// Output tokens generated.
+    pub completion_tokens: u64,
+    /// The API the request came through.
+    pub api: Api,
+    /// Messages (input items) in the request.
+    pub messages: u64,
+    /// Responses API: prompt tokens carried over from the stored response the
+    /// request continues (`previous_response_id`).
+    pub stored_prompt_tokens: u64,
+    /// Streamed.
+    pub stream: bool,
+    /// `X-SMG-Routing-Key`.
+    pub routing_key: Option<String>,
+    /// `X-SMG-Target-Worker`.
+    pub target_worker: Option<String>,
+    /// The body's `user` field.
+    pub user: Option<String>,
+    /// FNV-1a hash of the request body, to compare bodies across runs.
+    pub body_hash: u64,
+    /// SHA-256 of the request body (lowercase hex), to pin bodies across versions.
+    pub body_sha256: String,
+    /// The injected fault, if any.
+    pub fault: Option<FaultKind>,
+    /// With `--stamps`: when the request arrived (its body read, before any
+    /// work on it), microseconds on the simulator's monotonic clock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub received_us: Option<f64>,
+    /// With `--stamps`: when each chunk that carried tokens was taken by the
+    /// connection to be written (a whole reply: once), on the same clock.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub chunk_us: Vec<f64>,
+}
+
+/// Per-worker counters.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// Requests served.
+    pub requests: u64,
+    /// Prompt tokens counted.
+    pub prompt_tokens: u64,
+    /// Cached prompt tokens.
+    pub cached_tokens: u64,
+    /// Output tokens generated.
+    pub completion_tokens: u64,
+}
+
+/// A snapshot of the simulator's counters.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SimStats {
+    /// Generation requests received (every API).
+    pub requests: u64,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<String, u64>,
+    /// Requests rejected as invalid (HTTP 400).
+    pub rejected: u64,
+    /// Responses API: responses stored for a later `previous_response_id`.
+    pub stored_responses: u64,
+    /// Per worker.
+    pub workers: Vec<WorkerStats>,
+}
+
+struct AppState {
+    cfg: SimConfig,
+    tok: Arc<TokenizerHandle>,
+    seq: AtomicU64,
+    workers: Vec<Mutex<(PrefixCache, WorkerStats)>>,
+    /// Per worker: what `/metrics` reports of its load.
+    gauges: Vec<Arc<Gauges>>,
+    /// Per worker, with the continuous-batching model: its scheduler.
+    schedulers: Vec<mpsc::UnboundedSender<Admission>>,
+    faults: Mutex<BTreeMap<String, u64>>,
+    rejected: AtomicU64,
+    log: Mutex<Vec<RequestLog>>,
+    round_robin: AtomicU64,
+    /// Token ids by text hash: a growing conversation resends the same messages,
+    /// so each turn tokenizes only what it adds.
+    ids_cache: Mutex<HashMap<u64, Arc<[u32]>>>,
+    /// Responses API: stored conversations by response id, oldest first.
+    stored: Mutex<StoredResponses>,
+    /// Keeps every token's time to within a fraction of a millisecond (the
+    /// runtime's timer has millisecond steps).
+    pacer: Option<Arc<Pacer>>,
+    /// The zero of the stamps' clock.
+    epoch: std::time::Instant,
+}
+
+/// A stored response: the conversation's messages up to and including the
+/// reply, as token ids (with role markers) and counted tokens, the template
+/// and tool definitions left out (the request that continues it brings them).
+/// It holds only what its request added, after the response it continued, so
+/// a long conversation is stored once, not once per turn.
+#[derive(Debug)]
+struct Stored {
+    parent: Option<Arc<Stored>>,
+    ids: Box<[u32]>,
+    count: u64,
+}
+
+impl Stored {
+    /// Every id of the conversation, in order.
+    fn extend_ids(&self, out: &mut Vec<u32>) {
+        let mut chain = vec![self];
+        while let Some(p) = chain.last().and_then(|s| s.parent.as_deref()) {
+            chain.push(p);
+        }
+        for s in chain.iter().rev() {
+            out.extend_from_slice(&s.ids);
+        }
+    }
+}
+
+/// The stored responses, the oldest dropped beyond [`STORED_RESPONSES`] (a
+/// continuation of a dropped one is answered 400, as by a server that expired it).
+#[derive(Debug, Default)]
+struct StoredResponses {
+    map: HashMap<String, Arc<Stored>>,
+    order: std::collections::VecDeque<String>,
+}
+
+impl StoredResponses {
+    fn insert(&mut self, id: String, s: Stored) {
+        while self.map.len() >= STORED_RESPONSES {
+            match self.order.pop_front() {
+                Some(old) => {
+                    self.map.remove(&old);
+                }
+                None => break,
+            }
+        }
+        self.order.push_back(id.clone());
+        self.map.insert(id, Arc::new(s));
+    }
+}
+
+/// At most this many stored responses.
+const STORED_RESPONSES: usize = 100_000;
+
+const IDS_CACHE_ENTRIES: usize = 200_000;
+
+impl AppState {
+    fn ids(&self, text: &str) -> Result<Arc<[u32]>, String> {
+        if text.is_empty() {
+            return Ok(Arc::from(Vec::new()));
+        }
+        // Synthetic text on a proven table: table lookups give the full
+        // encoding's ids (see batchbench_engine::tokens::proof).
+        if let Some(ids) = self.tok.proven_ids(text) {
+            return Ok(ids.into());
+        }
+        let key = fnv(text.as_bytes()) ^ (text.len() as u64).rotate_left(48);
+        if let Some(ids) = lock(&self.ids_cache).get(&key) {
+            return Ok(ids.clone());
+        }
+        let ids: Arc<[u32]> = self.tok.ids(text).map_err(|e| e.to_string())?.into();
+        let mut cache = lock(&self.ids_cache);
+        if cache.len() >= IDS_CACHE_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(key, ids.clone());
+        Ok(ids)
+    }
+}
+
+/// A running simulator.
+#[derive(Debug)]
+pub struct Sim {
+    addr: SocketAddr,
+    state: Arc<AppStateHandle>,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Opaque handle to the state (keeps the internals private).
+pub struct AppStateHandle(Arc<AppState>);
+
+impl std::fmt::Debug for AppStateHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AppStateHandle")
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Sim {
+    /// Starts serving on `addr` (port 0 picks a free port).
+    pub async fn start(
+        cfg: SimConfig,
+        tok: Arc<TokenizerHandle>,
+        addr: SocketAddr,
+    ) -> std::io::Result<Self> {
+        cfg.validate().map_err(std::io::Error::other)?;
+        // The simulator counts every prompt with the full tokenizer: parse it now
+        // (a cached word table defers it), not on the first request.
+        let t = tok.clone();
+        tokio::task::spawn_blocking(move || t.full().map(|_| ()))
+            .await
+            .map_err(std::io::Error::other)?
+            .map_err(std::io::Error::other)?;
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let workers = (0..cfg.workers)
+            .map(|_| {
+                Mutex::new((
+                    PrefixCache::new(cfg.cache_block_tokens as usize, cfg.cache_capacity_tokens),
+                    WorkerStats::default(),
+                ))
+            })
+            .collect();
+        let gauges: Vec<Arc<Gauges>> = (0..cfg.workers)
+            .map(|_| Arc::new(Gauges::default()))
+            .collect();
+        // Without a precise timer (not Linux), the runtime's timer keeps the
+        // schedule, to its millisecond.
+        let pacer = Pacer::start().ok().map(Arc::new);
+        let schedulers = match cfg.batch_model() {
+            Some(m) => gauges
+                .iter()
+                .map(|g| batch::start(m, g.clone(), pacer.clone()))
+                .collect(),
+            None => Vec::new(),
+        };
+        let state = Arc::new(AppState {
+            cfg,
+            gauges,
+            schedulers,
+            tok,
+            seq: AtomicU64::new(0),
+            workers,
+            faults: Mutex::new(BTreeMap::new()),
+            rejected: AtomicU64::new(0),
+            log: Mutex::new(Vec::new()),
+            round_robin: AtomicU64::new(0),
+            ids_cache: Mutex::new(HashMap::new()),
+            stored: Mutex::new(StoredResponses::default()),
+            pacer,
+            epoch: std::time::Instant::now(),
+        });
+        let app = axum::Router::new()
+            .route("/v1/chat/completions", handler(Api::Chat))
+            .route("/chat/completions", handler(Api::Chat))
+            .route("/v1/completions", handler(Api::Completions))
+            .route("/completions", handler(Api::Completions))
+            .route("/v1/responses", handler(Api::Responses))
+            .route("/responses", handler(Api::Responses))
+            .route("/v1/messages", handler(Api::Messages))
+            .route("/generate", handler(Api::Generate))
+            .route("/v1/embeddings", handler(Api::Embeddings))
+            .route("/embeddings", handler(Api::Embeddings))
+            .route("/v1/models", get(models))
+            .route("/health", get(|| async { "ok" }))
+            .route("/metrics", get(metrics))
+            .route("/sim/requests", get(requests))
+            .route("/sim/stats", get(stats))
+            .with_state(state.clone());
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        // As real servers do: each SSE event leaves when written, not after
+        // the client's delayed ACK of the one before (Nagle).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await;
+        });
+        Ok(Self {
+            addr,
+            state: Arc::new(AppStateHandle(state)),
+            shutdown,
+            task,
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://addr`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> SimStats {
+        snapshot(&self.state.0)
+    }
+
+    /// The request log (empty unless `record_requests`).
+    pub fn requests(&self) -> Vec<RequestLog> {
+        lock(&self.state.0.log).clone()
+    }
+
+    /// Stops accepting and waits for the server task (in-flight streams are dropped).
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.abort();
+        let _ = self.task.await;
+    }
+
+    /// Serves until `cancel` fires.
+    pub async fn serve_until(self, cancel: CancellationToken) {
+        cancel.cancelled().await;
+        self.stop().await;
+    }
+}
+
+impl AppState {
+    /// `t` on the stamps' clock: microseconds from the simulator's start.
+    fn stamp(&self, t: std::time::Instant) -> f64 {
+        t.saturating_duration_since(self.epoch).as_nanos() as f64 / 1000.0
+    }
+
+    /// With `--stamps`: the server's timings of a reply whose first tokens
+    /// were made at `first` and whose last at `last`.
+    fn timings(
+        &self,
+        p: &Plan,
+        first: std::time::Instant,
+        last: std::time::Instant,
+    ) -> Option<apis::Timings> {
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        self.cfg.stamps.then(|| apis::Timings {
+            prompt_ms: ms(first.saturating_duration_since(p.received)),
+            predicted_ms: ms(last.saturating_duration_since(first)),
+        })
+    }
+
+    /// With `--stamps`: the chunks' write times, into the log entry of the
+    /// request `seq`.
+    fn log_chunks(&self, seq: u64, chunks: &[std::time::Instant]) {
+        let stamps: Vec<f64> = chunks.iter().map(|t| self.stamp(*t)).collect();
+        let mut log = lock(&self.log);
+        if let Some(e) = log.iter_mut().rev().find(|e| e.seq == seq) {
+            e.chunk_us = stamps;
+        }
+    }
+}
+
+fn snapshot(st: &AppState) -> SimStats {
+    SimStats {
+        requests: st.seq.load(Ordering::Relaxed),
+        faults: lock(&st.faults).clone(),
+        rejected: st.rejected.load(Ordering::Relaxed),
+        stored_responses: lock(&st.stored).map.len() as u64,
+        workers: st.workers.iter().map(|w| lock(w).1.clone()).collect(),
+    }
+}
+
+struct Plan {
+    api: Api,
+    id: String,
+    worker: u32,
+    prompt: u64,
+    cached: u64,
+    completion: u32,
+    max: u32,
+    stream: bool,
+    usage_in_stream: bool,
+    model: String,
+    fault: Option<FaultKind>,
+    fault_status: u16,
+    /// Inputs of the request (embeddings).
+    items: u64,
+    /// Arrival order.
+    seq: u64,
+    /// Whether it has an entry in the request log (not once the log is full).
+    logged: bool,
+    /// When it arrived.
+    received: std::time::Instant,
+    /// Responses API: store the reply under `id`, after the messages of the
+    /// prompt (`ids[from..]`, counted `count`).
+    store: Option<(Option<Arc<Stored>>, Vec<u32>, u64)>,
+}
+
+/// The handler of one API's generation endpoint.
+fn handler(api: Api) -> axum::routing::MethodRouter<Arc<AppState>> {
+    post(
+        move |st: State<Arc<AppState>>, headers: HeaderMap, body: Bytes| {
+            serve(api, st, headers, body)
+        },
+    )
+}
+
+async fn serve(
+    api: Api,
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let received = std::time::Instant::now();
+    let seq = st.seq.fetch_add(1, Ordering::Relaxed);
+    let req: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            st.rejected.fetch_add(1, Ordering::Relaxed);
+            return error(StatusCode::BAD_REQUEST, &format!("invalid JSON body: {e}"));
+        }
+    };
+    let parsed = match apis::parse(api, &req, &headers) {
+        Ok(r) => r,
+        Err(e) => {
+            st.rejected.fetch_add(1, Ordering::Relaxed);
+            return error(StatusCode::BAD_REQUEST, &e);
+        }
+    };
+    let Counted {
+        ids,
+        count: prompt,
+        stored: stored_prompt_tokens,
+        messages: own_messages,
+    } = match if st.cfg.instant {
+        Ok(Counted::UNREAD)
+    } else {
+        prompt_tokens(&st, &parsed)
+    } {
+        Ok(x) => x,
+        Err(e) => {
+            st.rejected.fetch_add(1, Ordering::Relaxed);
+            return error(StatusCode::BAD_REQUEST, &e);
+        }
+    };
+    if st.cfg.max_context_tokens > 0 && prompt > u64::from(st.cfg.max_context_tokens) {
+        st.rejected.fetch_add(1, Ordering::Relaxed);
+        return error(
+            StatusCode::BAD_REQUEST,
+            &format!(
+                "the prompt has {prompt} tokens, over the context limit of {}",
+                st.cfg.max_context_tokens
+            ),
+        );
+    }
+    let hdr = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let target = hdr("x-smg-target-worker");
+    let routing_key = hdr("x-smg-routing-key");
+    let workers = st.cfg.workers;
+    let worker = match (&target, &routing_key) {
+        (Some(t), _) if t.trim().parse::<u64>().is_ok() => {
+            (t.trim().parse::<u64>().unwrap_or(0) % u64::from(workers)) as u32
+        }
+        (_, Some(k)) => (rng::hash_str(k) % u64::from(workers)) as u32,
+        _ => (st.round_robin.fetch_add(1, Ordering::Relaxed) % u64::from(workers)) as u32,
+    };
+
+    // Output length.
+    let max = parsed.max.unwrap_or(st.cfg.default_max_tokens);
+    let min = parsed.min.min(max);
+    let ignore_eos = parsed.ignore_eos;
+    // Output length and text are a function of the request (like greedy decoding:
+    // the same prompt gets the same reply), never of arrival order.
+    let mut rng = Stream::at(st.cfg.seed, &[fnv(&body)]);
+    let completion = if api == Api::Embeddings {
+        0
+    } else if ignore_eos || min >= max {
+        max
+    } else {
+        rng.range_inclusive(i64::from(min.max(1)), i64::from(max)) as u32
+    };
+    let stream = parsed.stream;
+    let usage_in_stream = parsed.usage_in_stream;
+
+    // Fault decision (seeded by arrival order).
+    let mut frng = Stream::at(st.cfg.seed ^ 0xFA17, &[seq]);
+    let fault = (st.cfg.fault_rate > 0.0
+        && frng.next_f64() < st.cfg.fault_rate
+        && !st.cfg.fault_kinds.is_empty())
+    .then(|| st.cfg.fault_kinds[frng.below(st.cfg.fault_kinds.len() as u64) as usize]);
+    let fault_status = if st.cfg.fault_status.is_empty() {
+        503
+    } else {
+        st.cfg.fault_status[frng.below(st.cfg.fault_status.len() as u64) as usize]
+    };
+
+    let cached = if fault.is_some() {
+        0
+    } else {
+        let mut w = lock(&st.workers[worker as usize]);
+        // An embedding model keeps no prefix cache.
+        let cached = if api == Api::Embeddings {
+            0
+        } else {
+            w.0.lookup_and_insert(&ids).min(prompt)
+        };
+        w.1.requests += 1;
+        w.1.prompt_tokens += prompt;
+        w.1.cached_tokens += cached;
+        w.1.completion_tokens += u64::from(completion);
+        cached
+    };
+    if let Some(f) = fault {
+        *lock(&st.faults).entry(f.as_str().to_owned()).or_insert(0) += 1;
+    }
+    let mut logged = false;
+    if st.cfg.record_requests {
+        let mut log = lock(&st.log);
+        if log.len() < MAX_LOG {
+            logged = true;
+            log.push(RequestLog {
+                seq,
+                worker,
+                prompt_tokens: prompt,
+                cached_tokens: cached,
+                completion_tokens: if fault.is_some() {
+                    0
+                } else {
+                    u64::from(completion)
+                },
+                api,
+                messages: parsed.items,
+                stored_prompt_tokens,
+                stream,
+                routing_key,
+                target_worker: target,
+                user: parsed.user.clone(),
+                body_hash: fnv(&body),
+                body_sha256: sha256_hex(&body),
+                fault,
+                received_us: st.cfg.stamps.then(|| st.stamp(received)),
+                chunk_us: Vec::new(),
+            });
+        }
+    }
+    let model = parsed
+        .model
+        .clone()
+        .unwrap_or_else(|| "batchbench-sim".to_owned());
+    let store = match own_messages {
+        Some(t) if api == Api::Responses && parsed.store && fault.is_none() => {
+            Some((t.parent, ids[t.from..].to_vec(), t.count))
+        }
+        _ => None,
+    };
+    let plan = Plan {
+        api,
+        seq,
+        logged,
+        received,
+        id: apis::response_id(api, seq),
+        store,
+        items: parsed.items,
+        worker,
+        prompt,
+        cached,
+        completion,
+        max,
+        stream,
+        usage_in_stream,
+        model,
+        fault,
+        fault_status,
+    };
+    respond(st, plan, rng).await
+}
