@@ -297,9 +297,12 @@ fn compare_passes_one_configuration_twice_and_fails_a_30_percent_slower_decode()
         d
     };
     let (base, same, slow) = (run("base", "5"), run("same", "5"), run("slow", "6.5"));
+    // Gated on medians: with both cores busy with other work, the same
+    // configuration's ITL p90 moved by 14% between two runs (the machine's
+    // timer, not the server), while every median stayed within 1%.
     let compare = |new: &str| {
         batchbench_run::commands::batchbench::run(cmd(
-            "batchbench compare {} {} --fail-if e2e_p50>+10%,tpot_p50>+10%,itl_p90>+10%",
+            "batchbench compare {} {} --fail-if e2e_p50>+10%,tpot_p50>+10%,itl_p50>+10%",
             &[&base, new],
         ))
     };
