@@ -9,8 +9,7 @@
 //! never the role-only chunk.
 
 use super::wire::{
-    ChoicesResponse, SseEvents, SseStream, WireTimings, WireUsage, choices_chunk, closed,
-    error_in_200, json_str, num_field, w,
+    SseEvents, SseStream, choices_chunk, choices_reply, closed, json_str, num_field, w,
 };
 use batchbench_contract::conversation::{Conversation, Message};
 use batchbench_contract::plugin::{
@@ -222,16 +221,7 @@ impl RequestCodec for OpenAiChat {
     }
 
     fn decode(&self, body: &[u8]) -> Result<Reply, CodecError> {
-        let r: ChoicesResponse<Choice<'_>> = serde_json::from_slice(body)
-            .map_err(|e| CodecError(format!("invalid response JSON: {e}")))?;
-        if let Some(e) = &r.error {
-            return Err(error_in_200(e));
-        }
-        let choice = r
-            .choices
-            .into_iter()
-            .next()
-            .ok_or_else(|| CodecError("response has no choices".into()))?;
+        let (choice, reply) = choices_reply::<Choice<'_>>(body)?;
         let msg = choice.message.unwrap_or_default();
         Ok(Reply {
             content: msg.content.map(|c| c.into_owned()).unwrap_or_default(),
@@ -239,10 +229,8 @@ impl RequestCodec for OpenAiChat {
                 .reasoning_content
                 .or(msg.reasoning)
                 .map(|c| c.into_owned()),
-            usage: r.usage.map(WireUsage::into_usage),
             finish_reason: choice.finish_reason.map(|c| c.into_owned()),
-            server_timing: r.timings.and_then(WireTimings::into_server_timing),
-            ..Reply::default()
+            ..reply
         })
     }
 

@@ -10,8 +10,8 @@
 
 use super::openai_chat::{OpenAiChatConfig, run_fields};
 use super::wire::{
-    ChoicesResponse, SseEvents, SseStream, WireTimings, WireUsage, choices_chunk, closed,
-    error_in_200, fields, json_str, raw_with_fields, w,
+    SseEvents, SseStream, choices_chunk, choices_reply, closed, fields, json_str, raw_with_fields,
+    w,
 };
 use batchbench_contract::plugin::{
     BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, StreamDecoder,
@@ -57,22 +57,11 @@ impl RequestCodec for OpenAiCompletions {
     }
 
     fn decode(&self, body: &[u8]) -> Result<Reply, CodecError> {
-        let r: ChoicesResponse<Choice<'_>> = serde_json::from_slice(body)
-            .map_err(|e| CodecError(format!("invalid response JSON: {e}")))?;
-        if let Some(e) = &r.error {
-            return Err(error_in_200(e));
-        }
-        let choice = r
-            .choices
-            .into_iter()
-            .next()
-            .ok_or_else(|| CodecError("response has no choices".into()))?;
+        let (choice, reply) = choices_reply::<Choice<'_>>(body)?;
         Ok(Reply {
             content: choice.text.map(Cow::into_owned).unwrap_or_default(),
-            usage: r.usage.map(WireUsage::into_usage),
             finish_reason: choice.finish_reason.map(Cow::into_owned),
-            server_timing: r.timings.and_then(WireTimings::into_server_timing),
-            ..Reply::default()
+            ..reply
         })
     }
 

@@ -248,6 +248,31 @@ pub(crate) fn closed(
     Ok(reply)
 }
 
+/// A JSON reply of choices (chat completions and completions): its first
+/// choice for the codec to read, and the reply with the usage and llama.cpp's
+/// timings filled in. An error object in a 200 and a reply without choices
+/// are failures.
+pub(crate) fn choices_reply<'a, C: Deserialize<'a>>(
+    body: &'a [u8],
+) -> Result<(C, Reply), CodecError> {
+    let r: ChoicesResponse<C> = serde_json::from_slice(body)
+        .map_err(|e| CodecError(format!("invalid response JSON: {e}")))?;
+    if let Some(e) = &r.error {
+        return Err(error_in_200(e));
+    }
+    let choice = r
+        .choices
+        .into_iter()
+        .next()
+        .ok_or_else(|| CodecError("response has no choices".into()))?;
+    let reply = Reply {
+        usage: r.usage.map(WireUsage::into_usage),
+        server_timing: r.timings.and_then(WireTimings::into_server_timing),
+        ..Reply::default()
+    };
+    Ok((choice, reply))
+}
+
 /// One `data:` line of a stream of choices chunks (chat completions and
 /// completions): `[DONE]` ends the stream (`done`), and a chunk's error, usage
 /// and llama.cpp timings go into `reply`; its first choice is the codec's to
