@@ -351,6 +351,10 @@ struct BenchmarkConfig {
 struct Collect(Arc<Mutex<Vec<Value>>>);
 
 impl Reporter for Collect {
+    fn wants_live(&self) -> bool {
+        false
+    }
+
     fn on_request(&mut self, rec: &RequestRecord<'_>) -> Result<(), PluginError> {
         self.0
             .lock()

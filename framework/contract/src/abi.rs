@@ -116,7 +116,7 @@ pub mod method {
     /// times a second and once at the end of the run.
     pub const ON_LIVE: u32 = 24;
     /// Reporter: `null` → whether it takes [`ON_LIVE`] (the SDK answers
-    /// `true`). A library built before this method existed answers an error,
+    /// the reporter's [`wants_live`](crate::plugin::Reporter::wants_live)). A library built before this method existed answers an error,
     /// which the host reads as `false`: its reporters still load, and never
     /// hear of live views.
     pub const WANTS_LIVE: u32 = 25;

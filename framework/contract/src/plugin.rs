@@ -627,8 +627,18 @@ pub trait Reporter: Send {
     }
     /// About four times a second while the run goes on, and once at its end:
     /// the run as it stands (for live views and exports; see [`LiveStats`]).
+    /// Only while some reporter of the run [wants them](Self::wants_live).
     fn on_live(&mut self, _live: &LiveStats) -> Result<(), PluginError> {
         Ok(())
+    }
+    /// Whether this reporter reads the live views of [`on_live`](Self::on_live),
+    /// asked once before the run. When no reporter of a run does, the engine
+    /// makes none while it goes (a view costs a look at every histogram), and
+    /// only the last one, at its end, is handed out. The default is yes, so that
+    /// a reporter written before this hook keeps its views; one that ignores
+    /// them says no.
+    fn wants_live(&self) -> bool {
+        true
     }
     /// After each scrape of the server's metrics (`--server-metrics`), failed
     /// ones too.

@@ -341,8 +341,8 @@ impl Drop for DylibStream {
     }
 }
 
-/// A reporter, and whether it takes live views (asked at the first one).
-struct DylibReporter(Instance, Option<bool>);
+/// A reporter in a shared library, and whether it reads live views.
+struct DylibReporter(Instance, bool);
 
 /// The `{"run", "summary"}` input of `on_finish` (the shape of
 /// [`FinishInput`](batchbench_contract::abi::FinishInput)), serialised without copies.
@@ -372,13 +372,12 @@ impl Reporter for DylibReporter {
             .map(drop)
     }
 
+    fn wants_live(&self) -> bool {
+        self.1
+    }
+
     fn on_live(&mut self, live: &LiveStats) -> Result<(), PluginError> {
-        let inst = &self.0;
-        let wants = *self.1.get_or_insert_with(|| {
-            inst.call_json::<bool>("wants_live", method::WANTS_LIVE, b"null")
-                .unwrap_or(false)
-        });
-        if !wants {
+        if !self.1 {
             return Ok(());
         }
         let input = serde_json::to_vec(live).unwrap_or_default();
@@ -513,10 +512,12 @@ pub fn load(path: &Path) -> Result<LoadedNames, PluginError> {
             Kind::Reporter => LoadedPlugin::Reporter(Loaded {
                 info,
                 build: Box::new(move |cfg, ctx| {
-                    Ok(Box::new(DylibReporter(
-                        Instance::new(table, &name, cfg, ctx)?,
-                        None,
-                    )))
+                    let inst = Instance::new(table, &name, cfg, ctx)?;
+                    // Asked once: a plugin that cannot answer gets no live views.
+                    let wants = inst
+                        .call_json::<bool>("wants_live", method::WANTS_LIVE, b"null")
+                        .unwrap_or(false);
+                    Ok(Box::new(DylibReporter(inst, wants)))
                 }),
             }),
         })?;

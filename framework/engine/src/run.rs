@@ -310,13 +310,16 @@ impl Engine {
                 stop,
             )
         });
-        let live = {
+        // Live views only for the reporters that read them (the last one, at
+        // the end, goes to all).
+        let wants_live = shared.collector().reporters.iter().any(|r| r.wants_live());
+        let live = wants_live.then(|| {
             let stop = CancellationToken::new();
             (
                 tokio::spawn(crate::live::live_loop(shared.clone(), stop.clone())),
                 stop,
             )
-        };
+        });
         let timer = load::deadline_timer(&shared);
         let watch = load::convergence_watch(&shared);
         let load = shared.opts.load.clone();
@@ -361,8 +364,10 @@ impl Engine {
         // records replayed, before anything below can fail.
         shared.collector().settle(&load, &shared.opts.slo, None);
         // The live views' last look: the run as it ends.
-        live.1.cancel();
-        let _ = live.0.await;
+        if let Some((task, stop)) = live {
+            stop.cancel();
+            let _ = task.await;
+        }
         let last = crate::live::stats(&shared);
         shared.collector().notify(|r| r.on_live(&last));
         // The scraper takes one last scrape, then hands over its tally.

@@ -209,6 +209,10 @@ impl Progress {
 }
 
 impl Reporter for Progress {
+    fn wants_live(&self) -> bool {
+        self.drawn
+    }
+
     fn on_request(&mut self, rec: &RequestRecord<'_>) -> Result<(), PluginError> {
         // A held record was counted when it was held.
         if self.held > 0 {

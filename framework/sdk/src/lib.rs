@@ -227,7 +227,7 @@ fn dispatch(h: &mut Handle, m: u32, input: &[u8]) -> Result<Vec<u8>, String> {
                 .map_err(|e| e.to_string())?;
             Ok(b"null".to_vec())
         }
-        (Built::Reporter(_), method::WANTS_LIVE) => json(&true),
+        (Built::Reporter(r), method::WANTS_LIVE) => json(&r.wants_live()),
         (Built::Reporter(r), method::ON_LIVE) => {
             let live: LiveStats = parse(input, "live view")?;
             r.on_live(&live).map_err(|e| e.to_string())?;

@@ -708,9 +708,13 @@ impl Reporter for WasmReporter {
         self.hook(Hook::Trajectory, arg)
     }
 
-    fn on_live(&mut self, live: &LiveStats) -> Result<(), PluginError> {
+    fn wants_live(&self) -> bool {
         // Only a component of the live-reporter world hears them.
-        if self.inst.plugin.kind != WorldKind::LiveReporter {
+        self.inst.plugin.kind == WorldKind::LiveReporter
+    }
+
+    fn on_live(&mut self, live: &LiveStats) -> Result<(), PluginError> {
+        if !self.wants_live() {
             return Ok(());
         }
         let t = self.inst.sandbox.call_timeout_ms;

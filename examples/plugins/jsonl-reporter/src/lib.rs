@@ -49,6 +49,10 @@ impl JsonlRequests {
 }
 
 impl Reporter for JsonlRequests {
+    fn wants_live(&self) -> bool {
+        false
+    }
+
     fn on_request(&mut self, rec: &RequestRecord<'_>) -> Result<(), PluginError> {
         // One write per whole line.
         let mut line = serde_json::to_vec(&WireRequestRecord::from_record(rec)).unwrap_or_default();

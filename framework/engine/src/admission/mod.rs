@@ -435,14 +435,9 @@ mod tests {
         }
     }
 
-    async fn run(
-        offsets: Vec<Option<u64>>,
-        admission: Admission,
-        max_active: usize,
-        delay_ms: u64,
-    ) -> (Summary, Vec<TrajectoryRecord>) {
-        let url = server(Duration::from_millis(delay_ms)).await;
-        let transport = Transport::new(TargetConfig {
+    /// A transport to the test server at `url`, without retries.
+    fn transport(url: String) -> Transport {
+        Transport::new(TargetConfig {
             url,
             api_key: None,
             api_key_header: None,
@@ -455,7 +450,66 @@ mod tests {
             tls: Default::default(),
             max_response_bytes: crate::transport::MAX_RESPONSE_BYTES,
         })
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Counts the live views it is handed; `.1`: whether it wants them.
+    #[derive(Clone, Default)]
+    struct Views(Arc<Mutex<u32>>, bool);
+
+    impl Reporter for Views {
+        fn wants_live(&self) -> bool {
+            self.1
+        }
+        fn on_live(
+            &mut self,
+            _: &batchbench_contract::plugin::LiveStats,
+        ) -> Result<(), PluginError> {
+            *self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) += 1;
+            Ok(())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn live_views_are_made_only_for_a_reporter_that_wants_them() {
+        let url = server(Duration::ZERO).await;
+        for wants in [false, true] {
+            let transport = transport(url.clone());
+            let views = Views(Arc::default(), wants);
+            let opts = EngineOptions {
+                admission: Admission::OpenLoop,
+                max_active: usize::MAX,
+                ..EngineOptions::default()
+            };
+            // Two requests 800 ms apart: a run of three live views' periods.
+            Engine::new(opts, transport, Arc::new(Echo))
+                .reporter(Box::new(views.clone()))
+                .run(Box::new(Source(vec![Some(0), Some(800)].into_iter(), 0)))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let n = *views
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if wants {
+                assert!(n >= 2, "views while the run went, and the last: {n}");
+            } else {
+                assert_eq!(n, 1, "only the last view, at the end");
+            }
+        }
+    }
+
+    async fn run(
+        offsets: Vec<Option<u64>>,
+        admission: Admission,
+        max_active: usize,
+        delay_ms: u64,
+    ) -> (Summary, Vec<TrajectoryRecord>) {
+        let url = server(Duration::from_millis(delay_ms)).await;
+        let transport = transport(url);
         let seen = Seen::default();
         let opts = EngineOptions {
             max_active,

@@ -41,6 +41,10 @@ impl AgentEvents {
 }
 
 impl Reporter for AgentEvents {
+    fn wants_live(&self) -> bool {
+        false
+    }
+
     fn on_start(&mut self, _run: &RunInfo) -> Result<(), PluginError> {
         self.file = Some(std::fs::File::create(&self.cfg.path).map_err(|e| self.fail(e))?);
         Ok(())

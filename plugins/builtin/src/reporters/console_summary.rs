@@ -599,6 +599,10 @@ fn convergence(o: &mut String, c: &batchbench_contract::record::Convergence) {
 }
 
 impl Reporter for ConsoleSummary {
+    fn wants_live(&self) -> bool {
+        false
+    }
+
     fn on_finish(&mut self, info: &RunInfo, summary: &Summary) -> Result<(), PluginError> {
         let text = render(info, summary);
         // A closed pipe (`| head`) is not an error worth failing the run for.

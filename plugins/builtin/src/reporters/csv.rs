@@ -89,6 +89,10 @@ fn header_mismatch(theirs: &str, ours: &str) -> String {
 }
 
 impl Reporter for CsvReport {
+    fn wants_live(&self) -> bool {
+        false
+    }
+
     fn on_start(&mut self, run: &RunInfo) -> Result<(), PluginError> {
         // The set of field names does not depend on the figures: check every
         // column against it now, so that a column that names no field fails

@@ -37,6 +37,10 @@ impl JsonSummary {
 }
 
 impl Reporter for JsonSummary {
+    fn wants_live(&self) -> bool {
+        false
+    }
+
     fn on_start(&mut self, _run: &RunInfo) -> Result<(), PluginError> {
         // Fail before anything is sent when the file cannot be written.
         let dir = self

@@ -343,6 +343,10 @@ pub fn record_json(rec: &RequestRecord<'_>) -> serde_json::Value {
 }
 
 impl Reporter for RequestsJsonl {
+    fn wants_live(&self) -> bool {
+        false
+    }
+
     fn on_start(&mut self, _run: &RunInfo) -> Result<(), PluginError> {
         let f = std::fs::File::create(&self.cfg.path).map_err(|e| self.fail(e))?;
         self.file = Some(std::io::BufWriter::with_capacity(1 << 16, f));

@@ -89,6 +89,10 @@ fn secs(d: std::time::Duration) -> f64 {
 }
 
 impl Reporter for ResultsDir {
+    fn wants_live(&self) -> bool {
+        false
+    }
+
     fn on_start(&mut self, run: &RunInfo) -> Result<(), PluginError> {
         let dir = &self.cfg.path;
         if dir.exists() && !dir.is_dir() {
