@@ -72,6 +72,67 @@ pub fn key(path: &Path) -> Result<String, String> {
     }
 }
 
+/// What [`remembered_key`] keeps of a file: its [`key`], under its size and
+/// modification time.
+#[derive(Debug, Serialize, Deserialize)]
+struct Remembered {
+    path: PathBuf,
+    len: u64,
+    mtime_ns: u128,
+    key: String,
+}
+
+/// The file's size and modification time, in nanoseconds.
+fn stamp(path: &Path) -> Option<(u64, u128)> {
+    let m = std::fs::metadata(path).ok()?;
+    let t = m
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    Some((m.len(), t.as_nanos()))
+}
+
+/// The [`key`] of `path`, remembered under the cache directory `dir` with the
+/// file's size and modification time: a start whose tokenizer file has not
+/// changed reads its key instead of hashing megabytes again (a SHA-256 of
+/// Qwen's 11 MB `tokenizer.json` is most of the instructions a warm start
+/// runs). A file whose size or time moved is hashed again, and a memo that
+/// cannot be read or written costs that hash, nothing else.
+pub fn remembered_key(dir: &Path, path: &Path) -> Result<String, String> {
+    let Some((len, mtime_ns)) = stamp(path) else {
+        return key(path);
+    };
+    let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+    let memo = dir.join("word-tables").join("keys").join(format!(
+        "{:016x}.json",
+        batchbench_contract::rng::hash_str(&abs.to_string_lossy())
+    ));
+    if let Some(r) = std::fs::read(&memo)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Remembered>(&b).ok())
+        && r.path == abs
+        && r.len == len
+        && r.mtime_ns == mtime_ns
+    {
+        return Ok(r.key);
+    }
+    let k = key(path)?;
+    let r = Remembered {
+        path: abs,
+        len,
+        mtime_ns,
+        key: k.clone(),
+    };
+    if let (Some(parent), Ok(bytes)) = (memo.parent(), serde_json::to_vec(&r)) {
+        let tmp = memo.with_extension(format!("tmp{}", std::process::id()));
+        let _ = std::fs::create_dir_all(parent)
+            .and_then(|()| std::fs::write(&tmp, bytes))
+            .and_then(|()| std::fs::rename(&tmp, &memo));
+    }
+    Ok(k)
+}
+
 /// The cache directory: `BATCHBENCH_CACHE`, else `XDG_CACHE_HOME/batchbench`, else
 /// `~/.cache/batchbench`.
 pub fn cache_dir() -> PathBuf {

@@ -223,7 +223,8 @@ impl TokenizerHandle {
         let cached = match cache_dir {
             Some(dir) => Some((
                 dir,
-                cache::key(path).map_err(|e| load_err(format!("{}: {e}", path.display())))?,
+                cache::remembered_key(dir, path)
+                    .map_err(|e| load_err(format!("{}: {e}", path.display())))?,
             )),
             None => None,
         };
@@ -782,5 +783,34 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(!load(&small).table_from_cache(), "a damaged entry was used");
         assert_eq!(std::fs::read_to_string(&entry).unwrap_or_default(), good);
+    }
+
+    #[test]
+    fn a_files_key_is_remembered_until_the_file_changes() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.path().join("tokenizer.json");
+        std::fs::write(&file, "one").unwrap_or_else(|e| panic!("{e}"));
+        let cache = dir.path().join("cache");
+        let first = cache::remembered_key(&cache, &file).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(Some(first.clone()), cache::key(&file).ok());
+        // The memo is read, not the file: a forged one with the file's size
+        // and time is believed...
+        let memo = std::fs::read_dir(cache.join("word-tables").join("keys"))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "json"))
+            .unwrap_or_else(|| panic!("no memo written"));
+        let text = std::fs::read_to_string(&memo).unwrap_or_default();
+        std::fs::write(&memo, text.replace(&first, "forged")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            cache::remembered_key(&cache, &file).ok().as_deref(),
+            Some("forged")
+        );
+        // ...and a changed file (another size) is hashed again.
+        std::fs::write(&file, "two!").unwrap_or_else(|e| panic!("{e}"));
+        let changed = cache::remembered_key(&cache, &file).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(Some(changed.clone()), cache::key(&file).ok());
+        assert_ne!(changed, first);
     }
 }
