@@ -26,7 +26,8 @@
 #
 # Shapes: the closed loop (64 users) with exact 32-token prompts (the Qwen
 # tokenizer) and 16 output tokens, JSON and streamed; and agents (16 x 8 turns,
-# 256-token prompts, 64-token tool results).
+# 256-token prompts, 64-token tool results). BENCH_SHAPES="json agent" counts
+# some of them only (`stream json agent` by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
