@@ -159,6 +159,10 @@ pub struct Reply {
     /// Streaming: arrival of the first reasoning token, where the API tells
     /// reasoning from content.
     pub first_reasoning_at: Option<Instant>,
+    /// Streaming: arrival of the first answer token (content, not reasoning).
+    /// A codec that leaves it out gets the first token when no reasoning came
+    /// (the engine fills it in), and none when reasoning came.
+    pub first_answer_at: Option<Instant>,
     /// Streaming: arrival and byte length of each content-bearing chunk.
     pub chunks: Vec<(Instant, u32)>,
     /// The server's id of this response, where it keeps conversation state
@@ -501,6 +505,17 @@ pub struct RequestRecord<'a> {
     /// Time to the first reasoning token (streaming, where the API tells
     /// reasoning from content).
     pub ttfrt: Option<std::time::Duration>,
+    /// Time to the first answer token (streaming): the first content token
+    /// after any reasoning; the TTFT of a reply without reasoning, none for a
+    /// reply whose cap was spent on reasoning.
+    pub ttfat: Option<std::time::Duration>,
+    /// Reasoning tokens of the reply: from the usage where the API reports
+    /// them apart, else counted with the run's tokenizer from the reasoning
+    /// text (`reasoning_counted`); none without reasoning.
+    pub reasoning_tokens: Option<u64>,
+    /// Whether `reasoning_tokens` was counted by the client (the usage had no
+    /// reasoning count).
+    pub reasoning_counted: bool,
     /// Images the request carried (`--images-per-request`).
     pub images: u64,
     /// Their encoded bytes.

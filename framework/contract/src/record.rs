@@ -227,6 +227,24 @@ impl RunInfo {
         ] {
             map.insert(k.to_owned(), opt(v));
         }
+        // Reasoning, where replies reasoned.
+        for (k, v) in [
+            (
+                "total_reasoning_tokens",
+                s.total_reasoning_tokens.map(|n| n.to_string()),
+            ),
+            ("reasoning_tokens_source", s.reasoning_tokens_source.clone()),
+            (
+                "total_answer_tokens",
+                s.total_answer_tokens.map(|n| n.to_string()),
+            ),
+            (
+                "reasoning_only_replies",
+                Some(s.reasoning_only_replies.to_string()),
+            ),
+        ] {
+            map.insert(k.to_owned(), opt(v));
+        }
         // The GPUs' energy, where an exporter reported it.
         let e = s.server_metrics.as_ref().and_then(|m| m.energy.as_ref());
         for (k, v) in [
@@ -275,6 +293,8 @@ impl RunInfo {
         for (family, stats) in [
             ("latency", s.latency),
             ("ttft", s.ttft),
+            ("ttfat", s.ttfat),
+            ("reasoning_duration", s.reasoning_duration),
             ("itl", s.itl),
             ("tpot", s.tpot),
             ("trajectory_e2e", s.trajectory_e2e),
@@ -498,10 +518,32 @@ pub struct Summary {
     /// Time to the first reasoning token, where the API tells reasoning apart.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttfrt: Option<LatencyStats>,
-    /// Reasoning tokens (part of the completion tokens), where the server
-    /// reported them apart.
+    /// Time to the first answer token: the first content token after any
+    /// reasoning (the TTFT of replies without reasoning). The wait a user of a
+    /// reasoning model has before the answer starts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttfat: Option<LatencyStats>,
+    /// The reasoning phase of replies that reasoned and then answered: from
+    /// the first reasoning token to the first answer token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_duration: Option<LatencyStats>,
+    /// Reasoning tokens (part of the completion tokens): from the usage where
+    /// the server reported them apart, else counted by the client from the
+    /// reasoning text (`reasoning_tokens_source` says which).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub total_reasoning_tokens: Option<u64>,
+    /// Where `total_reasoning_tokens` came from: `usage` (the server's count),
+    /// `counted` (the client's tokenizer, the usage had none) or `mixed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens_source: Option<String>,
+    /// Answer tokens: the completion tokens of the replies that reasoned,
+    /// less their reasoning tokens (absent without reasoning).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_answer_tokens: Option<u64>,
+    /// Successful replies that reasoned but gave no answer: their output cap
+    /// was spent on reasoning (no time to first answer token).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reasoning_only_replies: u64,
     /// Inputs answered (embeddings: one vector each), where the API counts them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub total_items: Option<u64>,
@@ -632,6 +674,10 @@ pub struct ServerTimingReport {
 
 fn is_zero_f64(x: &f64) -> bool {
     *x == 0.0
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What the scrapes of `--server-metrics` saw over a run.

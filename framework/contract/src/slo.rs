@@ -2,11 +2,13 @@
 //!
 //! A bound is `METRIC<=DURATION` (per request: every request is checked) or
 //! `METRIC_pNN<=DURATION` (an aggregate percentile of the run), for example
-//! `ttft_p99<=500ms,tpot_p90<=50ms,e2e<=20s`. Metrics: `ttft`, `itl`, `tpot`,
-//! `e2e`, `queue_wait`. Time to first token and end-to-end latency count from
-//! the request's intended send time, which is what a user arriving on schedule
-//! waited (in a closed loop it is when the request was ready, so the two agree).
-//! A request's `itl` is its longest gap between tokens.
+//! `ttft_p99<=500ms,tpot_p90<=50ms,e2e<=20s`. Metrics: `ttft`, `ttfat`, `itl`,
+//! `tpot`, `e2e`, `queue_wait`. Time to first token, time to first answer token
+//! (after any reasoning) and end-to-end latency count from the request's
+//! intended send time, which is what a user arriving on schedule waited (in a
+//! closed loop it is when the request was ready, so the two agree). A request's
+//! `itl` is its longest gap between tokens; one whose output cap was spent on
+//! reasoning has no first answer token, and misses a per-request `ttfat` bound.
 //!
 //! Goodput is the rate of measured requests that succeeded and met every
 //! per-request bound (the DistServe definition), over the same time as the
@@ -22,6 +24,9 @@ use std::time::Duration;
 pub enum SloMetric {
     /// Time to first token, from the intended send time.
     Ttft,
+    /// Time to the first answer token (after any reasoning), from the
+    /// intended send time.
+    Ttfat,
     /// Inter-token latency (per request: the longest gap).
     Itl,
     /// Time per output token after the first.
@@ -33,8 +38,9 @@ pub enum SloMetric {
 }
 
 impl SloMetric {
-    const ALL: [(&'static str, Self); 5] = [
+    const ALL: [(&'static str, Self); 6] = [
         ("ttft", Self::Ttft),
+        ("ttfat", Self::Ttfat),
         ("itl", Self::Itl),
         ("tpot", Self::Tpot),
         ("e2e", Self::E2e),
@@ -94,7 +100,7 @@ impl FromStr for SloBound {
             .map(|(_, m)| *m)
             .ok_or_else(|| {
                 format!(
-                    "SLO bound '{s}': unknown metric '{name}' (expected ttft, itl, tpot, e2e or queue_wait)"
+                    "SLO bound '{s}': unknown metric '{name}' (expected ttft, ttfat, itl, tpot, e2e or queue_wait)"
                 )
             })?;
         let max = parse_duration(right)
@@ -152,6 +158,9 @@ impl From<SloBound> for String {
 pub struct RequestFigures {
     /// Time to first token from the intended send time (streamed replies).
     pub ttft: Option<Duration>,
+    /// Time to the first answer token from the intended send time (streamed
+    /// replies that answered).
+    pub ttfat: Option<Duration>,
     /// The longest gap between two tokens (streamed replies).
     pub itl_max: Option<Duration>,
     /// Time per output token after the first (streamed, two tokens or more).
@@ -166,6 +175,7 @@ impl RequestFigures {
     fn get(&self, m: SloMetric) -> Option<Duration> {
         match m {
             SloMetric::Ttft => self.ttft,
+            SloMetric::Ttfat => self.ttfat,
             SloMetric::Itl => self.itl_max,
             SloMetric::Tpot => self.tpot,
             SloMetric::E2e => Some(self.e2e),
@@ -364,6 +374,7 @@ mod tests {
             .collect();
         let ok = RequestFigures {
             ttft: Some(ms(90)),
+            ttfat: Some(ms(190)),
             tpot: Some(ms(9)),
             itl_max: Some(ms(30)),
             e2e: ms(500),
@@ -400,5 +411,37 @@ mod tests {
             10,
         ));
         assert_eq!((counts.good, counts.met.clone()), (1, vec![2, 1, 0]));
+    }
+
+    #[test]
+    fn a_reply_without_an_answer_misses_a_ttfat_bound() {
+        let bounds: Vec<SloBound> = vec!["ttfat<=200ms".parse().unwrap_or_else(|e| panic!("{e}"))];
+        let answered = RequestFigures {
+            ttft: Some(ms(10)),
+            ttfat: Some(ms(190)),
+            ..RequestFigures::default()
+        };
+        assert!(meets(&bounds, &answered, 64));
+        assert!(!meets(
+            &bounds,
+            &RequestFigures {
+                ttfat: Some(ms(201)),
+                ..answered
+            },
+            64
+        ));
+        // The cap was spent on reasoning: no answer, no first answer token.
+        assert!(!meets(
+            &bounds,
+            &RequestFigures {
+                ttfat: None,
+                ..answered
+            },
+            64
+        ));
+        assert_eq!(
+            "ttfat_p99<=2s".parse::<SloBound>().map(|b| b.metric),
+            Ok(SloMetric::Ttfat)
+        );
     }
 }

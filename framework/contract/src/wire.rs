@@ -241,6 +241,15 @@ pub struct WireRequestRecord {
     /// Time to the first reasoning token, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttfrt_ms: Option<f64>,
+    /// Time to the first answer token, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfat_ms: Option<f64>,
+    /// Reasoning tokens of the reply (from the usage, else counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+    /// Whether the client counted `reasoning_tokens` (no usage count).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reasoning_counted: bool,
     /// Images the request carried.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub images: u64,
@@ -318,6 +327,9 @@ impl WireRequestRecord {
             live_block_fallbacks: r.live_block_fallbacks,
             ttft_ms: r.ttft.map(ms),
             ttfrt_ms: r.ttfrt.map(ms),
+            ttfat_ms: r.ttfat.map(ms),
+            reasoning_tokens: r.reasoning_tokens,
+            reasoning_counted: r.reasoning_counted,
             images: r.images,
             image_bytes: r.image_bytes,
             tpot_ms: r.tpot.map(ms),
@@ -358,6 +370,9 @@ impl WireRequestRecord {
             live_block_fallbacks: self.live_block_fallbacks,
             ttft: self.ttft_ms.map(from_ms),
             ttfrt: self.ttfrt_ms.map(from_ms),
+            ttfat: self.ttfat_ms.map(from_ms),
+            reasoning_tokens: self.reasoning_tokens,
+            reasoning_counted: self.reasoning_counted,
             images: self.images,
             image_bytes: self.image_bytes,
             tpot: self.tpot_ms.map(from_ms),
@@ -420,6 +435,9 @@ mod tests {
             live_block_fallbacks: 0,
             ttft: Some(Duration::from_millis(5)),
             ttfrt: None,
+            ttfat: Some(Duration::from_millis(5)),
+            reasoning_tokens: None,
+            reasoning_counted: false,
             images: 0,
             image_bytes: 0,
             tpot: Some(Duration::from_micros(1_250)),
@@ -635,6 +653,11 @@ pub struct WireReply {
     /// Streaming: the feed that carried the first reasoning token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_reasoning_feed: Option<usize>,
+    /// Streaming: the feed that carried the first answer (content) token.
+    /// A codec built before it leaves it out: the host takes the first token
+    /// when no reasoning came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_answer_feed: Option<usize>,
     /// The server's id of the response, where it keeps conversation state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_id: Option<String>,
@@ -655,6 +678,7 @@ impl WireReply {
         Self {
             first_token_feed: r.first_token_at.map(index),
             first_reasoning_feed: r.first_reasoning_at.map(index),
+            first_answer_feed: r.first_answer_at.map(index),
             chunks: r.chunks.iter().map(|(t, n)| (index(*t), *n)).collect(),
             response_id: r.response_id,
             server_timing: r.server_timing,
@@ -671,6 +695,7 @@ impl WireReply {
         Reply {
             first_token_at: self.first_token_feed.and_then(at),
             first_reasoning_at: self.first_reasoning_feed.and_then(at),
+            first_answer_at: self.first_answer_feed.and_then(at),
             response_id: self.response_id,
             server_timing: self.server_timing,
             chunks: self

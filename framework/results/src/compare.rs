@@ -17,9 +17,10 @@ use batchbench_contract::record::{IntervalMethod, LatencyStats, Summary};
 use std::fmt::Write as _;
 
 /// The latency families compared, with their names in thresholds.
-const FAMILIES: [(&str, &str); 4] = [
+const FAMILIES: [(&str, &str); 5] = [
     ("e2e", "latency"),
     ("ttft", "ttft"),
+    ("ttfat", "ttfat"),
     ("itl", "itl"),
     ("tpot", "tpot"),
 ];
@@ -222,6 +223,7 @@ fn family(s: &Summary, key: &str) -> Option<LatencyStats> {
     match key {
         "latency" => s.latency,
         "ttft" => s.ttft,
+        "ttfat" => s.ttfat,
         "itl" => s.itl,
         "tpot" => s.tpot,
         _ => None,

@@ -239,14 +239,30 @@ pub const ENERGY_COLUMNS: &[Column] = records![
     peak_power_watts,
 ];
 
+/// The columns of reasoning models, after the energy's: the time to the
+/// first answer token, the reasoning phase and the token split (empty for a
+/// run whose replies did not reason).
+pub const REASONING_COLUMNS: &[Column] = records![
+    ttfat_p50_ms,
+    ttfat_p90_ms,
+    ttfat_p99_ms,
+    reasoning_duration_p50_ms,
+    reasoning_duration_p99_ms,
+    total_reasoning_tokens,
+    reasoning_tokens_source,
+    total_answer_tokens,
+    reasoning_only_replies,
+];
+
 /// The columns after the load model's: the SLO's, the cache estimates', the
-/// truth columns, the intervals and the energy.
+/// truth columns, the intervals, the energy and reasoning.
 pub const OUTCOME_COLUMNS: &[Column] = &[
     Column::Group(SLO_COLUMNS),
     Column::Group(CACHE_COLUMNS),
     Column::Group(TRUTH_COLUMNS),
     Column::Group(INTERVAL_COLUMNS),
     Column::Group(ENERGY_COLUMNS),
+    Column::Group(REASONING_COLUMNS),
 ];
 
 #[cfg(test)]

@@ -136,6 +136,95 @@ pub struct Request {
     pub store: bool,
     /// The `user` field.
     pub user: Option<String>,
+    /// What the request asks of the model's reasoning.
+    pub thinking: Thinking,
+}
+
+/// What a request asks of the model's reasoning, in any API's words:
+/// `reasoning_effort` (chat), `reasoning.effort` (Responses),
+/// `chat_template_kwargs.enable_thinking` (the chat template's switch of
+/// vLLM and SGLang), Anthropic's `thinking` (`budget_tokens`, or `disabled`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Thinking {
+    /// Thinking turned off: no reasoning at all.
+    pub off: bool,
+    /// How much the effort scales the reasoning (1: as configured).
+    pub scale: Option<f64>,
+    /// The most reasoning tokens (a thinking budget).
+    pub budget: Option<u32>,
+}
+
+impl Thinking {
+    /// The reasoning tokens of a reply whose model would reason `base`.
+    pub fn tokens(&self, base: u32) -> u32 {
+        if self.off {
+            return 0;
+        }
+        let scaled = match self.scale {
+            Some(k) => (f64::from(base) * k).round() as u32,
+            None => base,
+        };
+        self.budget.map_or(scaled, |b| scaled.min(b))
+    }
+}
+
+/// The effort levels, as scales of the configured reasoning.
+fn effort_scale(effort: &str) -> Result<Option<f64>, String> {
+    Ok(match effort {
+        "none" => Some(0.0),
+        "minimal" => Some(0.25),
+        "low" => Some(0.5),
+        "medium" => Some(1.0),
+        "high" => Some(2.0),
+        other => {
+            return Err(format!(
+                "reasoning effort '{other}' is not one of none, minimal, low, medium, high"
+            ));
+        }
+    })
+}
+
+/// The reasoning knobs of a request.
+fn thinking(req: &Value) -> Result<Thinking, String> {
+    let mut t = Thinking::default();
+    let effort = req
+        .get("reasoning_effort")
+        .or_else(|| req.pointer("/reasoning/effort"))
+        .and_then(Value::as_str);
+    if let Some(e) = effort {
+        t.scale = effort_scale(e)?;
+        t.off = t.scale == Some(0.0);
+    }
+    if req.pointer("/chat_template_kwargs/enable_thinking") == Some(&Value::Bool(false)) {
+        t.off = true;
+    }
+    if let Some(th) = req.get("thinking") {
+        match th.get("type").and_then(Value::as_str) {
+            Some("disabled") => t.off = true,
+            Some("enabled") => {
+                let budget = th
+                    .get("budget_tokens")
+                    .and_then(Value::as_u64)
+                    .ok_or("thinking.enabled.budget_tokens: Field required")?;
+                if budget < 1024 {
+                    return Err(
+                        "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+                            .into(),
+                    );
+                }
+                if let Some(max) = req.get("max_tokens").and_then(Value::as_u64)
+                    && budget >= max
+                {
+                    return Err(format!(
+                        "`max_tokens` must be greater than `thinking.budget_tokens` ({budget})"
+                    ));
+                }
+                t.budget = Some(u32::try_from(budget).unwrap_or(u32::MAX));
+            }
+            _ => return Err("thinking.type: Input should be 'enabled' or 'disabled'".into()),
+        }
+    }
+    Ok(t)
 }
 
 fn as_u32(v: &Value) -> Option<u32> {
@@ -184,7 +273,7 @@ fn tools(req: &Value, api: Api) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn common(req: &Value, prompt: Prompt, items: u64) -> Request {
+fn common(req: &Value, prompt: Prompt, items: u64) -> Result<Request, String> {
     let get = |k: &str| req.get(k).and_then(as_u32);
     let max = get("max_new_tokens")
         .or_else(|| get("max_completion_tokens"))
@@ -193,7 +282,7 @@ fn common(req: &Value, prompt: Prompt, items: u64) -> Request {
     let min = get("min_new_tokens")
         .or_else(|| get("min_tokens"))
         .unwrap_or(0);
-    Request {
+    Ok(Request {
         prompt,
         items,
         max,
@@ -208,7 +297,8 @@ fn common(req: &Value, prompt: Prompt, items: u64) -> Request {
         previous_response_id: None,
         store: false,
         user: req.get("user").and_then(Value::as_str).map(str::to_owned),
-    }
+        thinking: thinking(req)?,
+    })
 }
 
 /// Reads a request of `api`; an error is the 400 message.
@@ -263,7 +353,7 @@ fn chat(req: &Value) -> Result<Request, String> {
             messages: out,
         },
         messages.len() as u64,
-    );
+    )?;
     r.usage_in_stream = req
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)
@@ -282,7 +372,7 @@ fn completions(req: &Value) -> Result<Request, String> {
         }
         _ => return Err("field 'prompt' must be a string or an array of token ids".into()),
     };
-    let mut r = common(req, prompt, 1);
+    let mut r = common(req, prompt, 1)?;
     r.usage_in_stream = req
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)
@@ -304,7 +394,7 @@ fn generate(req: &Value) -> Result<Request, String> {
     };
     let empty = json!({});
     let sp = req.get("sampling_params").unwrap_or(&empty);
-    let mut r = common(sp, prompt, 1);
+    let mut r = common(sp, prompt, 1)?;
     r.stream = req.get("stream").and_then(Value::as_bool).unwrap_or(false);
     r.model = None;
     r.user = None;
@@ -334,7 +424,7 @@ fn embeddings(req: &Value) -> Result<Request, String> {
         return Err("field 'input' must not be empty".into());
     }
     let n = inputs.len() as u64;
-    let mut r = common(req, Prompt::Inputs(inputs), n);
+    let mut r = common(req, Prompt::Inputs(inputs), n)?;
     r.stream = false;
     Ok(r)
 }
@@ -420,7 +510,7 @@ fn responses(req: &Value) -> Result<Request, String> {
             messages,
         },
         items.len() as u64,
-    );
+    )?;
     r.previous_response_id = previous;
     r.store = req.get("store").and_then(Value::as_bool).unwrap_or(true);
     Ok(r)
@@ -533,14 +623,14 @@ fn messages(req: &Value, headers: &axum::http::HeaderMap) -> Result<Request, Str
             open.join(", ")
         ));
     }
-    Ok(common(
+    common(
         req,
         Prompt::Templated {
             tools: tools(req, Api::Messages),
             messages: out,
         },
         list.len() as u64,
-    ))
+    )
 }
 
 /// What a reply says, for the formatters.
@@ -554,12 +644,44 @@ pub struct ReplyFacts<'a> {
     pub prompt: u64,
     /// Of which cached.
     pub cached: u64,
-    /// Output tokens.
+    /// Output tokens, reasoning included.
     pub completion: u32,
+    /// Of which reasoning, made before the answer.
+    pub reasoning: u32,
+    /// Whether the usage reports the reasoning tokens apart.
+    pub reasoning_usage: bool,
     /// The output reached its cap.
     pub length: bool,
     /// Items of the request (embedding inputs).
     pub items: u64,
+}
+
+/// The tag that opens reasoning in the text of completions and `/generate`
+/// (a model whose server runs no reasoning parser). Not a token of the count.
+pub const THINK_OPEN: &str = "<think>";
+/// The tag that closes it, before the answer. Not a token of the count.
+pub const THINK_CLOSE: &str = "</think>";
+
+impl ReplyFacts<'_> {
+    /// The reasoning count where the usage reports it.
+    fn reported_reasoning(&self) -> Option<u32> {
+        (self.reasoning > 0 && self.reasoning_usage).then_some(self.reasoning)
+    }
+
+    /// The id of a Responses reasoning item.
+    fn reasoning_item(&self) -> String {
+        format!("rs_{}", self.id)
+    }
+}
+
+/// The whole text of completions and `/generate`: reasoning in its tags,
+/// then the answer.
+pub fn tagged(think: &str, text: &str) -> String {
+    if think.is_empty() {
+        text.to_owned()
+    } else {
+        format!("{THINK_OPEN}{think}{THINK_CLOSE}{text}")
+    }
 }
 
 /// The server's own timings of a reply, reported where the API has a place
@@ -593,22 +715,29 @@ impl Timings {
 }
 
 fn openai_usage(f: &ReplyFacts<'_>) -> Value {
-    json!({
+    let mut u = json!({
         "prompt_tokens": f.prompt,
         "completion_tokens": f.completion,
         "total_tokens": f.prompt + u64::from(f.completion),
         "prompt_tokens_details": {"cached_tokens": f.cached},
-    })
+    });
+    if let Some(r) = f.reported_reasoning() {
+        u["completion_tokens_details"] = json!({"reasoning_tokens": r});
+    }
+    u
 }
 
 fn responses_usage(f: &ReplyFacts<'_>) -> Value {
-    json!({
+    let mut u = json!({
         "input_tokens": f.prompt,
         "input_tokens_details": {"cached_tokens": f.cached},
         "output_tokens": f.completion,
-        "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": f.prompt + u64::from(f.completion),
-    })
+    });
+    if f.reasoning_usage {
+        u["output_tokens_details"] = json!({"reasoning_tokens": f.reasoning});
+    }
+    u
 }
 
 fn anthropic_usage(f: &ReplyFacts<'_>, output: u32) -> Value {
@@ -620,7 +749,7 @@ fn anthropic_usage(f: &ReplyFacts<'_>, output: u32) -> Value {
     })
 }
 
-fn response_object(f: &ReplyFacts<'_>, text: Option<&str>) -> Value {
+fn response_object(f: &ReplyFacts<'_>, think: &str, text: Option<&str>) -> Value {
     let (status, details) = match (text, f.length) {
         (None, _) => ("in_progress", Value::Null),
         (Some(_), true) => ("incomplete", json!({"reason": "max_output_tokens"})),
@@ -628,10 +757,17 @@ fn response_object(f: &ReplyFacts<'_>, text: Option<&str>) -> Value {
     };
     let output = match text {
         None => json!([]),
-        Some(t) => json!([{
-            "type": "message", "id": format!("msg_{}", f.id), "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": t, "annotations": []}],
-        }]),
+        Some(t) => {
+            let mut items = Vec::new();
+            if f.reasoning > 0 {
+                items.push(reasoning_item(f, think));
+            }
+            items.push(json!({
+                "type": "message", "id": format!("msg_{}", f.id), "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": t, "annotations": []}],
+            }));
+            Value::Array(items)
+        }
     };
     let mut r = json!({
         "id": f.id, "object": "response", "model": f.model, "status": status,
@@ -643,36 +779,69 @@ fn response_object(f: &ReplyFacts<'_>, text: Option<&str>) -> Value {
     r
 }
 
+/// A Responses reasoning item of `think`.
+fn reasoning_item(f: &ReplyFacts<'_>, think: &str) -> Value {
+    json!({"type": "reasoning", "id": f.reasoning_item(), "summary": [],
+        "content": [{"type": "reasoning_text", "text": think}]})
+}
+
+/// The signature of an Anthropic thinking block: opaque, a function of the
+/// response and its thinking (a client sends it back with the block).
+pub fn signature(f: &ReplyFacts<'_>, think: &str) -> String {
+    format!("sig{:016x}", fnv_str(f.id) ^ fnv_str(think))
+}
+
 fn finish(f: &ReplyFacts<'_>) -> &'static str {
     if f.length { "length" } else { "stop" }
 }
 
-/// The JSON body of a whole reply of `text`, with the server's timings where
-/// the API reports them.
-pub fn body(api: Api, f: &ReplyFacts<'_>, text: &str, timings: Option<Timings>) -> Value {
-    Timings::add_to(timings, api, plain_body(api, f, text))
+/// The JSON body of a whole reply of reasoning `think` and answer `text`,
+/// with the server's timings where the API reports them.
+pub fn body(
+    api: Api,
+    f: &ReplyFacts<'_>,
+    think: &str,
+    text: &str,
+    timings: Option<Timings>,
+) -> Value {
+    Timings::add_to(timings, api, plain_body(api, f, think, text))
 }
 
-fn plain_body(api: Api, f: &ReplyFacts<'_>, text: &str) -> Value {
+fn plain_body(api: Api, f: &ReplyFacts<'_>, think: &str, text: &str) -> Value {
     match api {
-        Api::Chat => json!({
-            "id": f.id, "object": "chat.completion", "model": f.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish(f)}],
-            "usage": openai_usage(f),
-        }),
+        Api::Chat => {
+            let mut message = json!({"role": "assistant", "content": text});
+            if f.reasoning > 0 {
+                message["reasoning_content"] = json!(think);
+            }
+            json!({
+                "id": f.id, "object": "chat.completion", "model": f.model,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish(f)}],
+                "usage": openai_usage(f),
+            })
+        }
         Api::Completions => json!({
             "id": f.id, "object": "text_completion", "model": f.model,
-            "choices": [{"index": 0, "text": text, "finish_reason": finish(f)}],
+            "choices": [{"index": 0, "text": tagged(think, text), "finish_reason": finish(f)}],
             "usage": openai_usage(f),
         }),
-        Api::Responses => response_object(f, Some(text)),
-        Api::Messages => json!({
-            "id": f.id, "type": "message", "role": "assistant", "model": f.model,
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": if f.length { "max_tokens" } else { "end_turn" }, "stop_sequence": null,
-            "usage": anthropic_usage(f, f.completion),
-        }),
-        Api::Generate => json!({"text": text, "meta_info": generate_meta(f, f.completion, true)}),
+        Api::Responses => response_object(f, think, Some(text)),
+        Api::Messages => {
+            let mut content = Vec::new();
+            if f.reasoning > 0 {
+                content.push(json!({"type": "thinking", "thinking": think, "signature": signature(f, think)}));
+            }
+            content.push(json!({"type": "text", "text": text}));
+            json!({
+                "id": f.id, "type": "message", "role": "assistant", "model": f.model,
+                "content": content,
+                "stop_reason": if f.length { "max_tokens" } else { "end_turn" }, "stop_sequence": null,
+                "usage": anthropic_usage(f, f.completion),
+            })
+        }
+        Api::Generate => {
+            json!({"text": tagged(think, text), "meta_info": generate_meta(f, f.completion, true)})
+        }
         Api::Embeddings => {
             // Unit vectors of a few dimensions, a function of the response id.
             let data: Vec<Value> = (0..f.items)
@@ -695,10 +864,14 @@ fn generate_meta(f: &ReplyFacts<'_>, sent: u32, last: bool) -> Value {
         (true, true) => json!({"type": "length", "length": f.completion}),
         (true, false) => json!({"type": "stop", "matched": null}),
     };
-    json!({
+    let mut m = json!({
         "id": f.id, "prompt_tokens": f.prompt, "completion_tokens": sent,
         "cached_tokens": f.cached, "finish_reason": reason,
-    })
+    });
+    if let (true, Some(r)) = (last, f.reported_reasoning()) {
+        m["reasoning_tokens"] = json!(r);
+    }
+    m
 }
 
 /// An SSE event: `data: ...` with an `event:` line where the API names them.
@@ -720,17 +893,21 @@ pub fn stream_start(api: Api, f: &ReplyFacts<'_>) -> Vec<String> {
             &json!({"id": f.id, "object": "chat.completion.chunk", "model": f.model,
                 "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]}),
         )],
-        Api::Responses => vec![
-            event(
-                api,
-                &json!({"type": "response.created", "response": response_object(f, None)}),
-            ),
-            event(
-                api,
-                &json!({"type": "response.output_item.added", "output_index": 0,
-                    "item": {"type": "message", "id": format!("msg_{}", f.id), "role": "assistant", "status": "in_progress", "content": []}}),
-            ),
-        ],
+        Api::Responses => {
+            let first = if f.reasoning > 0 {
+                json!({"type": "response.output_item.added", "output_index": 0,
+                    "item": {"type": "reasoning", "id": f.reasoning_item(), "summary": [], "content": []}})
+            } else {
+                message_item_added(f)
+            };
+            vec![
+                event(
+                    api,
+                    &json!({"type": "response.created", "response": response_object(f, "", None)}),
+                ),
+                event(api, &first),
+            ]
+        }
         Api::Messages => vec![
             event(
                 api,
@@ -740,10 +917,85 @@ pub fn stream_start(api: Api, f: &ReplyFacts<'_>) -> Vec<String> {
             ),
             event(
                 api,
-                &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+                &if f.reasoning > 0 {
+                    json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}})
+                } else {
+                    json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
+                },
             ),
         ],
         Api::Completions | Api::Generate | Api::Embeddings => Vec::new(),
+    }
+}
+
+/// The Responses event that adds the answer's message item.
+fn message_item_added(f: &ReplyFacts<'_>) -> Value {
+    json!({"type": "response.output_item.added", "output_index": answer_index(f),
+        "item": {"type": "message", "id": format!("msg_{}", f.id), "role": "assistant", "status": "in_progress", "content": []}})
+}
+
+/// Where the answer is among the output's items or content blocks: after
+/// the reasoning, when there is one.
+fn answer_index(f: &ReplyFacts<'_>) -> u32 {
+    u32::from(f.reasoning > 0)
+}
+
+/// The event carrying reasoning `text` (`so_far`: the whole output up to and
+/// including it, tags and all; `sent` its tokens). In completions and
+/// `/generate` the reasoning is text: the caller tags it.
+pub fn stream_reasoning(
+    api: Api,
+    f: &ReplyFacts<'_>,
+    text: &str,
+    so_far: &str,
+    sent: u32,
+) -> String {
+    let v = match api {
+        Api::Chat => json!({"id": f.id, "object": "chat.completion.chunk", "model": f.model,
+            "choices": [{"index": 0, "delta": {"reasoning_content": text}, "finish_reason": null}]}),
+        Api::Responses => {
+            json!({"type": "response.reasoning_text.delta", "item_id": f.reasoning_item(),
+            "output_index": 0, "content_index": 0, "delta": text})
+        }
+        Api::Messages => json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": text}}),
+        Api::Completions | Api::Generate | Api::Embeddings => {
+            return stream_delta(api, f, text, so_far, sent);
+        }
+    };
+    event(api, &v)
+}
+
+/// The events between the reasoning (all of `think`) and the answer: the
+/// reasoning's item or block closed (Anthropic's with its signature), the
+/// answer's opened.
+pub fn stream_answer_start(api: Api, f: &ReplyFacts<'_>, think: &str) -> Vec<String> {
+    match api {
+        Api::Responses => vec![
+            event(
+                api,
+                &json!({"type": "response.reasoning_text.done", "item_id": f.reasoning_item(),
+                    "output_index": 0, "content_index": 0, "text": think}),
+            ),
+            event(
+                api,
+                &json!({"type": "response.output_item.done", "output_index": 0, "item": reasoning_item(f, think)}),
+            ),
+            event(api, &message_item_added(f)),
+        ],
+        Api::Messages => vec![
+            event(
+                api,
+                &json!({"type": "content_block_delta", "index": 0,
+                    "delta": {"type": "signature_delta", "signature": signature(f, think)}}),
+            ),
+            event(api, &json!({"type": "content_block_stop", "index": 0})),
+            event(
+                api,
+                &json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
+            ),
+        ],
+        Api::Chat | Api::Completions | Api::Generate | Api::Embeddings => Vec::new(),
     }
 }
 
@@ -757,9 +1009,9 @@ pub fn stream_delta(api: Api, f: &ReplyFacts<'_>, text: &str, so_far: &str, sent
             "choices": [{"index": 0, "text": text, "finish_reason": null}]}),
         Api::Responses => {
             json!({"type": "response.output_text.delta", "item_id": format!("msg_{}", f.id),
-            "output_index": 0, "content_index": 0, "delta": text})
+            "output_index": answer_index(f), "content_index": 0, "delta": text})
         }
-        Api::Messages => json!({"type": "content_block_delta", "index": 0,
+        Api::Messages => json!({"type": "content_block_delta", "index": answer_index(f),
             "delta": {"type": "text_delta", "text": text}}),
         // SGLang streams the whole output so far.
         Api::Generate | Api::Embeddings => {
@@ -769,11 +1021,13 @@ pub fn stream_delta(api: Api, f: &ReplyFacts<'_>, text: &str, so_far: &str, sent
     event(api, &v)
 }
 
-/// The events that end a stream of output `text`; the server's timings go
-/// on the event that finishes the output, where the API reports them.
+/// The events that end a stream of reasoning `think` and answer `text` (for
+/// `/generate`, the whole tagged output); the server's timings go on the
+/// event that finishes the output, where the API reports them.
 pub fn stream_end(
     api: Api,
     f: &ReplyFacts<'_>,
+    think: &str,
     text: &str,
     usage: bool,
     timings: Option<Timings>,
@@ -805,7 +1059,7 @@ pub fn stream_end(
             out
         }
         Api::Responses => {
-            let r = response_object(f, Some(text));
+            let r = response_object(f, think, Some(text));
             let kind = if f.length {
                 "response.incomplete"
             } else {
@@ -815,13 +1069,16 @@ pub fn stream_end(
                 event(
                     api,
                     &json!({"type": "response.output_text.done", "item_id": format!("msg_{}", f.id),
-                        "output_index": 0, "content_index": 0, "text": text}),
+                        "output_index": answer_index(f), "content_index": 0, "text": text}),
                 ),
                 event(api, &json!({"type": kind, "response": r})),
             ]
         }
         Api::Messages => vec![
-            event(api, &json!({"type": "content_block_stop", "index": 0})),
+            event(
+                api,
+                &json!({"type": "content_block_stop", "index": answer_index(f)}),
+            ),
             event(
                 api,
                 &json!({"type": "message_delta",

@@ -9,6 +9,9 @@
 //!   `/v1/messages` (Anthropic: `tool_use` answered by `tool_result`, checked)
 //!   SGLang's `/generate` and `/v1/embeddings`, each in its own request,
 //!   response and stream format (see [`apis`]).
+//! - Reasoning (`--reasoning-tokens`): each reply reasons before its answer,
+//!   in each API's own shape, moved by the request's reasoning effort,
+//!   thinking switch and budget (see [`apis::Thinking`]).
 //! - Prompt tokens are counted with the real tokenizer: every message's content and
 //!   tool calls, the `tools` array, plus a per-message and a per-request template
 //!   overhead; a plain prompt (completions, `/generate`) is its tokens alone.
@@ -140,6 +143,24 @@ pub struct SimConfig {
     /// Output cap when a request gives none.
     #[arg(long, default_value_t = 128)]
     pub default_max_tokens: u32,
+    /// Reasoning tokens each reply makes before its answer (0: none, a model
+    /// that does not reason). They come in each API's own shape (chat
+    /// `reasoning_content`, Responses reasoning items, Anthropic thinking
+    /// blocks, `<think>` tags in the text of completions and `/generate`), at
+    /// the decode pace of the answer, and count in the output cap and the
+    /// usage's completion tokens. A request's knobs move them: reasoning
+    /// effort scales them (low 0.5x, medium 1x, high 2x), thinking turned off
+    /// makes none, a thinking budget caps them.
+    #[arg(long, default_value_t = 0)]
+    pub reasoning_tokens: u32,
+    /// With a value above `reasoning-tokens`: each reply's reasoning count is
+    /// drawn between the two, uniformly and seeded by the request.
+    #[arg(long, default_value_t = 0)]
+    pub reasoning_tokens_max: u32,
+    /// Leave the reasoning count out of the usage (as servers without a
+    /// `reasoning_tokens` detail do): the client counts the reasoning text.
+    #[arg(long)]
+    pub omit_reasoning_usage: bool,
     /// Reject prompts longer than this with HTTP 400 (0: no limit).
     #[arg(long, default_value_t = 0)]
     pub max_context_tokens: u32,
@@ -325,6 +346,15 @@ impl SimConfig {
             || self.kv_capacity_tokens > 0
         {
             return Err("step-base-ms, step-ms-per-seq and kv-capacity-tokens need max-running (the continuous-batching model)".into());
+        }
+        if self.reasoning_tokens_max > 0 && self.reasoning_tokens_max < self.reasoning_tokens {
+            return Err(format!(
+                "reasoning-tokens-max ({}) is below reasoning-tokens ({})",
+                self.reasoning_tokens_max, self.reasoning_tokens
+            ));
+        }
+        if self.instant && (self.reasoning_tokens > 0 || self.reasoning_tokens_max > 0) {
+            return Err("instant answers at once: it makes no reasoning (reasoning-tokens)".into());
         }
         if self.fault_status.iter().any(|s| !(100..=599).contains(s)) {
             return Err("fault-status codes must be between 100 and 599".into());

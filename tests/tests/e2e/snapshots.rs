@@ -87,13 +87,23 @@ fn snapshot<S: AsRef<str>>(name: &str, agent: bool, flags: &[S], empty: &[&str])
             || c.starts_with("server_p")
             || c.starts_with("client_minus_server")
     });
+    // The simulator does not reason here: the reasoning figures stay empty
+    // (the time to first answer token is the TTFT, where a run streams).
+    let unreasoned = [
+        "reasoning_duration_p50_ms",
+        "reasoning_duration_p99_ms",
+        "total_reasoning_tokens",
+        "reasoning_tokens_source",
+        "total_answer_tokens",
+    ];
     let closed_loop = ["request_rate", "session_rate"]
         .into_iter()
         .chain(names(LOAD_COLUMNS))
         .chain(names(SLO_COLUMNS))
         // No GPU exporter is scraped.
         .chain(names(ENERGY_COLUMNS))
-        .chain(truthful);
+        .chain(truthful)
+        .chain(unreasoned);
     let empty: Vec<&str> = empty.iter().copied().chain(closed_loop).collect();
     let empty = empty.as_slice();
     let sim = SimServer::recording("qwen");
@@ -210,6 +220,9 @@ fn batchbench_lognormal_csv_and_json_are_pinned() {
             "tpot_p50_ms",
             "tpot_p90_ms",
             "tpot_p99_ms",
+            "ttfat_p50_ms",
+            "ttfat_p90_ms",
+            "ttfat_p99_ms",
         ],
     );
 }

@@ -301,6 +301,12 @@ pub(crate) async fn drive(
             return Ok(false);
         }
         let ok = result.is_ok();
+        // Reasoning tokens from the usage, else counted here, before the
+        // collector's lock is taken.
+        let reasoning = result
+            .as_ref()
+            .ok()
+            .and_then(|r| reasoning_tokens(&sh.synth, r));
         {
             let mut c = sh.collector();
             let c = &mut *c;
@@ -343,6 +349,10 @@ pub(crate) async fn drive(
                 r.first_reasoning_at
                     .map(|t| t.saturating_duration_since(sent_at))
             });
+            let ttfat = result
+                .as_ref()
+                .ok()
+                .and_then(|r| first_answer_at(r).map(|t| t.saturating_duration_since(sent_at)));
             let rec = RequestRecord {
                 agent_id,
                 trajectory_id: id,
@@ -362,6 +372,9 @@ pub(crate) async fn drive(
                 live_block_fallbacks: fallbacks,
                 ttft,
                 ttfrt,
+                ttfat,
+                reasoning_tokens: reasoning.map(|(n, _)| n),
+                reasoning_counted: reasoning.is_some_and(|(_, counted)| counted),
                 images,
                 image_bytes,
                 tpot: stream_figures.0,
@@ -423,4 +436,25 @@ pub(crate) async fn drive(
         prev = Some(std::mem::replace(&mut cur, n));
         index += 1;
     }
+}
+
+/// When the reply's answer began: the codec's first answer token, else (a
+/// codec that does not tell) the first token of a reply without reasoning.
+fn first_answer_at(r: &Reply) -> Option<Instant> {
+    match r.first_reasoning_at {
+        None => r.first_answer_at.or(r.first_token_at),
+        Some(_) => r.first_answer_at,
+    }
+}
+
+/// A reply's reasoning tokens and whether the client counted them: the
+/// usage's count where the API reports one, else the reasoning text counted
+/// with the run's tokenizer (none without a tokenizer or reasoning).
+fn reasoning_tokens(synth: &crate::synthesis::synth::Synth, r: &Reply) -> Option<(u64, bool)> {
+    if let Some(n) = r.usage.and_then(|u| u.reasoning_tokens) {
+        return Some((n, false));
+    }
+    let text = r.reasoning.as_deref().filter(|t| !t.is_empty())?;
+    let n = synth.tokenizer.as_ref()?.count_synthetic(text).ok()?;
+    Some((n as u64, true))
 }

@@ -71,10 +71,23 @@ pub struct Metrics {
     pub ttft: Latency,
     /// Time to the first reasoning token (streamed successes with reasoning).
     pub ttfrt: Latency,
-    /// Reasoning tokens, where the server reported them apart.
+    /// Time to the first answer token (streamed successes that answered).
+    pub ttfat: Latency,
+    /// The same from the intended send time (the `ttfat` SLO's).
+    pub ttfat_from_intended: Latency,
+    /// First reasoning token to first answer token (streamed successes that
+    /// reasoned, then answered).
+    pub reasoning_duration: Latency,
+    /// Reasoning tokens, from the usage or counted by the client.
     pub reasoning_tokens: u64,
-    /// Successes whose usage reported reasoning tokens.
+    /// Successes with a reasoning token count (from either source).
     pub reasoning_reports: u64,
+    /// Of those, the ones the client counted (no count in the usage).
+    pub reasoning_counted: u64,
+    /// Completion tokens of the successes with a reasoning count.
+    pub reasoning_completion_tokens: u64,
+    /// Successes that reasoned and gave no answer.
+    pub reasoning_only: u64,
     /// Inputs answered (embeddings), where the API counts them.
     pub items: Option<u64>,
     /// Images sent (every request, failures included).
@@ -227,6 +240,7 @@ impl Metrics {
             let behind = rec.timing.behind();
             let figures = batchbench_contract::slo::RequestFigures {
                 ttft: rec.ttft.map(|t| t + behind),
+                ttfat: rec.ttfat.map(|t| t + behind),
                 tpot: rec.tpot,
                 itl_max: rec.itl_max,
                 e2e: rec.latency + behind,
@@ -328,6 +342,21 @@ impl Metrics {
                 }
                 if let Some(t) = rec.ttfrt {
                     self.ttfrt.record(t);
+                    match rec.ttfat {
+                        Some(a) => self.reasoning_duration.record(a.saturating_sub(t)),
+                        None => self.reasoning_only += 1,
+                    }
+                }
+                if let Some(t) = rec.ttfat {
+                    self.ttfat.record_at(t, at);
+                    self.ttfat_from_intended.record_at(t + behind, at);
+                }
+                if let Some(r) = rec.reasoning_tokens {
+                    self.reasoning_tokens += r;
+                    self.reasoning_reports += 1;
+                    self.reasoning_counted += u64::from(rec.reasoning_counted);
+                    self.reasoning_completion_tokens +=
+                        rec.usage.map_or(r, |u| u.completion_tokens.max(r));
                 }
                 self.estimated_cached_tokens += rec.estimated_cached_tokens;
                 self.global_estimated_cached_tokens += rec.cache_estimate.global;
@@ -339,10 +368,6 @@ impl Metrics {
                     self.completion_tokens += u.completion_tokens;
                     if let Some(n) = u.items {
                         *self.items.get_or_insert(0) += n;
-                    }
-                    if let Some(r) = u.reasoning_tokens {
-                        self.reasoning_tokens += r;
-                        self.reasoning_reports += 1;
                     }
                     if let Some(c) = u.cached_tokens {
                         self.server_cached_tokens += c;
@@ -525,6 +550,8 @@ impl Metrics {
             ("latency", &self.latency),
             ("ttft", &self.ttft),
             ("ttfrt", &self.ttfrt),
+            ("ttfat", &self.ttfat),
+            ("reasoning_duration", &self.reasoning_duration),
             ("itl", &self.itl),
             ("tpot", &self.tpot),
             ("trajectory_e2e", &self.trajectory_e2e),
@@ -590,7 +617,22 @@ impl Metrics {
             latency: m.latency.stats(),
             ttft: m.ttft.stats(),
             ttfrt: m.ttfrt.stats(),
+            ttfat: m.ttfat.stats(),
+            reasoning_duration: m.reasoning_duration.stats(),
             total_reasoning_tokens: (m.reasoning_reports > 0).then_some(m.reasoning_tokens),
+            reasoning_tokens_source: (m.reasoning_reports > 0).then(|| {
+                match m.reasoning_counted {
+                    0 => "usage",
+                    n if n == m.reasoning_reports => "counted",
+                    _ => "mixed",
+                }
+                .to_owned()
+            }),
+            total_answer_tokens: (m.reasoning_reports > 0).then(|| {
+                m.reasoning_completion_tokens
+                    .saturating_sub(m.reasoning_tokens)
+            }),
+            reasoning_only_replies: m.reasoning_only,
             total_items: m.items,
             images_sent: (m.images > 0).then_some(m.images),
             total_image_bytes: (m.images > 0).then_some(m.image_bytes),
@@ -660,6 +702,9 @@ mod tests {
             live_block_fallbacks: 0,
             ttft: None,
             ttfrt: None,
+            ttfat: None,
+            reasoning_tokens: None,
+            reasoning_counted: false,
             images: 0,
             image_bytes: 0,
             tpot: None,
@@ -698,6 +743,9 @@ mod tests {
                 live_block_fallbacks: 0,
                 ttft: None,
                 ttfrt: None,
+                ttfat: None,
+                reasoning_tokens: None,
+                reasoning_counted: false,
                 images: 0,
                 image_bytes: 0,
                 tpot: None,
@@ -746,6 +794,9 @@ mod tests {
             live_block_fallbacks: 0,
             ttft: None,
             ttfrt: None,
+            ttfat: None,
+            reasoning_tokens: None,
+            reasoning_counted: false,
             images: 0,
             image_bytes: 0,
             tpot: None,

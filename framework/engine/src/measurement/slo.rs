@@ -8,6 +8,7 @@ use batchbench_contract::slo::{SloBound, SloMetric, SloReport, SloResult};
 pub(crate) fn distribution(metric: SloMetric, m: &Metrics) -> &Latency {
     match metric {
         SloMetric::Ttft => &m.ttft_from_intended,
+        SloMetric::Ttfat => &m.ttfat_from_intended,
         SloMetric::Itl => &m.itl,
         SloMetric::Tpot => &m.tpot,
         SloMetric::E2e => &m.latency_from_intended,

@@ -34,7 +34,7 @@ pub(super) fn cdf(buckets: &[[u64; 2]]) -> Vec<(f64, f64)> {
 }
 
 pub(super) fn cdf_charts(shown: &[Shown<'_>]) -> String {
-    let families = [
+    let mut families = vec![
         ("latency", "End-to-end latency", "no successful request"),
         (
             "ttft",
@@ -52,6 +52,24 @@ pub(super) fn cdf_charts(shown: &[Shown<'_>]) -> String {
             "not measured: the runs did not stream, or replies were one token",
         ),
     ];
+    // Beside the TTFT, where replies reasoned: the wait for the answer.
+    let reasoned = shown.iter().any(|s| {
+        s.run
+            .histograms
+            .families
+            .get("ttfrt")
+            .is_some_and(|b| !b.is_empty())
+    });
+    if reasoned {
+        families.insert(
+            2,
+            (
+                "ttfat",
+                "Time to first answer token (after the reasoning)",
+                "not measured: no reply answered after reasoning",
+            ),
+        );
+    }
     let charts: Vec<(Chart, &str)> = families
         .iter()
         .map(|(family, title, empty)| {

@@ -143,15 +143,17 @@ impl LoadArgs {
         if self.max_failure_rate.is_some() {
             spec.max_failure_rate = self.max_failure_rate;
         }
-        // TTFT, ITL and TPOT exist only for streamed replies: without
+        // TTFT, TTFAT, ITL and TPOT exist only for streamed replies: without
         // --stream every request would miss such a bound, silently.
-        let timed = spec
-            .slo
-            .iter()
-            .find(|b| matches!(b.metric, SloMetric::Ttft | SloMetric::Itl | SloMetric::Tpot));
+        let timed = spec.slo.iter().find(|b| {
+            matches!(
+                b.metric,
+                SloMetric::Ttft | SloMetric::Ttfat | SloMetric::Itl | SloMetric::Tpot
+            )
+        });
         if let (Some(b), false) = (timed, spec.target.stream) {
             return Err(Failure::bad(format!(
-                "--slo {b}: TTFT, ITL and TPOT are measured on streamed replies only: add --stream (or bound e2e)"
+                "--slo {b}: TTFT, TTFAT, ITL and TPOT are measured on streamed replies only: add --stream (or bound e2e)"
             )));
         }
         let l = &mut spec.load;

@@ -154,5 +154,6 @@ pub fn chat_options(spec: &RunSpec) -> OpenAiChatConfig {
     OpenAiChatConfig {
         sglang: on("sglang"),
         ignore_eos: on("ignore_eos"),
+        reasoning_tags: on("reasoning_tags"),
     }
 }

@@ -404,7 +404,12 @@ struct Plan {
     worker: u32,
     prompt: u64,
     cached: u64,
+    /// Output tokens, reasoning included.
     completion: u32,
+    /// Of which reasoning, before the answer.
+    reasoning: u32,
+    /// Whether the usage reports the reasoning apart.
+    reasoning_usage: bool,
     max: u32,
     stream: bool,
     usage_in_stream: bool,
@@ -505,13 +510,29 @@ async fn serve(
     // Output length and text are a function of the request (like greedy decoding:
     // the same prompt gets the same reply), never of arrival order.
     let mut rng = Stream::at(st.cfg.seed, &[fnv(&body)]);
-    let completion = if api == Api::Embeddings {
+    let drawn = if api == Api::Embeddings {
         0
     } else if ignore_eos || min >= max {
         max
     } else {
         rng.range_inclusive(i64::from(min.max(1)), i64::from(max)) as u32
     };
+    // Reasoning comes first and counts in the cap: the answer is what is left
+    // of it (all of it with ignore_eos).
+    let reasoning = if api == Api::Embeddings {
+        0
+    } else {
+        parsed
+            .thinking
+            .tokens(reasoning_base(&st.cfg, &body))
+            .min(max)
+    };
+    let answer = if ignore_eos || min >= max {
+        max - reasoning
+    } else {
+        drawn.min(max - reasoning)
+    };
+    let completion = reasoning + answer;
     let stream = parsed.stream;
     let usage_in_stream = parsed.usage_in_stream;
 
@@ -598,6 +619,8 @@ async fn serve(
         prompt,
         cached,
         completion,
+        reasoning,
+        reasoning_usage: !st.cfg.omit_reasoning_usage,
         max,
         stream,
         usage_in_stream,
@@ -606,4 +629,16 @@ async fn serve(
         fault_status,
     };
     respond(st, plan, rng).await
+}
+
+/// The reasoning a reply of this request would make before its knobs: the
+/// configured count, or one drawn between it and the maximum (seeded by the
+/// request, apart from the answer's draws).
+fn reasoning_base(cfg: &SimConfig, body: &[u8]) -> u32 {
+    let (lo, hi) = (cfg.reasoning_tokens, cfg.reasoning_tokens_max);
+    if hi <= lo {
+        return lo;
+    }
+    let mut r = Stream::at(cfg.seed ^ 0x7EA5, &[fnv(body)]);
+    r.range_inclusive(i64::from(lo), i64::from(hi)) as u32
 }

@@ -57,14 +57,17 @@ pub(super) async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Resp
         let first = pace.all(p.completion).await;
         let done = std::time::Instant::now();
         drop(in_flight);
+        let mut think = String::new();
+        st.tok
+            .push_words(&mut rng, p.reasoning as usize, &mut think);
         let mut text = String::new();
         st.tok
-            .push_words(&mut rng, p.completion as usize, &mut text);
+            .push_words(&mut rng, (p.completion - p.reasoning) as usize, &mut text);
         if p.fault.is_none() {
             store(&st, &p, &text);
         }
         let timings = st.timings(&p, first.unwrap_or(done), done);
-        let body = apis::body(p.api, &facts(&p), &text, timings).to_string();
+        let body = apis::body(p.api, &facts(&p), &think, &text, timings).to_string();
         let body = match p.fault {
             Some(FaultKind::Truncate) => body[..body.len() / 2].to_owned(),
             Some(FaultKind::Malformed) => format!("{{\"choices\": [ {}", &body[..body.len() / 3]),
@@ -115,11 +118,16 @@ pub(super) async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Resp
     // events, one per chunk of tokens.
     let stamps = (st.cfg.stamps && p.logged && p.fault.is_none()).then(|| {
         let per = st.cfg.tokens_per_chunk.max(1);
+        let reasoning = p.reasoning.div_ceil(per) as usize;
+        let f = facts(&p);
         WriteStamps {
             st: st.clone(),
             seq: p.seq,
-            first: apis::stream_start(p.api, &facts(&p)).len(),
-            tokens: p.completion.div_ceil(per) as usize,
+            first: apis::stream_start(p.api, &f).len(),
+            tokens: reasoning + (p.completion - p.reasoning).div_ceil(per) as usize,
+            // The events between the reasoning and the answer carry no token.
+            between: (p.reasoning > 0)
+                .then(|| (reasoning, apis::stream_answer_start(p.api, &f, "").len())),
             taken: Vec::new(),
         }
     });
@@ -160,17 +168,43 @@ pub(super) async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Resp
             pace.all(0).await;
         }
         let per = st.cfg.tokens_per_chunk.max(1);
+        // In completions and `/generate` reasoning is text between tags.
+        let tags = matches!(p.api, Api::Completions | Api::Generate);
         let mut sent = 0u32;
-        let mut so_far = String::new();
+        // The whole output so far (tags and all), the reasoning, the answer.
+        let (mut so_far, mut think, mut answer) = (String::new(), String::new(), String::new());
         let mut written = Vec::new();
         while sent < p.completion {
-            let n = per.min(p.completion - sent);
+            // A chunk is reasoning or answer, never both.
+            let reasoning = sent < p.reasoning;
+            let left = if reasoning {
+                p.reasoning - sent
+            } else {
+                p.completion - sent
+            };
+            let n = per.min(left);
             pace.next(sent == 0, n).await;
             let mut text = String::new();
+            if tags && reasoning && sent == 0 {
+                text.push_str(apis::THINK_OPEN);
+            }
+            if tags && !reasoning && sent == p.reasoning && p.reasoning > 0 {
+                text.push_str(apis::THINK_CLOSE);
+            }
+            let from = text.len();
             st.tok.push_words(&mut rng, n as usize, &mut text);
+            if reasoning {
+                think.push_str(&text[from..]);
+            } else {
+                answer.push_str(&text[from..]);
+            }
             so_far.push_str(&text);
             sent += n;
-            let e = apis::stream_delta(p.api, &f, &text, &so_far, sent);
+            let e = if reasoning {
+                apis::stream_reasoning(p.api, &f, &text, &so_far, sent)
+            } else {
+                apis::stream_delta(p.api, &f, &text, &so_far, sent)
+            };
             if st.cfg.stamps {
                 written.push(std::time::Instant::now());
             }
@@ -180,9 +214,21 @@ pub(super) async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Resp
             if p.fault == Some(FaultKind::Truncate) && sent * 2 >= p.completion {
                 return; // ends without its closing events
             }
+            // The reasoning is over: its item or block closes, the answer's
+            // opens (even for an answer of nothing: the cap was spent).
+            if reasoning
+                && sent == p.reasoning
+                && !send(apis::stream_answer_start(p.api, &f, &think)).await
+            {
+                return;
+            }
+        }
+        if tags && p.reasoning > 0 && p.reasoning == p.completion {
+            // The cap was spent on reasoning: the tags are closed all the same.
+            so_far.push_str(apis::THINK_CLOSE);
         }
         if p.fault.is_none() {
-            store(&st, &p, &so_far);
+            store(&st, &p, &answer);
         }
         let now = std::time::Instant::now();
         let timings = st.timings(
@@ -190,10 +236,16 @@ pub(super) async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Resp
             written.first().copied().unwrap_or(now),
             written.last().copied().unwrap_or(now),
         );
+        let text = if p.api == Api::Generate {
+            &so_far
+        } else {
+            &answer
+        };
         send(apis::stream_end(
             p.api,
             &f,
-            &so_far,
+            &think,
+            text,
             p.usage_in_stream,
             timings,
         ))
@@ -215,6 +267,8 @@ pub(super) fn facts(p: &Plan) -> apis::ReplyFacts<'_> {
         prompt: p.prompt,
         cached: p.cached,
         completion: p.completion,
+        reasoning: p.reasoning,
+        reasoning_usage: p.reasoning_usage,
         length: p.completion >= p.max,
         items: p.items,
     }

@@ -135,12 +135,15 @@ pub(super) fn receiver_stream(
 }
 
 /// With `--stamps`: when the connection took each chunk of a stream, and
-/// which of them carried tokens (`tokens` of them from the `first`).
+/// which of them carried tokens (`tokens` of them from the `first`, less the
+/// `between` events: `(after so many token chunks, how many)`, that end the
+/// reasoning and open the answer).
 pub(super) struct WriteStamps {
     pub(super) st: Arc<AppState>,
     pub(super) seq: u64,
     pub(super) first: usize,
     pub(super) tokens: usize,
+    pub(super) between: Option<(usize, usize)>,
     pub(super) taken: Vec<std::time::Instant>,
 }
 
@@ -148,8 +151,15 @@ impl WriteStamps {
     /// Notes a chunk taken now; the last token chunk's logs them all.
     fn take(&mut self) {
         self.taken.push(std::time::Instant::now());
-        if self.taken.len() == self.first + self.tokens {
-            self.st.log_chunks(self.seq, &self.taken[self.first..]);
+        let (after, gap) = self.between.unwrap_or((0, 0));
+        if self.taken.len() == self.first + self.tokens + gap {
+            let chunks = &self.taken[self.first..];
+            let tokens: Vec<_> = chunks[..after]
+                .iter()
+                .chain(&chunks[after + gap..])
+                .copied()
+                .collect();
+            self.st.log_chunks(self.seq, &tokens);
         }
     }
 }

@@ -456,6 +456,9 @@ impl MessagesEvents {
                 let bytes = match d.get("type").and_then(Value::as_str) {
                     Some("text_delta") => {
                         self.reply.content.push_str(text("text"));
+                        if !text("text").is_empty() {
+                            self.reply.first_answer_at.get_or_insert(now);
+                        }
                         text("text").len()
                     }
                     Some("thinking_delta") => {
@@ -465,8 +468,13 @@ impl MessagesEvents {
                         }
                         text("thinking").len()
                     }
-                    // A tool call the model makes is output too.
-                    Some("input_json_delta") => text("partial_json").len(),
+                    // A tool call the model makes is output too: its answer.
+                    Some("input_json_delta") => {
+                        if !text("partial_json").is_empty() {
+                            self.reply.first_answer_at.get_or_insert(now);
+                        }
+                        text("partial_json").len()
+                    }
                     _ => 0,
                 };
                 if bytes > 0 {

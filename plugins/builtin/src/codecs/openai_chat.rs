@@ -5,11 +5,14 @@
 //! tree, no clone of the messages). Output constraints go out as `min_tokens` /
 //! `max_tokens`, or `min_new_tokens` / `max_new_tokens` with `sglang`. Responses
 //! are decoded from JSON or from SSE; reasoning output (`reasoning_content` or
-//! `reasoning`) is kept; the first token is the first content or reasoning text,
-//! never the role-only chunk.
+//! `reasoning`, or `<think>` tags in the content with `reasoning_tags`) is kept
+//! apart from the answer; the first token is the first content or reasoning
+//! text, never the role-only chunk, and the first answer token the first
+//! content after it.
 
 use super::wire::{
-    SseEvents, SseStream, choices_chunk, choices_reply, closed, json_str, num_field, w,
+    SseEvents, SseStream, ThinkTags, choices_chunk, choices_reply, closed, json_str, note_text,
+    num_field, split_think, w,
 };
 use batchbench_contract::conversation::{Conversation, Message};
 use batchbench_contract::plugin::{
@@ -30,6 +33,11 @@ pub struct OpenAiChatConfig {
     /// Send `"ignore_eos": true`.
     #[serde(default)]
     pub ignore_eos: bool,
+    /// The server runs no reasoning parser: the model's reasoning comes
+    /// inside the content as `<think>...</think>`, and is split out of it
+    /// here (the tags are part of neither the reasoning nor the answer).
+    #[serde(default)]
+    pub reasoning_tags: bool,
 }
 
 /// The OpenAI chat codec.
@@ -223,19 +231,27 @@ impl RequestCodec for OpenAiChat {
     fn decode(&self, body: &[u8]) -> Result<Reply, CodecError> {
         let (choice, reply) = choices_reply::<Choice<'_>>(body)?;
         let msg = choice.message.unwrap_or_default();
+        let mut content = msg.content.map(|c| c.into_owned()).unwrap_or_default();
+        let mut reasoning = msg
+            .reasoning_content
+            .or(msg.reasoning)
+            .map(|c| c.into_owned());
+        if self.cfg.reasoning_tags && reasoning.is_none() {
+            (reasoning, content) = split_think(&content);
+        }
         Ok(Reply {
-            content: msg.content.map(|c| c.into_owned()).unwrap_or_default(),
-            reasoning: msg
-                .reasoning_content
-                .or(msg.reasoning)
-                .map(|c| c.into_owned()),
+            content,
+            reasoning,
             finish_reason: choice.finish_reason.map(|c| c.into_owned()),
             ..reply
         })
     }
 
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
-        Box::new(SseStream::<ChatEvents>::default())
+        Box::new(SseStream::with(ChatEvents {
+            tags: self.cfg.reasoning_tags.then(ThinkTags::default),
+            ..ChatEvents::default()
+        }))
     }
 }
 
@@ -265,31 +281,29 @@ struct ChatEvents {
     reply: Reply,
     reasoning: String,
     done: bool,
+    /// With `reasoning_tags`: the content's `<think>` split.
+    tags: Option<ThinkTags>,
 }
 
 impl SseEvents for ChatEvents {
     fn data(&mut self, _event: &str, data: &[u8], now: Instant) -> Result<(), CodecError> {
         if let Some(choice) = choices_chunk::<Choice<'_>>(data, &mut self.done, &mut self.reply)? {
             if let Some(d) = choice.delta.or(choice.message) {
-                let mut bytes = 0usize;
-                if let Some(c) = d.content.filter(|c| !c.is_empty()) {
-                    bytes += c.len();
-                    self.reply.content.push_str(&c);
-                }
-                if let Some(r) = d
-                    .reasoning_content
-                    .or(d.reasoning)
-                    .filter(|c| !c.is_empty())
-                {
-                    bytes += r.len();
-                    self.reasoning.push_str(&r);
-                    self.reply.first_reasoning_at.get_or_insert(now);
-                }
-                if bytes > 0 {
-                    self.reply.first_token_at.get_or_insert(now);
-                    self.reply
-                        .chunks
-                        .push((now, u32::try_from(bytes).unwrap_or(u32::MAX)));
+                let content = d.content.unwrap_or_default();
+                let reasoning = d.reasoning_content.or(d.reasoning).unwrap_or_default();
+                match &mut self.tags {
+                    Some(tags) if !content.is_empty() => {
+                        let (mut think, answer) = tags.feed(&content);
+                        think.insert_str(0, &reasoning);
+                        note_text(&mut self.reply, &mut self.reasoning, &think, &answer, now);
+                    }
+                    _ => note_text(
+                        &mut self.reply,
+                        &mut self.reasoning,
+                        &reasoning,
+                        &content,
+                        now,
+                    ),
                 }
             }
             if let Some(f) = choice.finish_reason {
@@ -300,6 +314,11 @@ impl SseEvents for ChatEvents {
     }
 
     fn close(&mut self) -> Result<Reply, CodecError> {
+        if let Some(tags) = &mut self.tags {
+            let (think, answer) = tags.finish();
+            let now = Instant::now();
+            note_text(&mut self.reply, &mut self.reasoning, &think, &answer, now);
+        }
         let ended = self.done || self.reply.finish_reason.is_some();
         closed(
             ended,
@@ -330,6 +349,7 @@ mod tests {
             cfg: OpenAiChatConfig {
                 sglang,
                 ignore_eos: true,
+                reasoning_tags: false,
             },
         }
     }
@@ -541,7 +561,57 @@ mod tests {
             r.first_reasoning_at, r.first_token_at,
             "reasoning came first"
         );
+        assert!(
+            r.first_answer_at > r.first_reasoning_at,
+            "the answer came after the reasoning"
+        );
         assert_eq!(r.usage.map(|u| u.completion_tokens), Some(2));
+    }
+
+    #[test]
+    fn think_tags_in_the_content_are_reasoning_with_reasoning_tags() {
+        let stream = concat!(
+            "data: {\"choices\":[{\"delta\":{\"content\":\"<think>\\nhm\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\" yes\\n</thi\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"nk>\\n\\nok\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: [DONE]\n\n"
+        );
+        let t0 = Instant::now();
+        let ms = |i: u64| t0 + std::time::Duration::from_millis(i);
+        let tagged = OpenAiChat {
+            cfg: OpenAiChatConfig {
+                reasoning_tags: true,
+                ..OpenAiChatConfig::default()
+            },
+        };
+        let mut d = tagged.stream_decoder();
+        for (i, event) in stream.split_inclusive("\n\n").enumerate() {
+            d.feed(event.as_bytes(), ms(i as u64 + 1))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let r = d.finish().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.reasoning.as_deref(), Some("\nhm yes\n"));
+        assert_eq!(r.content, "\n\nok");
+        assert_eq!(r.first_reasoning_at, Some(ms(1)));
+        assert_eq!(
+            r.first_answer_at,
+            Some(ms(3)),
+            "the answer starts after </think>"
+        );
+        // Without the option the tags are the answer's.
+        let mut d = codec(false).stream_decoder();
+        d.feed(stream.as_bytes(), ms(1))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let r = d.finish().unwrap_or_else(|e| panic!("{e}"));
+        assert!(r.content.starts_with("<think>") && r.reasoning.is_none());
+        // A whole JSON reply is split the same way.
+        let body = br#"{"choices":[{"message":{"role":"assistant","content":"<think>a</think>b"},"finish_reason":"stop"}]}"#;
+        let r = tagged.decode(body).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (r.reasoning.as_deref(), r.content.as_str()),
+            (Some("a"), "b")
+        );
     }
 
     #[test]

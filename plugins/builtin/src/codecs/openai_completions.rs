@@ -10,8 +10,8 @@
 
 use super::openai_chat::{OpenAiChatConfig, run_fields};
 use super::wire::{
-    SseEvents, SseStream, choices_chunk, choices_reply, closed, fields, json_str, raw_with_fields,
-    w,
+    SseEvents, SseStream, ThinkTags, choices_chunk, choices_reply, closed, fields, json_str,
+    note_text, raw_with_fields, split_think, w,
 };
 use batchbench_contract::plugin::{
     BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, StreamDecoder,
@@ -58,15 +58,24 @@ impl RequestCodec for OpenAiCompletions {
 
     fn decode(&self, body: &[u8]) -> Result<Reply, CodecError> {
         let (choice, reply) = choices_reply::<Choice<'_>>(body)?;
+        let mut content = choice.text.map(Cow::into_owned).unwrap_or_default();
+        let mut reasoning = None;
+        if self.cfg.reasoning_tags {
+            (reasoning, content) = split_think(&content);
+        }
         Ok(Reply {
-            content: choice.text.map(Cow::into_owned).unwrap_or_default(),
+            content,
+            reasoning,
             finish_reason: choice.finish_reason.map(Cow::into_owned),
             ..reply
         })
     }
 
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
-        Box::new(SseStream::<CompletionsEvents>::default())
+        Box::new(SseStream::with(CompletionsEvents {
+            tags: self.cfg.reasoning_tags.then(ThinkTags::default),
+            ..CompletionsEvents::default()
+        }))
     }
 }
 
@@ -83,6 +92,9 @@ struct Choice<'a> {
 struct CompletionsEvents {
     reply: Reply,
     done: bool,
+    /// With `reasoning_tags`: the text's `<think>` split, and the reasoning.
+    tags: Option<ThinkTags>,
+    reasoning: String,
 }
 
 impl CompletionsEvents {
@@ -90,11 +102,13 @@ impl CompletionsEvents {
     fn on_data(&mut self, data: &[u8], now: Instant) -> Result<(), CodecError> {
         if let Some(choice) = choices_chunk::<Choice<'_>>(data, &mut self.done, &mut self.reply)? {
             if let Some(t) = choice.text.filter(|t| !t.is_empty()) {
-                self.reply.content.push_str(&t);
-                self.reply.first_token_at.get_or_insert(now);
-                self.reply
-                    .chunks
-                    .push((now, u32::try_from(t.len()).unwrap_or(u32::MAX)));
+                match &mut self.tags {
+                    Some(tags) => {
+                        let (think, answer) = tags.feed(&t);
+                        note_text(&mut self.reply, &mut self.reasoning, &think, &answer, now);
+                    }
+                    None => note_text(&mut self.reply, &mut self.reasoning, "", &t, now),
+                }
             }
             if let Some(f) = choice.finish_reason {
                 self.reply.finish_reason = Some(f.into_owned());
@@ -110,12 +124,17 @@ impl SseEvents for CompletionsEvents {
     }
 
     fn close(&mut self) -> Result<Reply, CodecError> {
+        if let Some(tags) = &mut self.tags {
+            let (think, answer) = tags.finish();
+            let now = Instant::now();
+            note_text(&mut self.reply, &mut self.reasoning, &think, &answer, now);
+        }
         let ended = self.done || self.reply.finish_reason.is_some();
         closed(
             ended,
             "its finish chunk and [DONE]",
             &mut self.reply,
-            &mut String::new(),
+            &mut self.reasoning,
         )
     }
 }

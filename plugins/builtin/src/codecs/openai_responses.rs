@@ -395,6 +395,7 @@ impl ResponsesEvents {
                     .filter(|d| !d.is_empty())
                 {
                     self.reply.content.push_str(d);
+                    self.reply.first_answer_at.get_or_insert(now);
                     self.token(now, d.len());
                 }
             }

@@ -8,7 +8,10 @@
 //! with SGLang's incremental streaming, only the new part): each event adds
 //! what it holds beyond the previous one.
 
-use super::wire::{SseEvents, SseStream, closed, error_in_200, fields, raw_with_fields, w};
+use super::wire::{
+    SseEvents, SseStream, ThinkTags, closed, error_in_200, fields, note_text, raw_with_fields,
+    split_think, w,
+};
 use batchbench_contract::plugin::{
     BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, ServerTiming,
     StreamDecoder, Usage,
@@ -40,6 +43,9 @@ pub struct SglangGenerateConfig {
     /// Sampling parameters sent with every request, beside the output bounds
     /// (`{"temperature": 0}`).
     pub sampling_params: serde_json::Map<String, Value>,
+    /// The model's reasoning comes inside the text as `<think>...</think>`
+    /// (`/generate` runs no reasoning parser): split it out of the answer.
+    pub reasoning_tags: bool,
 }
 
 /// The SGLang `/generate` codec.
@@ -147,8 +153,14 @@ impl RequestCodec for SglangGenerate {
             return Err(error_in_200(e));
         }
         let meta = g.meta_info.unwrap_or_default();
+        let (reasoning, content) = if self.cfg.reasoning_tags {
+            split_think(&g.text)
+        } else {
+            (None, g.text)
+        };
         Ok(Reply {
-            content: g.text,
+            content,
+            reasoning,
             finish_reason: meta.finish(),
             usage: meta.usage(),
             server_timing: meta.server_timing(),
@@ -158,7 +170,10 @@ impl RequestCodec for SglangGenerate {
     }
 
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
-        Box::new(SseStream::<GenerateEvents>::default())
+        Box::new(SseStream::with(GenerateEvents {
+            tags: self.cfg.reasoning_tags.then(ThinkTags::default),
+            ..GenerateEvents::default()
+        }))
     }
 }
 
@@ -221,6 +236,11 @@ struct GenerateEvents {
     /// Whether each event's text is the whole output so far (decided by the
     /// second event with text).
     cumulative: Option<bool>,
+    /// The whole output so far, reasoning and tags included.
+    raw: String,
+    /// With `reasoning_tags`: the text's `<think>` split, and the reasoning.
+    tags: Option<ThinkTags>,
+    reasoning: String,
 }
 
 impl GenerateEvents {
@@ -240,16 +260,14 @@ impl GenerateEvents {
         }
         // Cumulative text repeats what came before; incremental text does
         // not. The second event with text decides which, for the stream.
-        if self.cumulative.is_none() && !self.reply.content.is_empty() && !g.text.is_empty() {
-            self.cumulative = Some(
-                g.text.len() > self.reply.content.len()
-                    && g.text.starts_with(self.reply.content.as_str()),
-            );
+        if self.cumulative.is_none() && !self.raw.is_empty() && !g.text.is_empty() {
+            self.cumulative =
+                Some(g.text.len() > self.raw.len() && g.text.starts_with(self.raw.as_str()));
         }
         let new = match self.cumulative {
             Some(true) => g
                 .text
-                .strip_prefix(self.reply.content.as_str())
+                .strip_prefix(self.raw.as_str())
                 .map(str::to_owned)
                 .ok_or_else(|| {
                     CodecError("a cumulative stream's text does not extend the text before".into())
@@ -257,11 +275,14 @@ impl GenerateEvents {
             _ => g.text,
         };
         if !new.is_empty() {
-            self.reply.first_token_at.get_or_insert(now);
-            self.reply
-                .chunks
-                .push((now, u32::try_from(new.len()).unwrap_or(u32::MAX)));
-            self.reply.content.push_str(&new);
+            self.raw.push_str(&new);
+            match &mut self.tags {
+                Some(tags) => {
+                    let (think, answer) = tags.feed(&new);
+                    note_text(&mut self.reply, &mut self.reasoning, &think, &answer, now);
+                }
+                None => note_text(&mut self.reply, &mut self.reasoning, "", &new, now),
+            }
         }
         if let Some(meta) = g.meta_info {
             if let Some(u) = meta.usage() {
@@ -284,12 +305,17 @@ impl SseEvents for GenerateEvents {
     }
 
     fn close(&mut self) -> Result<Reply, CodecError> {
+        if let Some(tags) = &mut self.tags {
+            let (think, answer) = tags.finish();
+            let now = Instant::now();
+            note_text(&mut self.reply, &mut self.reasoning, &think, &answer, now);
+        }
         let ended = self.done || self.reply.finish_reason.is_some();
         closed(
             ended,
             "its finish reason and [DONE]",
             &mut self.reply,
-            &mut String::new(),
+            &mut self.reasoning,
         )
     }
 }

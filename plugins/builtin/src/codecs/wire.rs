@@ -213,6 +213,16 @@ pub(crate) struct SseStream<E> {
     events: E,
 }
 
+impl<E> SseStream<E> {
+    /// A stream whose events start as `events` (a codec's options in them).
+    pub(crate) fn with(events: E) -> Self {
+        Self {
+            lines: SseLines::default(),
+            events,
+        }
+    }
+}
+
 impl<E: SseEvents> StreamDecoder for SseStream<E> {
     fn feed(&mut self, bytes: &[u8], now: std::time::Instant) -> Result<(), CodecError> {
         let Self { lines, events } = self;
@@ -413,6 +423,145 @@ pub(crate) fn tool_function(tool: &str) -> Result<serde_json::Map<String, Value>
     }
 }
 
+/// Notes streamed text of a reply that arrived at `now`: its reasoning
+/// (`think`, gathered in `reasoning`) and its answer, with the first token of
+/// each and the chunk's bytes for the inter-token figures.
+pub(crate) fn note_text(
+    reply: &mut Reply,
+    reasoning: &mut String,
+    think: &str,
+    answer: &str,
+    now: std::time::Instant,
+) {
+    if !think.is_empty() {
+        reasoning.push_str(think);
+        reply.first_reasoning_at.get_or_insert(now);
+    }
+    if !answer.is_empty() {
+        reply.content.push_str(answer);
+        reply.first_answer_at.get_or_insert(now);
+    }
+    let bytes = think.len() + answer.len();
+    if bytes > 0 {
+        reply.first_token_at.get_or_insert(now);
+        reply
+            .chunks
+            .push((now, u32::try_from(bytes).unwrap_or(u32::MAX)));
+    }
+}
+
+/// A whole reply's content split by [`ThinkTags`]: its reasoning (none when
+/// it did not open with `<think>`) and its answer.
+pub(crate) fn split_think(content: &str) -> (Option<String>, String) {
+    let mut t = ThinkTags::default();
+    let (mut r, mut a) = t.feed(content);
+    let (r2, a2) = t.finish();
+    r.push_str(&r2);
+    a.push_str(&a2);
+    (t.opened().then_some(r), a)
+}
+
+/// Reasoning inside the content, as `<think>...</think>` (a server that runs
+/// no reasoning parser passes the model's tags through): splits a stream of
+/// content text into reasoning and answer. Reasoning is what follows an
+/// opening `<think>` at the start of the output (after white space) up to
+/// `</think>`; a reply that does not open with the tag is all answer. The
+/// tags themselves belong to neither part. A tag split between two chunks
+/// waits for the next one.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct ThinkTags {
+    state: TagState,
+    /// Text held back: white space before the output's first word, or what
+    /// may be the start of a tag.
+    held: String,
+    /// The output opened with `<think>`.
+    opened: bool,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum TagState {
+    /// Nothing but white space yet.
+    #[default]
+    Start,
+    Reasoning,
+    Answer,
+}
+
+const OPEN: &str = "<think>";
+const CLOSE: &str = "</think>";
+
+/// The length of the longest end of `text` that begins `tag` (a tag cut by a
+/// chunk's end).
+fn partial_tag(text: &str, tag: &str) -> usize {
+    (1..tag.len().min(text.len() + 1))
+        .rev()
+        .find(|&n| {
+            text.is_char_boundary(text.len() - n) && tag.starts_with(&text[text.len() - n..])
+        })
+        .unwrap_or(0)
+}
+
+impl ThinkTags {
+    /// Feeds one chunk of content; returns its reasoning and answer parts
+    /// (either may be empty while text is held back).
+    pub(crate) fn feed(&mut self, chunk: &str) -> (String, String) {
+        let mut text = std::mem::take(&mut self.held);
+        text.push_str(chunk);
+        let (mut reasoning, mut answer) = (String::new(), String::new());
+        loop {
+            match self.state {
+                TagState::Start => {
+                    let body = text.trim_start();
+                    if let Some(rest) = body.strip_prefix(OPEN) {
+                        text = rest.to_owned();
+                        self.state = TagState::Reasoning;
+                        self.opened = true;
+                    } else if OPEN.starts_with(body) {
+                        // White space, or the start of the tag: wait.
+                        self.held = text;
+                        break;
+                    } else {
+                        self.state = TagState::Answer;
+                    }
+                }
+                TagState::Reasoning => match text.find(CLOSE) {
+                    Some(i) => {
+                        reasoning.push_str(&text[..i]);
+                        text = text[i + CLOSE.len()..].to_owned();
+                        self.state = TagState::Answer;
+                    }
+                    None => {
+                        let keep = partial_tag(&text, CLOSE);
+                        reasoning.push_str(&text[..text.len() - keep]);
+                        self.held = text[text.len() - keep..].to_owned();
+                        break;
+                    }
+                },
+                TagState::Answer => {
+                    answer.push_str(&text);
+                    break;
+                }
+            }
+        }
+        (reasoning, answer)
+    }
+
+    /// Whether the output opened with `<think>`.
+    pub(crate) fn opened(&self) -> bool {
+        self.opened
+    }
+
+    /// The stream ended: what was held back, as the part it belongs to (a
+    /// reply of white space only, or reasoning cut before its `</think>`).
+    pub(crate) fn finish(&mut self) -> (String, String) {
+        let held = std::mem::take(&mut self.held);
+        match self.state {
+            TagState::Reasoning => (held, String::new()),
+            TagState::Start | TagState::Answer => (String::new(), held),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -428,6 +577,41 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn think_tags_split_reasoning_from_the_answer_across_chunks() {
+        let split = |chunks: &[&str]| {
+            let mut t = ThinkTags::default();
+            let (mut r, mut a) = (String::new(), String::new());
+            for c in chunks {
+                let (x, y) = t.feed(c);
+                r.push_str(&x);
+                a.push_str(&y);
+            }
+            let (x, y) = t.finish();
+            (r + &x, a + &y)
+        };
+        let whole = ("a b".to_owned(), "\n\nc d".to_owned());
+        assert_eq!(split(&["<think>a b</think>\n\nc d"]), whole);
+        // Every cut of the text into two chunks gives the same parts.
+        let text = "\n<think>a b</think>\n\nc d";
+        for i in 1..text.len() {
+            assert_eq!(split(&[&text[..i], &text[i..]]), whole, "cut at {i}");
+        }
+        // No opening tag: all answer, even with a closing one later.
+        assert_eq!(
+            split(&["hello </think> x"]),
+            (String::new(), "hello </think> x".into())
+        );
+        assert_eq!(split(&["<thi", "nk", ">"]), (String::new(), String::new()));
+        // Cut before its end: what came is reasoning.
+        assert_eq!(
+            split(&["<think>a", " b</th"]),
+            ("a b</th".into(), String::new())
+        );
+        // A tag-like start that is not the tag.
+        assert_eq!(split(&["<th", "ing>"]), (String::new(), "<thing>".into()));
+    }
     use batchbench_contract::conversation::{Message, Role};
 
     fn flat(conv: &Conversation) -> String {

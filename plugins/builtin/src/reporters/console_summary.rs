@@ -181,10 +181,26 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
         );
     }
     if let Some(r) = s.total_reasoning_tokens {
+        let source = match s.reasoning_tokens_source.as_deref() {
+            Some("counted") => "counted by the client",
+            Some("mixed") => "from the usage, else counted by the client",
+            _ => "from the usage",
+        };
+        let answer = s
+            .total_answer_tokens
+            .map(|a| format!(", {a} answer tokens"))
+            .unwrap_or_default();
         let _ = writeln!(
             o,
-            "  {:<22} {r} of the completion tokens",
+            "  {:<22} {r} of the completion tokens ({source}){answer}",
             "reasoning tokens"
+        );
+    }
+    if s.reasoning_only_replies > 0 {
+        let _ = writeln!(
+            o,
+            "  {:<22} {} replies spent their output cap on reasoning (no answer, no first answer token)",
+            "reasoning only", s.reasoning_only_replies
         );
     }
     if s.planned_prompt_tokens > 0 {
@@ -250,6 +266,9 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
     intervals(&mut o, s.ttft);
     if s.ttfrt.is_some() {
         lat(&mut o, "first reasoning token", s.ttfrt);
+        lat(&mut o, "first answer token", s.ttfat);
+        intervals(&mut o, s.ttfat);
+        lat(&mut o, "reasoning phase", s.reasoning_duration);
     }
     lat(&mut o, "inter-token", s.itl);
     intervals(&mut o, s.itl);

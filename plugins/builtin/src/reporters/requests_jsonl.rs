@@ -49,6 +49,9 @@ struct Line<'a> {
     /// reasoning apart).
     #[serde(skip_serializing_if = "Option::is_none")]
     ttfrt_ms: Option<f64>,
+    /// Time to the first answer token (streamed): after any reasoning.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttfat_ms: Option<f64>,
     /// Time per output token after the first (streamed, two tokens or more).
     tpot_ms: Option<f64>,
     /// The longest per-token gap between streamed chunks.
@@ -64,9 +67,13 @@ struct Line<'a> {
     planned_prompt_tokens: Option<u32>,
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
-    /// Reasoning tokens (part of the completion tokens), where reported apart.
+    /// Reasoning tokens (part of the completion tokens): the usage's, else
+    /// counted by the client (`reasoning_counted`).
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_tokens: Option<u64>,
+    /// The client counted `reasoning_tokens` from the reasoning text.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    reasoning_counted: bool,
     /// Inputs answered (embeddings).
     #[serde(skip_serializing_if = "Option::is_none")]
     items: Option<u64>,
@@ -163,6 +170,7 @@ fn line<'a>(rec: &'a RequestRecord<'a>) -> Line<'a> {
             .and_then(|t| t.server_ms())
             .map(|s| ms(rec.latency) - s),
         ttfrt_ms: rec.ttfrt.map(ms),
+        ttfat_ms: rec.ttfat.map(ms),
         tpot_ms: rec.tpot.map(ms),
         itl_max_ms: rec.itl_max.map(ms),
         token_ms: rec.token_times.iter().copied().map(ms).collect(),
@@ -170,7 +178,8 @@ fn line<'a>(rec: &'a RequestRecord<'a>) -> Line<'a> {
         planned_prompt_tokens: rec.planned_prompt_tokens,
         prompt_tokens: usage.map(|u| u.prompt_tokens),
         completion_tokens: usage.map(|u| u.completion_tokens),
-        reasoning_tokens: usage.and_then(|u| u.reasoning_tokens),
+        reasoning_tokens: rec.reasoning_tokens,
+        reasoning_counted: rec.reasoning_counted,
         items: usage.and_then(|u| u.items),
         images: rec.images,
         image_bytes: rec.image_bytes,
@@ -228,6 +237,8 @@ pub struct RecordLine {
     pub ttft_ms: Option<f64>,
     /// Time to the first reasoning token.
     pub ttfrt_ms: Option<f64>,
+    /// Time to the first answer token.
+    pub ttfat_ms: Option<f64>,
     /// Time per output token.
     pub tpot_ms: Option<f64>,
     /// Longest per-token gap.
@@ -242,8 +253,10 @@ pub struct RecordLine {
     pub prompt_tokens: Option<u64>,
     /// Server-counted output tokens.
     pub completion_tokens: Option<u64>,
-    /// Reasoning tokens of them, where reported apart.
+    /// Reasoning tokens of them (the usage's, else counted).
     pub reasoning_tokens: Option<u64>,
+    /// Whether the client counted them.
+    pub reasoning_counted: bool,
     /// Inputs answered (embeddings).
     pub items: Option<u64>,
     /// Images the request carried.
@@ -296,7 +309,11 @@ impl RecordLine {
             prompt_tokens: p,
             completion_tokens: self.completion_tokens.unwrap_or(0),
             cached_tokens: self.server_cached_tokens,
-            reasoning_tokens: self.reasoning_tokens,
+            reasoning_tokens: if self.reasoning_counted {
+                None
+            } else {
+                self.reasoning_tokens
+            },
             items: self.items,
         });
         let last_attempt = self.end_ms - self.latency_ms;
@@ -316,6 +333,9 @@ impl RecordLine {
             live_block_fallbacks: self.live_block_fallbacks,
             ttft_ms: self.ttft_ms,
             ttfrt_ms: self.ttfrt_ms,
+            ttfat_ms: self.ttfat_ms,
+            reasoning_tokens: self.reasoning_tokens,
+            reasoning_counted: self.reasoning_counted,
             images: self.images,
             image_bytes: self.image_bytes,
             tpot_ms: self.tpot_ms,
@@ -420,6 +440,9 @@ mod tests {
             live_block_fallbacks: 2,
             ttft: Some(Duration::from_millis(4)),
             ttfrt: None,
+            ttfat: None,
+            reasoning_tokens: None,
+            reasoning_counted: false,
             images: 0,
             image_bytes: 0,
             tpot: Some(Duration::from_micros(1_100)),
