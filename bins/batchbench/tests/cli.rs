@@ -114,6 +114,25 @@ fn bad_input_is_one_line_naming_the_flag_exit_2_and_nothing_sent() {
         (vec!["--start-at", "tomorrow"], "--start-at"),
         (vec!["--start-at", "2026-12-04T10:00:00"], "--start-at"),
         (vec!["--gpu-telemetry", "rocm"], "--gpu-telemetry"),
+        // Reasoning knobs an API cannot carry, or that are out of its range.
+        (vec!["--reasoning-effort", "extreme"], "--reasoning-effort"),
+        (
+            words("--codec anthropic_messages --thinking-budget 100"),
+            "--thinking-budget",
+        ),
+        (
+            words("--codec anthropic_messages --reasoning-effort low"),
+            "--reasoning-effort",
+        ),
+        (
+            words("--codec openai_completions --reasoning-effort low"),
+            "--reasoning-effort",
+        ),
+        (vec!["--thinking-budget", "2048"], "--thinking-budget"),
+        (
+            words("--codec openai_responses --no-thinking --reasoning-effort low"),
+            "--no-thinking",
+        ),
     ];
     for (args, needle) in cases {
         let mut all = vec!["--host", &url, "--quiet"];

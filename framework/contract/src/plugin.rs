@@ -286,6 +286,20 @@ pub trait RequestCodec: Send + Sync {
     fn supports_images(&self) -> bool {
         false
     }
+    /// The top-level body fields that carry the run's reasoning `knobs` in
+    /// this API, added to every request; or why the API cannot carry one of
+    /// them (the run is refused before anything is sent, naming the flag).
+    /// The default carries none: any knob is refused.
+    fn reasoning_fields(
+        &self,
+        knobs: &crate::spec::ReasoningKnobs,
+    ) -> Result<Vec<(String, serde_json::Value)>, String> {
+        if knobs.is_empty() {
+            Ok(Vec::new())
+        } else {
+            Err("this API has no field for reasoning knobs".into())
+        }
+    }
     /// Writes the JSON body of a request to `out`.
     fn encode(&self, req: &EncodeRequest<'_>, out: &mut BodyWriter) -> Result<(), CodecError>;
     /// Decodes a complete (non-streamed) response body.

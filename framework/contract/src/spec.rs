@@ -124,6 +124,84 @@ pub struct TargetSpec {
     /// estimates (absent: 16, vLLM's default); only full blocks are cached.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache_block_tokens: Option<u32>,
+    /// What the run asks of a reasoning model's thinking, sent in the API's
+    /// own fields (absent: nothing, the server's default).
+    #[serde(skip_serializing_if = "ReasoningKnobs::is_empty")]
+    pub reasoning: ReasoningKnobs,
+}
+
+/// What a run asks of a reasoning model's thinking. Each codec writes them in
+/// its API's own fields ([`RequestCodec::reasoning_fields`](crate::plugin::RequestCodec::reasoning_fields));
+/// a knob the API cannot carry refuses the run before anything is sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReasoningKnobs {
+    /// Reasoning effort (`reasoning_effort`, `reasoning.effort`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effort: Option<ReasoningEffort>,
+    /// The most tokens the model may think (Anthropic's
+    /// `thinking.budget_tokens`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_tokens: Option<u32>,
+    /// Thinking turned off (the chat template's `enable_thinking: false`,
+    /// Anthropic's `thinking: {"type": "disabled"}`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub off: bool,
+}
+
+impl ReasoningKnobs {
+    /// No knob set.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// A reasoning effort, as the OpenAI APIs name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningEffort {
+    /// No reasoning.
+    None,
+    /// The least reasoning short of none.
+    Minimal,
+    /// Low.
+    Low,
+    /// Medium.
+    Medium,
+    /// High.
+    High,
+}
+
+impl ReasoningEffort {
+    /// Every effort, by name.
+    pub const ALL: [(&'static str, Self); 5] = [
+        ("none", Self::None),
+        ("minimal", Self::Minimal),
+        ("low", Self::Low),
+        ("medium", Self::Medium),
+        ("high", Self::High),
+    ];
+
+    /// The name the APIs send.
+    pub fn as_str(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, e)| *e == self)
+            .map_or("medium", |(n, _)| n)
+    }
+}
+
+impl std::str::FromStr for ReasoningEffort {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .iter()
+            .find(|(n, _)| *n == s)
+            .map(|(_, e)| *e)
+            .ok_or_else(|| {
+                format!("'{s}' is not a reasoning effort (none, minimal, low, medium or high)")
+            })
+    }
 }
 
 impl Default for TargetSpec {
@@ -144,6 +222,7 @@ impl Default for TargetSpec {
             insecure: false,
             max_response_bytes: None,
             cache_block_tokens: None,
+            reasoning: ReasoningKnobs::default(),
         }
     }
 }

@@ -125,3 +125,57 @@ fn a_ttfat_bound_judges_the_answer_not_the_first_token() {
         "{slo}"
     );
 }
+
+/// The reasoning tokens of one closed-loop run of `flags` against a
+/// simulator that would reason for `tokens`, and the requests it saw.
+fn knob_run(
+    tokens: u32,
+    flags: &str,
+) -> (
+    batchbench_tests::RunResult,
+    Vec<batchbench_simulator::RequestLog>,
+) {
+    let sim = SimServer::start(
+        SimConfig {
+            reasoning_tokens: tokens,
+            record_requests: true,
+            ..SimConfig::default()
+        },
+        "qwen",
+    );
+    let r = sim.batchbench(
+        &format!("--stream --users 2 --requests-per-user 2 --input-tokens 32 {flags}"),
+        &[],
+    );
+    (r, sim.requests())
+}
+
+#[test]
+fn the_reasoning_knobs_go_out_in_each_apis_own_fields() {
+    // Chat: reasoning_effort low halves the simulator's reasoning.
+    let (r, log) = knob_run(64, "--output-tokens 96 --reasoning-effort low");
+    assert_eq!(r.code, 0);
+    assert_eq!(r.count("total_reasoning_tokens"), 4 * 32);
+    assert_eq!(log.len(), 4);
+    // Thinking off (the chat template's switch): no reasoning at all.
+    let (r, _) = knob_run(64, "--output-tokens 96 --no-thinking");
+    assert_eq!(r.code, 0);
+    assert!(r.summary("ttfrt").is_null(), "{:?}", r.summary("ttfrt"));
+    assert_eq!(r.count("total_completion_tokens"), 4 * 96);
+    // Anthropic: a thinking budget caps it (and the client counts it: the
+    // usage has no reasoning detail).
+    let (r, _) = knob_run(
+        1500,
+        "--codec anthropic_messages --output-tokens 1100 --thinking-budget 1024",
+    );
+    assert_eq!(r.code, 0);
+    assert_eq!(r.count("total_reasoning_tokens"), 4 * 1024);
+    assert_eq!(r.summary("reasoning_tokens_source"), "counted");
+    // Responses: the effort as reasoning.effort.
+    let (r, _) = knob_run(
+        64,
+        "--codec openai_responses --output-tokens 200 --reasoning-effort high",
+    );
+    assert_eq!(r.code, 0);
+    assert_eq!(r.count("total_reasoning_tokens"), 4 * 128);
+}

@@ -75,8 +75,12 @@ pub fn execute(
     let mut source = sharded(built.map_err(plugin_failure)?, shard)?;
     let info = source.info();
     check_endless(&spec, &info)?;
-    let codec = codec(&mut spec, &ctx)?;
+    let (codec, knobs) = codec(&mut spec, &ctx)?;
     let mut routers = build_routers(&spec.routers, &ctx)?;
+    // The reasoning knobs, in the codec's own fields, on every request.
+    if !knobs.is_empty() {
+        routers.push(Arc::new(BodyFields(knobs)));
+    }
     let routing = routing_policy(&mut spec, &mut routers, &ctx, target.endpoints())?;
     // The GPUs beside the client: refused here, before anything is sent,
     // where the library or a GPU is missing.
@@ -219,10 +223,14 @@ fn sharded(
     Ok(Box::new(ShardedSource::new(source, shard)))
 }
 
-/// The run's codec, checked against what the run asks of it (images); a
-/// spec without an endpoint takes the codec's API path, recorded as the one
-/// used.
-fn codec(spec: &mut RunSpec, ctx: &BuildContext) -> Result<Box<dyn RequestCodec>, Failure> {
+/// The run's codec, checked against what the run asks of it (images,
+/// reasoning knobs), and the body fields of the run's reasoning knobs in its
+/// API; a spec without an endpoint takes the codec's API path, recorded as the
+/// one used.
+fn codec(
+    spec: &mut RunSpec,
+    ctx: &BuildContext,
+) -> Result<(Box<dyn RequestCodec>, BodyFieldList), Failure> {
     let codec =
         registry::codec(&spec.codec.name, &spec.codec.config, ctx).map_err(plugin_failure)?;
     if let Some(i) = &spec.images {
@@ -234,10 +242,19 @@ fn codec(spec: &mut RunSpec, ctx: &BuildContext) -> Result<Box<dyn RequestCodec>
             spec.codec.name
         )));
     }
+    let knobs = codec
+        .reasoning_fields(&spec.target.reasoning)
+        .map_err(|e| {
+            Failure::bad(format!(
+                "{}: the {} codec: {e}",
+                knob_flags(&spec.target.reasoning),
+                spec.codec.name
+            ))
+        })?;
     if spec.target.endpoint.is_empty() {
         spec.target.endpoint = codec.endpoint().to_owned();
     }
-    Ok(codec)
+    Ok((codec, knobs))
 }
 
 /// How much of the run can be active at once, and the connections kept.
@@ -364,4 +381,37 @@ fn scraped(urls: &[String], bases: &[String]) -> Vec<String> {
 
 async fn run_source(engine: Engine, source: Box<dyn WorkloadSource>) -> Result<RunOutput, Failure> {
     engine.run(source).await.map_err(engine_failure)
+}
+
+/// The reasoning flags a spec's knobs stand for, for an error naming them.
+fn knob_flags(k: &batchbench_contract::spec::ReasoningKnobs) -> String {
+    let mut flags = Vec::new();
+    if k.effort.is_some() {
+        flags.push("target.reasoning.effort (--reasoning-effort)");
+    }
+    if k.budget_tokens.is_some() {
+        flags.push("target.reasoning.budget_tokens (--thinking-budget)");
+    }
+    if k.off {
+        flags.push("target.reasoning.off (--no-thinking)");
+    }
+    flags.join(", ")
+}
+
+/// Top-level body fields, by name.
+type BodyFieldList = Vec<(String, serde_json::Value)>;
+
+/// Fields set on every request's body (the codec's fields for the run's
+/// reasoning knobs).
+struct BodyFields(BodyFieldList);
+
+impl batchbench_contract::plugin::Router for BodyFields {
+    fn decorate(
+        &self,
+        _ctx: &batchbench_contract::plugin::RouteContext<'_>,
+        out: &mut batchbench_contract::plugin::RouteExtras,
+    ) -> Result<(), batchbench_contract::plugin::PluginError> {
+        out.body_fields.extend(self.0.iter().cloned());
+        Ok(())
+    }
 }

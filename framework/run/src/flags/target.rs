@@ -5,7 +5,7 @@ use super::set_codec_option;
 use super::{Given, json_config, non_negative, positive, retries};
 use crate::exit::Failure;
 use batchbench_contract::spec::{
-    ClientThreads, Hosts, ImageFormat, ImageSpec, PluginSpec, RunSpec, defaults,
+    ClientThreads, Hosts, ImageFormat, ImageSpec, PluginSpec, ReasoningEffort, RunSpec, defaults,
 };
 
 /// Target and protocol flags, shared by `batchbench` and `batchbench-agent`.
@@ -86,6 +86,18 @@ pub struct TargetArgs {
     /// Stream responses (SSE); adds TTFT, inter-token latency and TPOT to the report.
     #[arg(long, help_heading = "Protocol")]
     pub stream: bool,
+    /// A reasoning model's effort: none, minimal, low, medium or high
+    /// (chat `reasoning_effort`, Responses `reasoning.effort`).
+    #[arg(long, value_name = "LEVEL", value_parser = parse_effort, help_heading = "Reasoning")]
+    pub reasoning_effort: Option<ReasoningEffort>,
+    /// The most tokens a reasoning model may think (Anthropic
+    /// `thinking.budget_tokens`, at least 1024).
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Reasoning")]
+    pub thinking_budget: Option<u32>,
+    /// Turn a reasoning model's thinking off (the chat template's
+    /// `enable_thinking: false`, Anthropic `thinking.type: disabled`).
+    #[arg(long, help_heading = "Reasoning")]
+    pub no_thinking: bool,
     /// Synthetic images on each conversation's first user message (vision models;
     /// openai_chat, openai_responses, anthropic_messages).
     #[arg(long, value_name = "N", help_heading = "Images")]
@@ -175,6 +187,16 @@ impl TargetArgs {
                 "--image-size and --image-format shape the images of --images-per-request: give it too",
             ));
         }
+        let r = &mut spec.target.reasoning;
+        if g.has("reasoning_effort") {
+            r.effort = self.reasoning_effort;
+        }
+        if g.has("thinking_budget") {
+            r.budget_tokens = self.thinking_budget;
+        }
+        if g.has("no_thinking") {
+            r.off = self.no_thinking;
+        }
         // The flags set the codec's own fields of those names (every built-in
         // generating codec has `ignore_eos`; the OpenAI ones `sglang`); a codec without
         // them refuses the field, naming it.
@@ -186,4 +208,9 @@ impl TargetArgs {
         }
         Ok(())
     }
+}
+
+/// `--reasoning-effort`'s value.
+fn parse_effort(s: &str) -> Result<ReasoningEffort, String> {
+    s.parse()
 }

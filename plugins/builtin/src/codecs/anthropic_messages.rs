@@ -272,6 +272,34 @@ fn write_assistant(out: &mut Vec<u8>, m: &Message, first: &mut bool) -> Result<(
 }
 
 impl RequestCodec for AnthropicMessages {
+    /// `thinking`: enabled with a budget (at least 1,024 tokens, the API's
+    /// least), or disabled. The Messages API has no reasoning effort.
+    fn reasoning_fields(
+        &self,
+        knobs: &batchbench_contract::spec::ReasoningKnobs,
+    ) -> Result<Vec<(String, serde_json::Value)>, String> {
+        if knobs.effort.is_some() {
+            return Err("Anthropic's messages have no reasoning effort: give a thinking budget (--thinking-budget) or turn thinking off (--no-thinking)".into());
+        }
+        match (knobs.budget_tokens, knobs.off) {
+            (Some(_), true) => {
+                Err("a thinking budget and thinking off: give one of the two".into())
+            }
+            (Some(b), false) if b < 1024 => Err(format!(
+                "a thinking budget of {b} tokens is under Anthropic's least, 1024"
+            )),
+            (Some(b), false) => Ok(vec![(
+                "thinking".into(),
+                serde_json::json!({ "type": "enabled", "budget_tokens": b }),
+            )]),
+            (None, true) => Ok(vec![(
+                "thinking".into(),
+                serde_json::json!({ "type": "disabled" }),
+            )]),
+            (None, false) => Ok(Vec::new()),
+        }
+    }
+
     fn endpoint(&self) -> &str {
         "/v1/messages"
     }

@@ -19,6 +19,7 @@ use batchbench_contract::plugin::{
     BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, StreamDecoder,
 };
 use batchbench_contract::registry::BuildContext;
+use batchbench_contract::spec::ReasoningKnobs;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Instant;
@@ -176,6 +177,26 @@ pub(crate) fn run_fields<'a>(
 impl RequestCodec for OpenAiChat {
     fn supports_images(&self) -> bool {
         true
+    }
+
+    /// `reasoning_effort`, and thinking off through the chat template's
+    /// switch (`chat_template_kwargs.enable_thinking`, vLLM's and SGLang's);
+    /// chat completions have no thinking budget.
+    fn reasoning_fields(&self, knobs: &ReasoningKnobs) -> Result<Vec<(String, Value)>, String> {
+        if knobs.budget_tokens.is_some() {
+            return Err("chat completions have no thinking budget (Anthropic's messages have: --codec anthropic_messages); bound the reasoning with --reasoning-effort".into());
+        }
+        let mut fields = Vec::new();
+        if let Some(e) = knobs.effort {
+            fields.push(("reasoning_effort".into(), Value::from(e.as_str())));
+        }
+        if knobs.off {
+            fields.push((
+                "chat_template_kwargs".into(),
+                serde_json::json!({ "enable_thinking": false }),
+            ));
+        }
+        Ok(fields)
     }
 
     fn encode(&self, req: &EncodeRequest<'_>, out: &mut BodyWriter) -> Result<(), CodecError> {
@@ -566,6 +587,38 @@ mod tests {
             "the answer came after the reasoning"
         );
         assert_eq!(r.usage.map(|u| u.completion_tokens), Some(2));
+    }
+
+    #[test]
+    fn reasoning_knobs_are_chat_fields_and_a_budget_is_refused() {
+        use batchbench_contract::spec::ReasoningEffort;
+        let knobs = ReasoningKnobs {
+            effort: Some(ReasoningEffort::Low),
+            off: true,
+            ..ReasoningKnobs::default()
+        };
+        let fields = codec(false)
+            .reasoning_fields(&knobs)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            fields,
+            vec![
+                ("reasoning_effort".to_owned(), Value::from("low")),
+                (
+                    "chat_template_kwargs".to_owned(),
+                    serde_json::json!({"enable_thinking": false})
+                ),
+            ]
+        );
+        let budget = ReasoningKnobs {
+            budget_tokens: Some(2048),
+            ..ReasoningKnobs::default()
+        };
+        assert!(codec(false).reasoning_fields(&budget).is_err());
+        assert_eq!(
+            codec(false).reasoning_fields(&ReasoningKnobs::default()),
+            Ok(Vec::new())
+        );
     }
 
     #[test]

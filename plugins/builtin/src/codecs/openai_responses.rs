@@ -184,6 +184,31 @@ fn write_all_items(out: &mut BodyWriter, conv: &Conversation) -> Result<(), Code
 }
 
 impl RequestCodec for OpenAiResponses {
+    /// `reasoning.effort`; thinking off is the effort `none`, and the API has
+    /// no thinking budget.
+    fn reasoning_fields(
+        &self,
+        knobs: &batchbench_contract::spec::ReasoningKnobs,
+    ) -> Result<Vec<(String, serde_json::Value)>, String> {
+        if knobs.budget_tokens.is_some() {
+            return Err("the Responses API has no thinking budget (Anthropic's messages have: --codec anthropic_messages); bound the reasoning with --reasoning-effort".into());
+        }
+        let effort = match (knobs.effort, knobs.off) {
+            (Some(e), false) => Some(e.as_str()),
+            (None, true) => Some("none"),
+            (Some(_), true) => {
+                return Err(
+                    "thinking off is the effort none in the Responses API: give one of the two"
+                        .into(),
+                );
+            }
+            (None, false) => None,
+        };
+        Ok(effort
+            .map(|e| vec![("reasoning".to_owned(), serde_json::json!({ "effort": e }))])
+            .unwrap_or_default())
+    }
+
     fn supports_images(&self) -> bool {
         true
     }
