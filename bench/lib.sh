@@ -39,7 +39,7 @@ build() { # packages...
 start_sim() {
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   sim_log=$(mktemp)
-  "$target/batchbench-sim" --port "$port" --tokenizer-model "$tok" "$@" 2>"$sim_log" &
+  ${sim_nice:-} "$target/batchbench-sim" --port "$port" --tokenizer-model "$tok" "$@" 2>"$sim_log" &
   sim_pid=$!
   for _ in $(seq 100); do
     python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/health')" 2>/dev/null && break
