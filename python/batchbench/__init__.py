@@ -191,6 +191,7 @@ _BENCHMARK_KEYS: Dict[str, Tuple[type, ...]] = {
     "output_lognorm": (dict,),
     "load": (dict,),
     "slo": (str, list, tuple),
+    "reasoning": (dict,),
 }
 
 
@@ -272,6 +273,18 @@ def _validate_benchmark(config: Mapping[str, Any]) -> Dict[str, Any]:
         )
         if "sigma" not in out["output_lognorm"]:
             raise ConfigurationError("output_lognorm key 'sigma' is required")
+    if "reasoning" in out:
+        knobs = out["reasoning"]
+        _check_keys(
+            "reasoning",
+            knobs,
+            {"effort": (str,), "budget_tokens": (int,), "off": (bool,), "history": (str,)},
+        )
+        for key, choices in (("effort", ("none", "minimal", "low", "medium", "high")), ("history", ("keep", "drop"))):
+            if knobs.get(key) is not None and knobs[key] not in choices:
+                raise ConfigurationError(
+                    f"config key 'reasoning': {key} {knobs[key]!r} is not one of {', '.join(choices)}"
+                )
     return out
 
 
@@ -328,6 +341,13 @@ def run_benchmark(config: Mapping[str, Any]) -> Dict[str, Any]:
     ``prefix_affinity``) picks; the report's ``endpoints`` then holds each
     endpoint's share (requests, latency, cached tokens), ``routing`` the
     policy, and each record its ``endpoint`` index.
+
+    ``reasoning`` asks a reasoning model for an effort, a thinking budget or
+    no thinking, and says what goes back of earlier reasoning, with the keys of
+    a run spec's ``[target.reasoning]`` table: ``{"effort": "low"}``,
+    ``{"budget_tokens": 2048}`` (Anthropic's messages), ``{"off": True}``,
+    ``{"history": "drop"}``. A knob the codec's API cannot carry raises
+    ``ConfigurationError`` before anything is sent.
 
     ``slo`` judges the run against latency bounds, as ``--slo`` does: a string
     ``"ttft_p99<=500ms,e2e<=20s"`` or a list of bounds. The report's ``slo`` then

@@ -344,6 +344,10 @@ struct BenchmarkConfig {
     /// The run's SLO bounds (`ttft_p99<=500ms`, `e2e<=20s`).
     #[serde(default)]
     slo: Vec<batchbench_contract::slo::SloBound>,
+    /// What the run asks of a reasoning model, with the keys of a run spec's
+    /// `[target.reasoning]` table (`effort`, `budget_tokens`, `off`, `history`).
+    #[serde(default)]
+    reasoning: batchbench_contract::spec::ReasoningKnobs,
 }
 
 /// Collects every request as a record (the report's `records`).
@@ -507,6 +511,7 @@ fn benchmark_spec(cfg: &BenchmarkConfig) -> Result<RunSpec, Outcome> {
     spec.load.release = Release::Requests;
     spec.load.duration_secs = duration_secs;
     spec.slo.clone_from(&cfg.slo);
+    spec.target.reasoning = cfg.reasoning;
     spec.seed = Some(cfg.seed.unwrap_or_else(assemble::fresh_seed));
     if let Some(name) = &cfg.routing {
         spec.routers

@@ -253,6 +253,9 @@ def test_unreachable_endpoint_is_counted_as_connect_failures():
         ({"endpoint": ["sim://?replicas=2"]}, ["'endpoint'[0]", "batchbench.Simulator"]),
         ({"endpoint": ""}, ["'endpoint'", "full URL", "http://"]),
         ({"endpoint": "localhost:8000/v1"}, ["'endpoint'", "full URL"]),
+        # A knob chat completions cannot carry, and a choice that does not exist.
+        ({"reasoning": {"budget_tokens": 2048}}, ["target.reasoning.budget_tokens", "--thinking-budget"]),
+        ({"reasoning": {"history": "sometimes"}}, ["'reasoning'", "sometimes"]),
     ],
 )
 def test_bad_configs_raise_value_errors_naming_the_key(config, words):
@@ -391,3 +394,22 @@ def test_a_list_of_endpoints_is_a_fleet_routed_by_the_named_policy(sim, qwen):
                 "requests": entries,
             }
         )
+
+
+def test_reasoning_knobs_reach_a_simulator_that_thinks(qwen):
+    """``reasoning`` takes the keys of a run spec's ``[target.reasoning]``:
+    effort low halves the simulator's reasoning, thinking off ends it."""
+    with batchbench.Simulator(qwen, reasoning_tokens=64) as s:
+        for knobs, reasoning in [({}, 64), ({"effort": "low"}, 32), ({"off": True}, 0)]:
+            report = batchbench.run_benchmark(
+                {
+                    "endpoint": s.endpoint,
+                    "user_count": 2,
+                    "mode": batchbench.finite_mode(2),
+                    "request_body": batchbench.request_entry(body(max_tokens=96)),
+                    "reasoning": knobs,
+                    "seed": 3,
+                }
+            )
+            assert report["successful_requests"] == 4, knobs
+            assert [r.get("reasoning_tokens") or 0 for r in report["records"]] == [reasoning] * 4, knobs

@@ -313,6 +313,8 @@ fn agent_turns_hit_the_servers_prefix_cache() {
     assert_eq!(out.code, 0);
     assert_eq!(lines.len(), 6);
     eprintln!("agent turn  server prompt  server cached  our estimate");
+    // Server-cached and estimated tokens of the turns after the first.
+    let mut continued = (0u64, 0u64);
     for agent in 0..2u64 {
         let mut turns: Vec<&Value> = lines.iter().filter(|l| l["agent_id"] == agent).collect();
         turns.sort_by_key(|l| l["request_index"].as_u64());
@@ -324,18 +326,30 @@ fn agent_turns_hit_the_servers_prefix_cache() {
             eprintln!("{agent:>5} {i:>4}  {prompt:>13}  {cached:>13}  {estimate:>12}");
             assert_eq!(l["completion_tokens"], 16, "{l}");
             if i > 0 {
-                // Each turn resends the conversation: the server reuses more every
-                // turn, and most of what we estimate (the previous prompt). Not all
-                // of it: llama.cpp re-evaluates the last token, and a sampled reply
-                // can re-tokenize differently when it is sent back.
+                // Each turn resends the conversation: the server reuses more
+                // every turn, up to what we estimate (the previous prompt and
+                // the reply it generated, sent back whole). Not all of it:
+                // llama.cpp never evaluated the reply's last token, and a
+                // sampled reply can re-tokenize differently when it comes back.
                 assert!(cached > last_cached, "turn {i}: {l}");
                 assert!(2 * cached >= estimate, "turn {i}: {l}");
+                assert!(cached <= estimate, "turn {i}: over the estimate: {l}");
                 assert!(cached < prompt, "turn {i}: {l}");
+                continued = (continued.0 + cached, continued.1 + estimate);
             }
             last_cached = cached;
         }
     }
-    assert!(out.count("server_cached_tokens") >= out.count("estimated_cached_input_tokens"));
+    // The estimate is an upper bound again: over the turns that continue a
+    // conversation the server never beats it, and falls short of it by about
+    // its reply's last token per turn. (A first turn's few cached tokens are
+    // the chat template's opening, shared with the other agent's.)
+    assert!(
+        100 * continued.0 >= 95 * continued.1 && continued.0 <= continued.1,
+        "server {}, estimate {}",
+        continued.0,
+        continued.1
+    );
 }
 
 #[test]

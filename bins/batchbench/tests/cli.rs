@@ -133,6 +133,18 @@ fn bad_input_is_one_line_naming_the_flag_exit_2_and_nothing_sent() {
             words("--codec openai_responses --no-thinking --reasoning-effort low"),
             "--no-thinking",
         ),
+        (
+            words("--reasoning-history sometimes"),
+            "--reasoning-history",
+        ),
+        (
+            words("--codec openai_responses --reasoning-history keep"),
+            "--reasoning-history keep",
+        ),
+        (
+            words("--codec openai_completions --reasoning-history keep"),
+            "--reasoning-history keep",
+        ),
     ];
     for (args, needle) in cases {
         let mut all = vec!["--host", &url, "--quiet"];

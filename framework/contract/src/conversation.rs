@@ -69,6 +69,9 @@ pub struct Message {
     pub content: Arc<str>,
     /// Reasoning output returned by the model, kept as state.
     pub reasoning: Option<Arc<str>>,
+    /// The signature the server put on that reasoning, where its API signs
+    /// it (Anthropic's thinking blocks): sent back with it, unchanged.
+    pub reasoning_signature: Option<Arc<str>>,
     /// Tool calls of an assistant message.
     pub tool_calls: Vec<ToolCall>,
     /// The call a tool message answers.
@@ -88,6 +91,7 @@ impl Message {
             role,
             content: content.into(),
             reasoning: None,
+            reasoning_signature: None,
             tool_calls: Vec::new(),
             tool_call_id: None,
             response_id: None,

@@ -150,6 +150,9 @@ pub struct Reply {
     pub content: String,
     /// Reasoning output (`reasoning_content` or `reasoning`).
     pub reasoning: Option<String>,
+    /// The server's signature of the reasoning, where its API signs it
+    /// (Anthropic's thinking blocks).
+    pub reasoning_signature: Option<String>,
     /// Usage, when the server reported it.
     pub usage: Option<Usage>,
     /// `finish_reason` of the first choice.
@@ -178,8 +181,16 @@ impl Reply {
     pub fn into_message(self) -> Message {
         let mut m =
             crate::conversation::turn::assistant(self.content, self.reasoning.map(Into::into));
+        m.reasoning_signature = self.reasoning_signature.map(Into::into);
         m.response_id = self.response_id.map(Into::into);
         m
+    }
+
+    /// Sends none of the reply's reasoning back in the turns that follow
+    /// ([`ReasoningHistory::Drop`](crate::spec::ReasoningHistory::Drop)).
+    pub fn drop_reasoning(&mut self) {
+        self.reasoning = None;
+        self.reasoning_signature = None;
     }
 }
 
@@ -294,10 +305,30 @@ pub trait RequestCodec: Send + Sync {
         &self,
         knobs: &crate::spec::ReasoningKnobs,
     ) -> Result<Vec<(String, serde_json::Value)>, String> {
-        if knobs.is_empty() {
-            Ok(Vec::new())
-        } else {
+        if knobs.has_fields() {
             Err("this API has no field for reasoning knobs".into())
+        } else {
+            Ok(Vec::new())
+        }
+    }
+    /// What this API sends back of earlier reasoning when the run asks
+    /// `asked` (absent: the API's own default, which must be `Ok`), or why it
+    /// cannot (the run is refused before anything is sent). The engine drops
+    /// a reply's reasoning from the conversation under
+    /// [`ReasoningHistory::Drop`](crate::spec::ReasoningHistory::Drop), so
+    /// `encode` sends whatever reasoning a message still has. The default:
+    /// nothing goes back, and `keep` is refused.
+    fn reasoning_history(
+        &self,
+        asked: Option<crate::spec::ReasoningHistory>,
+    ) -> Result<crate::spec::ReasoningHistory, String> {
+        match asked {
+            None | Some(crate::spec::ReasoningHistory::Drop) => {
+                Ok(crate::spec::ReasoningHistory::Drop)
+            }
+            Some(crate::spec::ReasoningHistory::Keep) => {
+                Err("this API has no place for earlier reasoning in a request".into())
+            }
         }
     }
     /// Writes the JSON body of a request to `out`.

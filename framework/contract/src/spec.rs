@@ -147,6 +147,10 @@ pub struct ReasoningKnobs {
     /// Anthropic's `thinking: {"type": "disabled"}`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub off: bool,
+    /// What an agent loop sends back of earlier reasoning (absent: the
+    /// codec's default for its API, [`RequestCodec::reasoning_history`](crate::plugin::RequestCodec::reasoning_history)).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history: Option<ReasoningHistory>,
 }
 
 impl ReasoningKnobs {
@@ -154,6 +158,53 @@ impl ReasoningKnobs {
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
     }
+
+    /// Whether a knob that goes into the request body is set (effort,
+    /// budget, thinking off): the history choice is the client's own.
+    pub fn has_fields(&self) -> bool {
+        self.effort.is_some() || self.budget_tokens.is_some() || self.off
+    }
+}
+
+/// What an agent loop or replay sends back of a reply's reasoning in the
+/// turns that follow it. What is sent back decides what a server can take
+/// from its prefix cache: it cached the reasoning it generated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningHistory {
+    /// The reasoning goes back with its answer, as the server generated it
+    /// (with its signature where the API signs it).
+    Keep,
+    /// The answer goes back alone.
+    Drop,
+}
+
+impl ReasoningHistory {
+    /// Every choice, by name.
+    pub const ALL: [(&'static str, Self); 2] = [("keep", Self::Keep), ("drop", Self::Drop)];
+
+    /// The choice's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Keep => "keep",
+            Self::Drop => "drop",
+        }
+    }
+}
+
+impl std::str::FromStr for ReasoningHistory {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        named(&Self::ALL, s, "a reasoning history (keep or drop)")
+    }
+}
+
+/// The value of `all` named `s`, or an error saying it is not `what`.
+fn named<T: Copy>(all: &[(&str, T)], s: &str, what: &str) -> Result<T, String> {
+    all.iter()
+        .find(|(n, _)| *n == s)
+        .map(|(_, e)| *e)
+        .ok_or_else(|| format!("'{s}' is not {what}"))
 }
 
 /// A reasoning effort, as the OpenAI APIs name them.
@@ -194,13 +245,11 @@ impl ReasoningEffort {
 impl std::str::FromStr for ReasoningEffort {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Self::ALL
-            .iter()
-            .find(|(n, _)| *n == s)
-            .map(|(_, e)| *e)
-            .ok_or_else(|| {
-                format!("'{s}' is not a reasoning effort (none, minimal, low, medium or high)")
-            })
+        named(
+            &Self::ALL,
+            s,
+            "a reasoning effort (none, minimal, low, medium or high)",
+        )
     }
 }
 

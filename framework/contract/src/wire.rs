@@ -526,6 +526,11 @@ pub struct WireMessage {
     /// Reasoning output kept as state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<String>,
+    /// The server's signature of that reasoning, sent back with it (absent
+    /// for every server that signs nothing, so a codec built before it reads
+    /// those conversations as before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_signature: Option<String>,
     /// Tool calls of an assistant message: `(id, name, arguments)`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<(String, String, String)>,
@@ -577,6 +582,7 @@ impl WireEncodeRequest {
             role: m.role.as_str().to_owned(),
             content: m.content.to_string(),
             reasoning: m.reasoning.as_ref().map(|r| r.to_string()),
+            reasoning_signature: m.reasoning_signature.as_ref().map(|r| r.to_string()),
             tool_calls: m
                 .tool_calls
                 .iter()
@@ -612,6 +618,7 @@ impl WireEncodeRequest {
                 .ok_or_else(|| format!("messages[{i}].role: unknown role {:?}", m.role))?;
             let mut msg = Message::new(r, m.content.as_str());
             msg.reasoning = m.reasoning.as_deref().map(Arc::from);
+            msg.reasoning_signature = m.reasoning_signature.as_deref().map(Arc::from);
             msg.tool_calls = m
                 .tool_calls
                 .iter()
@@ -638,6 +645,9 @@ pub struct WireReply {
     /// Reasoning output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<String>,
+    /// The server's signature of the reasoning, where its API signs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_signature: Option<String>,
     /// Usage, when the server reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
@@ -684,6 +694,7 @@ impl WireReply {
             server_timing: r.server_timing,
             content: r.content,
             reasoning: r.reasoning,
+            reasoning_signature: r.reasoning_signature,
             usage: r.usage,
             finish_reason: r.finish_reason,
         }
@@ -705,6 +716,7 @@ impl WireReply {
                 .collect(),
             content: self.content,
             reasoning: self.reasoning,
+            reasoning_signature: self.reasoning_signature,
             usage: self.usage,
             finish_reason: self.finish_reason,
         }

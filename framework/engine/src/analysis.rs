@@ -322,8 +322,16 @@ pub fn analyze(
             continue;
         };
         let Some(req) = a.next.take() else { continue };
+        // A planned reply goes back as the server made it (a plan knows
+        // of no reasoning): the server's cache holds it after its prompt.
+        let reply = a.prev.as_ref().and_then(|p| p.output_tokens).map(|tokens| {
+            crate::synthesis::prefix::SentBack {
+                tokens,
+                whole: true,
+            }
+        });
         a.shape
-            .advance(a.ord, index, a.prev.as_ref(), &req, None, opts.overheads);
+            .advance(a.ord, index, a.prev.as_ref(), &req, reply, opts.overheads);
         a.turns += 1;
         requests += 1;
         if requests % 65_536 == 0 {

@@ -94,6 +94,9 @@ pub struct EngineOptions {
     pub images: Option<batchbench_contract::spec::ImageSpec>,
     /// Record each streamed request's token arrival times.
     pub token_times: bool,
+    /// What goes back of a reply's reasoning in the turns after it (absent:
+    /// the codec's default for its API).
+    pub reasoning_history: Option<batchbench_contract::spec::ReasoningHistory>,
 }
 
 pub use batchbench_contract::spec::AdmissionMode as Admission;
@@ -122,6 +125,7 @@ impl Default for EngineOptions {
             start_at_ms: None,
             images: None,
             token_times: false,
+            reasoning_history: None,
         }
     }
 }

@@ -136,6 +136,12 @@ impl Engine {
     /// Runs the workload to completion or cancellation.
     pub async fn run(self, mut source: Box<dyn WorkloadSource>) -> Result<RunOutput, EngineError> {
         let max_active = self.opts.max_active.max(1);
+        // What goes back of earlier reasoning: the run's choice, else the
+        // API's own default, as the codec says.
+        let reasoning_history = self
+            .codec
+            .reasoning_history(self.opts.reasoning_history)
+            .map_err(|e| EngineError::Plan(format!("reasoning history: {e}")))?;
         let mut info = RunInfo {
             model: self.opts.model.clone(),
             url: batchbench_contract::record::redact_url(&self.transports[0].config().url),
@@ -290,6 +296,7 @@ impl Engine {
             sent: std::sync::atomic::AtomicU64::new(0),
             start,
             estimator: Mutex::default(),
+            reasoning_history,
             converged: std::sync::OnceLock::new(),
             collector: Mutex::new(Collector {
                 metrics: Metrics {

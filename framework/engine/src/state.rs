@@ -123,6 +123,8 @@ pub(crate) struct Shared {
     pub(crate) converged: std::sync::OnceLock<crate::measurement::converge::Converged>,
     /// The prefix-cache estimates, fed in send order.
     pub(crate) estimator: Mutex<crate::synthesis::prefix::Estimator>,
+    /// What goes back of a reply's reasoning in the turns after it.
+    pub(crate) reasoning_history: batchbench_contract::spec::ReasoningHistory,
 }
 
 impl Shared {

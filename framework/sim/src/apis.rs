@@ -40,6 +40,10 @@ pub struct Msg {
     pub calls: Vec<(String, String)>,
     /// Images: `(tokens, hash of the bytes)`.
     pub images: Vec<(u64, u64)>,
+    /// An assistant message's reasoning sent back (chat `reasoning_content`
+    /// or `reasoning`, Anthropic thinking blocks), counted before its text
+    /// as a template that renders reasoning does.
+    pub reasoning: String,
 }
 
 /// The tokens a vision model spends on a `width` x `height` image: one per
@@ -332,9 +336,19 @@ fn chat(req: &Value) -> Result<Request, String> {
             content: String::new(),
             calls: Vec::new(),
             images: Vec::new(),
+            reasoning: String::new(),
         };
         (msg.content, msg.images) =
             content_of(m.get("content"), &format!("messages[{i}].content"))?;
+        if role == "assistant" {
+            if let Some(r) = m
+                .get("reasoning_content")
+                .or_else(|| m.get("reasoning"))
+                .and_then(Value::as_str)
+            {
+                msg.reasoning = r.to_owned();
+            }
+        }
         if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
             for c in calls {
                 let f = c
@@ -449,6 +463,7 @@ fn responses(req: &Value) -> Result<Request, String> {
             content: s.to_owned(),
             calls: Vec::new(),
             images: Vec::new(),
+            reasoning: String::new(),
         });
     }
     for (i, item) in items.iter().enumerate() {
@@ -470,6 +485,7 @@ fn responses(req: &Value) -> Result<Request, String> {
                     content,
                     calls: Vec::new(),
                     images,
+                    reasoning: String::new(),
                 });
             }
             "function_call" => {
@@ -485,12 +501,14 @@ fn responses(req: &Value) -> Result<Request, String> {
                         content: String::new(),
                         calls: vec![call],
                         images: Vec::new(),
+                        reasoning: String::new(),
                     }),
                     _ => messages.push(Msg {
                         role: Some("assistant".into()),
                         content: String::new(),
                         calls: vec![call],
                         images: Vec::new(),
+                        reasoning: String::new(),
                     }),
                 }
             }
@@ -499,6 +517,7 @@ fn responses(req: &Value) -> Result<Request, String> {
                 content: s("output"),
                 calls: Vec::new(),
                 images: Vec::new(),
+                reasoning: String::new(),
             }),
             other => return Err(format!("input[{i}]: unsupported item type '{other}'")),
         }
@@ -538,6 +557,7 @@ fn messages(req: &Value, headers: &axum::http::HeaderMap) -> Result<Request, Str
             content: text_of(s, "system")?,
             calls: Vec::new(),
             images: Vec::new(),
+            reasoning: String::new(),
         }),
     }
     // The tool_use ids of the previous assistant message, to be answered.
@@ -553,6 +573,7 @@ fn messages(req: &Value, headers: &axum::http::HeaderMap) -> Result<Request, Str
             _ => return Err(format!("messages.{i}.content: Field required")),
         };
         let mut text = String::new();
+        let mut reasoning = String::new();
         let mut calls = Vec::new();
         let mut results = Vec::new();
         let mut answered = Vec::new();
@@ -561,6 +582,17 @@ fn messages(req: &Value, headers: &axum::http::HeaderMap) -> Result<Request, Str
             let s = |k: &str| b.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
             match b.get("type").and_then(Value::as_str) {
                 Some("text") => text.push_str(&s("text")),
+                Some("thinking") if role == "assistant" => {
+                    let think = s("thinking");
+                    if b.get("signature").and_then(Value::as_str) != Some(&signature(&think)) {
+                        return Err(format!(
+                            "messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+                        ));
+                    }
+                    reasoning.push_str(&think);
+                }
+                // Encrypted thinking: sent back as it came, nothing of it is read.
+                Some("redacted_thinking") if role == "assistant" => {}
                 Some("tool_use") if role == "assistant" => {
                     let input = b.get("input").cloned().unwrap_or_else(|| json!({}));
                     calls.push((s("id"), s("name"), input.to_string()));
@@ -606,6 +638,7 @@ fn messages(req: &Value, headers: &axum::http::HeaderMap) -> Result<Request, Str
                 content: r,
                 calls: Vec::new(),
                 images: Vec::new(),
+                reasoning: String::new(),
             });
         }
         if role == "assistant" || !text.is_empty() || !images.is_empty() || out.is_empty() {
@@ -614,6 +647,7 @@ fn messages(req: &Value, headers: &axum::http::HeaderMap) -> Result<Request, Str
                 content: text,
                 calls: calls.into_iter().map(|(_, n, a)| (n, a)).collect(),
                 images,
+                reasoning,
             });
         }
     }
@@ -785,10 +819,11 @@ fn reasoning_item(f: &ReplyFacts<'_>, think: &str) -> Value {
         "content": [{"type": "reasoning_text", "text": think}]})
 }
 
-/// The signature of an Anthropic thinking block: opaque, a function of the
-/// response and its thinking (a client sends it back with the block).
-pub fn signature(f: &ReplyFacts<'_>, think: &str) -> String {
-    format!("sig{:016x}", fnv_str(f.id) ^ fnv_str(think))
+/// The signature of an Anthropic thinking block: opaque, a function of its
+/// thinking alone, so that a block sent back changed (or unsigned) is told
+/// apart and refused, as the API does.
+pub fn signature(think: &str) -> String {
+    format!("sig{:016x}", fnv_str(think) ^ 0x5167_7a11_0c0f_fee5)
 }
 
 fn finish(f: &ReplyFacts<'_>) -> &'static str {
@@ -829,7 +864,9 @@ fn plain_body(api: Api, f: &ReplyFacts<'_>, think: &str, text: &str) -> Value {
         Api::Messages => {
             let mut content = Vec::new();
             if f.reasoning > 0 {
-                content.push(json!({"type": "thinking", "thinking": think, "signature": signature(f, think)}));
+                content.push(
+                    json!({"type": "thinking", "thinking": think, "signature": signature(think)}),
+                );
             }
             content.push(json!({"type": "text", "text": text}));
             json!({
@@ -987,7 +1024,7 @@ pub fn stream_answer_start(api: Api, f: &ReplyFacts<'_>, think: &str) -> Vec<Str
             event(
                 api,
                 &json!({"type": "content_block_delta", "index": 0,
-                    "delta": {"type": "signature_delta", "signature": signature(f, think)}}),
+                    "delta": {"type": "signature_delta", "signature": signature(think)}}),
             ),
             event(api, &json!({"type": "content_block_stop", "index": 0})),
             event(

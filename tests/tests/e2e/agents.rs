@@ -35,7 +35,9 @@ fn each_turn_grows_by_output_environment_and_framing() {
                 "{key}: the simulator reports cached tokens from the second turn"
             );
             assert_eq!(w[1].messages, w[0].messages + 2);
-            estimate += w[0].prompt_tokens.min(w[1].prompt_tokens);
+            // The previous prompt and its reply, sent back whole, as the
+            // server holds them.
+            estimate += (w[0].prompt_tokens + w[0].completion_tokens).min(w[1].prompt_tokens);
         }
         assert!(turns.iter().all(|t| t.completion_tokens == 64));
     }

@@ -179,3 +179,66 @@ fn the_reasoning_knobs_go_out_in_each_apis_own_fields() {
     assert_eq!(r.code, 0);
     assert_eq!(r.count("total_reasoning_tokens"), 4 * 128);
 }
+
+/// An agent loop against a simulator that reasons, with each history choice
+/// of the two codecs that can keep reasoning: what goes back decides what the
+/// server finds in its prefix cache, and the estimate follows it.
+#[test]
+fn an_agent_loop_keeps_or_drops_its_reasoning_and_the_cache_estimate_follows() {
+    let cfg = SimConfig {
+        reasoning_tokens: 32,
+        record_requests: true,
+        ..SimConfig::default()
+    };
+    for codec in ["openai_chat", "anthropic_messages"] {
+        let mut cached = Vec::new();
+        for history in ["keep", "drop"] {
+            let what = format!("{codec}, --reasoning-history {history}");
+            let sim = SimServer::start(cfg.clone(), "qwen");
+            let r = sim.agent(
+                "--codec {} --reasoning-history {} --agents 3 --tool-invocations 5 --input-tokens 200 --output-tokens 48 --environment-tokens 64 --ignore-eos --seed 3",
+                &[codec, history],
+            );
+            assert_eq!(r.code, 0, "{what}");
+            assert_eq!(r.count("successful_requests"), 15, "{what}");
+            assert_eq!(r.count("total_reasoning_tokens"), 15 * 32, "{what}");
+            let estimate = r.count("estimated_cached_input_tokens");
+            let server = r.summary("server_cached_tokens").as_u64().unwrap_or(0);
+            // The simulator caches in whole blocks of token ids: a request's
+            // template tokens (counted, never cached) and its last partial
+            // block are all it can fall short of the estimate by, and it
+            // never finds more than the estimate.
+            let short: u64 = sim
+                .requests()
+                .iter()
+                .filter(|e| e.messages > 1)
+                .map(|e| {
+                    u64::from(cfg.template_overhead_tokens)
+                        + e.messages * u64::from(cfg.message_overhead_tokens)
+                        + u64::from(cfg.cache_block_tokens)
+                })
+                .sum();
+            eprintln!("{what}: estimate {estimate}, server {server}, bound {short}");
+            assert!(
+                server <= estimate,
+                "{what}: server {server} over the estimate {estimate}"
+            );
+            assert!(
+                estimate - server <= short,
+                "{what}: server {server} under the estimate {estimate} by more than {short}"
+            );
+            cached.push((estimate, server));
+        }
+        // Kept, each turn's reply (32 reasoning tokens, then 16 of answer:
+        // the cap counts both) is found again after the prompt it answered.
+        let (keep, drop) = (cached[0], cached[1]);
+        assert!(
+            keep.0 >= drop.0 + 12 * 48,
+            "{codec}: {keep:?} against {drop:?}"
+        );
+        assert!(
+            keep.1 >= drop.1 + 12 * 32,
+            "{codec}: {keep:?} against {drop:?}"
+        );
+    }
+}

@@ -132,7 +132,11 @@ pub(crate) async fn drive(
     let mut cur = first;
     let mut prepared = first_prepared;
     let mut last_reply: Option<Reply> = None;
-    let mut prev_prompt: Option<u64> = None;
+    // What of the previous reply this request sends back.
+    let mut sent_back: Option<crate::synthesis::prefix::SentBack> = None;
+    // The tokens of this trajectory a server holds after its previous
+    // request: its prompt, and its reply where it goes back whole.
+    let mut prev_held: Option<u64> = None;
     let mut all_ok = true;
     let mut state = BlockState::default();
     let mut shape = crate::synthesis::prefix::Shape::new(sh.opts.cache_block_tokens);
@@ -159,17 +163,14 @@ pub(crate) async fn drive(
             _ => None,
         };
         if fresh {
-            prev_prompt = None;
+            prev_held = None;
         }
         shape.advance(
             agent_id,
             index,
             prev.as_ref(),
             &cur,
-            last_reply
-                .as_ref()
-                .and_then(|r| r.usage)
-                .map(|u| u32::try_from(u.completion_tokens).unwrap_or(u32::MAX)),
+            sent_back.take(),
             overheads,
         );
         let fallbacks = apply(
@@ -323,7 +324,7 @@ pub(crate) async fn drive(
             let (usage, ttft, failure, estimated) = match &result {
                 Ok(reply) => {
                     let est = crate::measurement::metrics::estimated_cached_tokens(
-                        prev_prompt,
+                        prev_held,
                         reply.usage,
                     );
                     if let Some(u) = reply.usage {
@@ -408,8 +409,12 @@ pub(crate) async fn drive(
             c.request(rec, itl, &sh.opts.load, &sh.opts.slo, sh.start.elapsed());
         }
         match result {
-            Ok(reply) => {
-                prev_prompt = reply.usage.map(|u| u.prompt_tokens);
+            Ok(mut reply) => {
+                let back = send_back(sh.reasoning_history, &mut reply, reasoning);
+                prev_held = reply
+                    .usage
+                    .map(|u| u.prompt_tokens + if back.whole { u.completion_tokens } else { 0 });
+                sent_back = reply.usage.map(|_| back);
                 last_reply = Some(reply);
                 // Tool / think time follows a successful response, the last one
                 // included: an agent's end-to-end time runs through its final delay.
@@ -420,7 +425,7 @@ pub(crate) async fn drive(
             }
             Err(_) => {
                 all_ok = false;
-                prev_prompt = None;
+                prev_held = None;
             }
         }
         let Some(n) = next else { return Ok(all_ok) };
@@ -444,6 +449,35 @@ fn first_answer_at(r: &Reply) -> Option<Instant> {
     match r.first_reasoning_at {
         None => r.first_answer_at.or(r.first_token_at),
         Some(_) => r.first_answer_at,
+    }
+}
+
+/// What the next turn sends back of `reply` under `history`, leaving in it
+/// only what goes back: all of it when it had no reasoning or keeps it (a
+/// whole reply, cached by the server that generated it), else its answer
+/// alone. A reasoning the server counted but never showed (`reasoning`
+/// tokens without text) cannot go back either.
+fn send_back(
+    history: batchbench_contract::spec::ReasoningHistory,
+    reply: &mut Reply,
+    reasoning: Option<(u64, bool)>,
+) -> crate::synthesis::prefix::SentBack {
+    let completion = reply.usage.map_or(0, |u| u.completion_tokens);
+    let thought = reasoning.map_or(0, |(n, _)| n);
+    let shown = reply.reasoning.is_some();
+    let keep = history == batchbench_contract::spec::ReasoningHistory::Keep;
+    if !keep {
+        reply.drop_reasoning();
+    }
+    let whole = (thought == 0 && !shown) || (keep && shown);
+    let tokens = if whole {
+        completion
+    } else {
+        completion.saturating_sub(thought)
+    };
+    crate::synthesis::prefix::SentBack {
+        tokens: u32::try_from(tokens).unwrap_or(u32::MAX),
+        whole,
     }
 }
 

@@ -491,11 +491,12 @@ pub fn itl_gaps(reply: &Reply, completion_tokens: u64) -> impl Iterator<Item = (
 }
 
 /// A request's contribution to the perfect-prefix-cache estimate: within a
-/// trajectory, the conversation's preceding prompt (its previous request's
-/// server-counted prompt tokens) is a prefix of this one, capped by this prompt.
-/// A fresh conversation (no previous prompt) contributes nothing.
-pub fn estimated_cached_tokens(prev_prompt: Option<u64>, usage: Option<Usage>) -> u64 {
-    match (prev_prompt, usage) {
+/// trajectory, what a server holds after the previous request (its
+/// server-counted prompt tokens, and its reply where the reply goes back as
+/// the server generated it) is a prefix of this prompt, capped by this
+/// prompt. A fresh conversation (nothing held) contributes nothing.
+pub fn estimated_cached_tokens(prev_held: Option<u64>, usage: Option<Usage>) -> u64 {
+    match (prev_held, usage) {
         (Some(p), Some(u)) => p.min(u.prompt_tokens),
         _ => 0,
     }
@@ -832,7 +833,7 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_estimate_is_the_previous_prompt_capped_by_this_one() {
+    fn the_cache_estimate_is_what_the_server_holds_capped_by_this_prompt() {
         let u = |p| {
             Some(batchbench_contract::plugin::Usage {
                 prompt_tokens: p,

@@ -90,6 +90,18 @@ pub struct Overheads {
     pub turn: u32,
 }
 
+/// What a trajectory's next request sends back of the reply before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SentBack {
+    /// Its tokens, as sent.
+    pub tokens: u32,
+    /// Sent as the server generated it (with its reasoning, or it had none):
+    /// the server cached it after the prompt it answered, so the blocks
+    /// through it are the server's already. A reply sent back without the
+    /// reasoning that came first is new to it.
+    pub whole: bool,
+}
+
 /// The prompt of one trajectory's current request, as segments and block hashes,
 /// grown request by request like the conversation it mirrors.
 #[derive(Debug)]
@@ -115,6 +127,8 @@ pub struct Shape {
     )>,
     /// Leading full blocks with no private token.
     shareable: usize,
+    /// The ideal caches this request was looked up in, by key.
+    looked_up: Vec<u64>,
 }
 
 impl Shape {
@@ -129,6 +143,7 @@ impl Shape {
             known: Vec::new(),
             private: Vec::new(),
             shareable: 0,
+            looked_up: Vec::new(),
         }
     }
 
@@ -145,24 +160,30 @@ impl Shape {
     /// Moves to request `index` of the trajectory keyed `trajectory` (unique in
     /// the run): `req` as its plan says, `prev` the request before it (whose
     /// conversation it continues unless it is `reset_before`), and
-    /// `reply_tokens` the previous reply's length (absent: its planned output).
+    /// `reply` what goes back of the previous reply (absent: its planned
+    /// output, not known to be cached).
     pub fn advance(
         &mut self,
         trajectory: u64,
         index: u64,
         prev: Option<&PlannedRequest>,
         req: &PlannedRequest,
-        reply_tokens: Option<u32>,
+        reply: Option<SentBack>,
         overheads: Overheads,
     ) {
         let continues = prev.is_some() && !req.reset_before;
-        let reply = || Segment {
+        let reply_tokens = reply
+            .map(|r| r.tokens)
+            .or_else(|| prev.and_then(|p| p.output_tokens))
+            .unwrap_or(0);
+        let reply_segment = || Segment {
             id: mix64(trajectory ^ mix64(index.wrapping_sub(1) ^ REPLY)),
-            tokens: reply_tokens
-                .or_else(|| prev.and_then(|p| p.output_tokens))
-                .unwrap_or(0),
+            tokens: reply_tokens,
             private: true,
         };
+        // A whole reply sent back right after the prompt it answered: the
+        // server holds the blocks through it (the previous prompt's tokens).
+        let mut generated_after: Option<u64> = None;
         let own = |purpose: u64, tokens: u32| Segment {
             id: mix64(trajectory ^ mix64(index ^ purpose)),
             tokens,
@@ -197,7 +218,7 @@ impl Shape {
                 } else if let Some(t) = self.segs.first().filter(|s| s.id == TEMPLATE) {
                     segs.push(*t);
                 }
-                let mut live_reply = (!fresh).then(reply);
+                let mut live_reply = (!fresh).then(reply_segment);
                 for b in blocks.iter() {
                     let seg = match self.seeds.get(&b.seed) {
                         Some(s) => *s,
@@ -241,7 +262,10 @@ impl Shape {
                         .saturating_sub(out)
                         .saturating_sub(overheads.turn)
                 });
-                segs.push(reply());
+                if reply.is_some_and(|r| r.whole) {
+                    generated_after = Some(self.tokens);
+                }
+                segs.push(reply_segment());
                 segs.push(Segment::shared(TURN, overheads.turn));
                 segs.push(own(ENVIRONMENT, env));
             }
@@ -252,6 +276,21 @@ impl Shape {
         }
         segs.retain(|s| s.tokens > 0);
         self.set(segs);
+        let answered_by = std::mem::take(&mut self.looked_up);
+        if let Some(prompt) = generated_after {
+            // The caches the previous request went to hold its reply after
+            // it: the blocks from the one its prompt ended in through the
+            // reply's last whole one (private: they hold the reply's tokens).
+            let block = u64::from(self.block);
+            let from = ((prompt / block) as usize).min(self.hashes.len());
+            let through = (((prompt + u64::from(reply_tokens)) / block) as usize)
+                .clamp(from, self.hashes.len());
+            for (key, set) in &mut self.private {
+                if answered_by.contains(key) {
+                    set.extend(self.hashes[from..through].iter().copied());
+                }
+            }
+        }
     }
 
     /// Makes `segs` the prompt, rehashing only the blocks past the prefix it
@@ -378,6 +417,9 @@ impl Shape {
         mut shared: impl FnMut(usize, u64) -> bool,
     ) -> (usize, usize) {
         let from = self.take_new(key);
+        if !self.looked_up.contains(&key) {
+            self.looked_up.push(key);
+        }
         let shareable = self.shareable_blocks();
         let private = match self.private.iter().position(|(k, _)| *k == key) {
             Some(i) => &mut self.private[i].1,
@@ -653,8 +695,17 @@ mod tests {
         assert_eq!(same, 3);
     }
 
-    #[test]
-    fn a_continuing_conversation_keeps_its_blocks_and_adds_reply_and_result() {
+    /// A reply sent back as an answer alone (its reasoning dropped).
+    fn answer(tokens: u32) -> SentBack {
+        SentBack {
+            tokens,
+            whole: false,
+        }
+    }
+
+    /// A first request of 100 prompt tokens and 20 planned output, a next
+    /// one of 50 environment tokens, and the template overheads they take.
+    fn two_turns() -> (PlannedRequest, PlannedRequest, Overheads) {
         let first = PlannedRequest {
             prompt_tokens: Some(100),
             output_tokens: Some(20),
@@ -668,11 +719,40 @@ mod tests {
             initial: 4,
             turn: 6,
         };
+        (first, next, ov)
+    }
+
+    #[test]
+    fn a_reply_sent_back_whole_was_cached_by_the_server_that_generated_it() {
+        let (first, next, ov) = two_turns();
+        let run = |reply: SentBack| {
+            let mut e = Estimator::default();
+            let mut u = Shape::new(16);
+            u.advance(7, 0, None, &first, None, ov);
+            e.observe(&mut u, Some(1));
+            u.advance(7, 1, Some(&first), &next, Some(reply), ov);
+            (e.observe(&mut u, Some(1)), u.tokens())
+        };
+        // 100 prompt tokens and 25 of reply: 7 whole blocks of 16 (112 tokens).
+        let (whole, tokens) = run(SentBack {
+            tokens: 25,
+            whole: true,
+        });
+        assert_eq!(tokens, 181);
+        assert_eq!((whole.global, whole.rank), (112, Some(112)));
+        // Without its reasoning the reply is new: the prompt's 6 blocks.
+        let (answer_only, _) = run(answer(25));
+        assert_eq!((answer_only.global, answer_only.rank), (96, Some(96)));
+    }
+
+    #[test]
+    fn a_continuing_conversation_keeps_its_blocks_and_adds_reply_and_result() {
+        let (first, next, ov) = two_turns();
         let mut s = Shape::new(16);
         s.advance(7, 0, None, &first, None, ov);
         assert_eq!(s.tokens(), 100);
         let before = s.hashes().to_vec();
-        s.advance(7, 1, Some(&first), &next, Some(25), ov);
+        s.advance(7, 1, Some(&first), &next, Some(answer(25)), ov);
         assert_eq!(s.tokens(), 100 + 25 + 6 + 50);
         assert_eq!(&s.hashes()[..before.len()], &before[..]);
         // Without a measured reply the planned output stands in.
@@ -685,7 +765,7 @@ mod tests {
         let mut u = Shape::new(16);
         u.advance(7, 0, None, &first, None, ov);
         assert_eq!(e.observe(&mut u, Some(1)).global, 0);
-        u.advance(7, 1, Some(&first), &next, Some(25), ov);
+        u.advance(7, 1, Some(&first), &next, Some(answer(25)), ov);
         let est = e.observe(&mut u, Some(1));
         assert_eq!(est.global, 96);
         assert_eq!(est.rank, Some(96));
@@ -719,8 +799,8 @@ mod tests {
         let ov = Overheads::default();
         for (t, s) in [(1, &mut x), (2, &mut y)] {
             s.advance(t, 0, None, &r0, None, ov);
-            s.advance(t, 1, Some(&r0), &r1, Some(32), ov);
-            s.advance(t, 2, Some(&r1), &r2, Some(8), ov);
+            s.advance(t, 1, Some(&r0), &r1, Some(answer(32)), ov);
+            s.advance(t, 2, Some(&r1), &r2, Some(answer(8)), ov);
         }
         // Each trajectory's reply is its own: the prompts part after "sys".
         assert_eq!(x.tokens(), 32 * 3 + 16);

@@ -169,6 +169,7 @@ pub fn execute(
             start_at_ms,
             images: spec.images,
             token_times: spec.output.token_times,
+            reasoning_history: spec.target.reasoning.history,
             slo: spec.slo.clone(),
             max_failure_rate: spec.max_failure_rate,
             server_metrics: scraped(&spec.server_metrics.urls, &bases),
@@ -248,6 +249,20 @@ fn codec(
             Failure::bad(format!(
                 "{}: the {} codec: {e}",
                 knob_flags(&spec.target.reasoning),
+                spec.codec.name
+            ))
+        })?;
+    // What goes back of earlier reasoning: refused here, before anything is
+    // sent, where the API has no place for it (the engine asks again).
+    codec
+        .reasoning_history(spec.target.reasoning.history)
+        .map_err(|e| {
+            Failure::bad(format!(
+                "target.reasoning.history (--reasoning-history {}): the {} codec: {e}",
+                spec.target
+                    .reasoning
+                    .history
+                    .map_or("", batchbench_contract::spec::ReasoningHistory::as_str),
                 spec.codec.name
             ))
         })?;

@@ -5,7 +5,8 @@ use super::set_codec_option;
 use super::{Given, json_config, non_negative, positive, retries};
 use crate::exit::Failure;
 use batchbench_contract::spec::{
-    ClientThreads, Hosts, ImageFormat, ImageSpec, PluginSpec, ReasoningEffort, RunSpec, defaults,
+    ClientThreads, Hosts, ImageFormat, ImageSpec, PluginSpec, ReasoningEffort, ReasoningHistory,
+    RunSpec, defaults,
 };
 
 /// Target and protocol flags, shared by `batchbench` and `batchbench-agent`.
@@ -98,6 +99,12 @@ pub struct TargetArgs {
     /// `enable_thinking: false`, Anthropic `thinking.type: disabled`).
     #[arg(long, help_heading = "Reasoning")]
     pub no_thinking: bool,
+    /// What an agent loop or replay sends back of earlier reasoning: keep
+    /// (with the answer, as generated) or drop (the answer alone). Default:
+    /// what the API expects (openai_chat and anthropic_messages keep, the
+    /// others drop). The prefix-cache estimate follows the choice.
+    #[arg(long, value_name = "CHOICE", value_parser = parse_history, help_heading = "Reasoning")]
+    pub reasoning_history: Option<ReasoningHistory>,
     /// Synthetic images on each conversation's first user message (vision models;
     /// openai_chat, openai_responses, anthropic_messages).
     #[arg(long, value_name = "N", help_heading = "Images")]
@@ -197,6 +204,9 @@ impl TargetArgs {
         if g.has("no_thinking") {
             r.off = self.no_thinking;
         }
+        if g.has("reasoning_history") {
+            r.history = self.reasoning_history;
+        }
         // The flags set the codec's own fields of those names (every built-in
         // generating codec has `ignore_eos`; the OpenAI ones `sglang`); a codec without
         // them refuses the field, naming it.
@@ -212,5 +222,9 @@ impl TargetArgs {
 
 /// `--reasoning-effort`'s value.
 fn parse_effort(s: &str) -> Result<ReasoningEffort, String> {
+    s.parse()
+}
+
+fn parse_history(s: &str) -> Result<ReasoningHistory, String> {
     s.parse()
 }

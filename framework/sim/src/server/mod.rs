@@ -427,6 +427,9 @@ struct Plan {
     /// Responses API: store the reply under `id`, after the messages of the
     /// prompt (`ids[from..]`, counted `count`).
     store: Option<(Option<Arc<Stored>>, Vec<u32>, u64)>,
+    /// The prompt's ids on its worker, to cache the reply after them (a
+    /// templated API's, read; see [`respond::hold_reply`]).
+    held: Option<Vec<u32>>,
 }
 
 /// The handler of one API's generation endpoint.
@@ -607,7 +610,15 @@ async fn serve(
         }
         _ => None,
     };
+    // A templated conversation's reply is cached after its prompt, as a
+    // server's KV cache holds the tokens it generated: a client that sends
+    // the reply back as it came finds them.
+    let held = (matches!(api, Api::Chat | Api::Messages | Api::Responses)
+        && fault.is_none()
+        && !ids.is_empty())
+    .then_some(ids);
     let plan = Plan {
+        held,
         api,
         seq,
         logged,

@@ -19,6 +19,11 @@ pub(super) fn count_messages(
             ids.push(marker(role));
             count += u64::from(st.cfg.message_overhead_tokens);
         }
+        if !m.reasoning.is_empty() {
+            let r = st.ids(&m.reasoning)?;
+            count += r.len() as u64;
+            ids.extend_from_slice(&r);
+        }
         let c = st.ids(&m.content)?;
         count += c.len() as u64;
         ids.extend_from_slice(&c);

@@ -65,6 +65,7 @@ pub(super) async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Resp
             .push_words(&mut rng, (p.completion - p.reasoning) as usize, &mut text);
         if p.fault.is_none() {
             store(&st, &p, &text);
+            hold_reply(&st, &p, &think, &text);
         }
         let timings = st.timings(&p, first.unwrap_or(done), done);
         let body = apis::body(p.api, &facts(&p), &think, &text, timings).to_string();
@@ -229,6 +230,7 @@ pub(super) async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Resp
         }
         if p.fault.is_none() {
             store(&st, &p, &answer);
+            hold_reply(&st, &p, &think, &answer);
         }
         let now = std::time::Instant::now();
         let timings = st.timings(
@@ -293,4 +295,25 @@ pub(super) fn store(st: &AppState, p: &Plan, text: &str) {
         count: count + u64::from(st.cfg.message_overhead_tokens) + out.len() as u64,
     };
     lock(&st.stored).insert(p.id.clone(), stored);
+}
+
+/// Caches the reply after its prompt on the worker that generated it: the
+/// assistant's turn as a client sends it back (its reasoning, then its
+/// answer), so that a turn that keeps both finds the blocks through them and
+/// one that drops the reasoning finds the prompt's alone.
+pub(super) fn hold_reply(st: &AppState, p: &Plan, think: &str, answer: &str) {
+    let Some(prompt) = &p.held else {
+        return;
+    };
+    let (Ok(think), Ok(answer)) = (st.ids(think), st.ids(answer)) else {
+        return;
+    };
+    let mut ids = Vec::with_capacity(prompt.len() + 1 + think.len() + answer.len());
+    ids.extend_from_slice(prompt);
+    ids.push(marker("assistant"));
+    ids.extend_from_slice(&think);
+    ids.extend_from_slice(&answer);
+    lock(&st.workers[p.worker as usize])
+        .0
+        .lookup_and_insert(&ids);
 }

@@ -232,14 +232,29 @@ fn write_assistant(out: &mut Vec<u8>, m: &Message, first: &mut bool) -> Result<(
     if !std::mem::take(first) {
         out.push(b',');
     }
-    if m.content.is_empty() && m.tool_calls.is_empty() {
+    if m.content.is_empty() && m.tool_calls.is_empty() && m.reasoning.is_none() {
         // An empty reply: the API refuses an empty text block.
         w(out, "{\"role\":\"assistant\",\"content\":\"\"}");
         return Ok(());
     }
     w(out, "{\"role\":\"assistant\",\"content\":[");
     let mut n = 0;
+    // The thinking goes back first, with its signature, as the API returned
+    // it (a tool loop with extended thinking must send it).
+    if let Some(r) = &m.reasoning {
+        w(out, "{\"type\":\"thinking\",\"thinking\":");
+        json_str(out, r)?;
+        if let Some(sig) = &m.reasoning_signature {
+            w(out, ",\"signature\":");
+            json_str(out, sig)?;
+        }
+        w(out, "}");
+        n += 1;
+    }
     if !m.content.is_empty() {
+        if n > 0 {
+            w(out, ",");
+        }
         w(out, "{\"type\":\"text\",\"text\":");
         json_str(out, &m.content)?;
         w(out, "}");
@@ -298,6 +313,16 @@ impl RequestCodec for AnthropicMessages {
             )]),
             (None, false) => Ok(Vec::new()),
         }
+    }
+
+    /// Earlier thinking goes back as thinking blocks with their signatures
+    /// (the API requires them in a tool loop with extended thinking, and
+    /// strips those of earlier turns itself) unless the run drops it.
+    fn reasoning_history(
+        &self,
+        asked: Option<batchbench_contract::spec::ReasoningHistory>,
+    ) -> Result<batchbench_contract::spec::ReasoningHistory, String> {
+        Ok(asked.unwrap_or(batchbench_contract::spec::ReasoningHistory::Keep))
     }
 
     fn endpoint(&self) -> &str {
@@ -359,13 +384,17 @@ impl RequestCodec for AnthropicMessages {
         }
         let mut content = String::new();
         let mut reasoning = String::new();
+        let mut signature = None;
         for b in &m.content {
+            let text = |k: &str| b.get(k).and_then(Value::as_str).unwrap_or("");
             match b.get("type").and_then(Value::as_str) {
-                Some("text") => {
-                    content.push_str(b.get("text").and_then(Value::as_str).unwrap_or(""))
-                }
+                Some("text") => content.push_str(text("text")),
                 Some("thinking") => {
-                    reasoning.push_str(b.get("thinking").and_then(Value::as_str).unwrap_or(""));
+                    reasoning.push_str(text("thinking"));
+                    signature = b
+                        .get("signature")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
                 }
                 _ => {}
             }
@@ -373,6 +402,7 @@ impl RequestCodec for AnthropicMessages {
         Ok(Reply {
             content,
             reasoning: (!reasoning.is_empty()).then_some(reasoning),
+            reasoning_signature: signature,
             usage: m.usage.map(WireUsage::into_usage),
             finish_reason: m.stop_reason,
             ..Reply::default()
@@ -496,6 +526,14 @@ impl MessagesEvents {
                         }
                         text("thinking").len()
                     }
+                    // Not output: the thinking block's seal, sent back with it.
+                    Some("signature_delta") => {
+                        self.reply
+                            .reasoning_signature
+                            .get_or_insert_with(String::new)
+                            .push_str(text("signature"));
+                        0
+                    }
                     // A tool call the model makes is output too: its answer.
                     Some("input_json_delta") => {
                         if !text("partial_json").is_empty() {
@@ -555,6 +593,7 @@ batchbench_contract::register_codec! {
 mod tests {
     use super::*;
     use batchbench_contract::conversation::turn;
+    use batchbench_contract::spec::ReasoningHistory;
     use std::sync::Arc;
 
     fn encode(conv: &Conversation, output: Option<(u32, u32)>) -> Value {
@@ -652,13 +691,14 @@ mod tests {
 
     #[test]
     fn decodes_messages_and_their_event_stream() {
-        let body = br#"{"id":"msg_1","type":"message","content":[{"type":"thinking","thinking":"hm"},{"type":"text","text":"hi"}],
+        let body = br#"{"id":"msg_1","type":"message","content":[{"type":"thinking","thinking":"hm","signature":"EqQB"},{"type":"text","text":"hi"}],
             "stop_reason":"max_tokens","usage":{"input_tokens":3,"cache_read_input_tokens":5,"output_tokens":2}}"#;
         let r = AnthropicMessages::default()
             .decode(body)
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r.content, "hi");
         assert_eq!(r.reasoning.as_deref(), Some("hm"));
+        assert_eq!(r.reasoning_signature.as_deref(), Some("EqQB"));
         let u = r.usage.unwrap_or_default();
         assert_eq!(
             (u.prompt_tokens, u.cached_tokens, u.completion_tokens),
@@ -669,6 +709,7 @@ mod tests {
             "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
             "event: ping\ndata: {\"type\":\"ping\"}\n\n",
             "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"t\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"EqQB\"}}\n\n",
             "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"ab\"}}\n\n",
             "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":3}}\n\n",
             "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
@@ -681,6 +722,8 @@ mod tests {
         let r = d.finish().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r.content, "ab");
         assert_eq!(r.reasoning.as_deref(), Some("t"));
+        assert_eq!(r.reasoning_signature.as_deref(), Some("EqQB"));
+        assert_eq!(r.chunks.len(), 2, "the signature is no output");
         assert!(r.first_reasoning_at.is_some());
         assert_eq!(r.finish_reason.as_deref(), Some("end_turn"));
         let u = r.usage.unwrap_or_default();
@@ -697,5 +740,41 @@ mod tests {
         d.feed(b"data: {\"type\":\"message_start\",\"message\":{}}\n\n", t0)
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(d.finish().is_err(), "truncated");
+    }
+
+    #[test]
+    fn thinking_goes_back_first_with_its_signature() {
+        let mut conv = Conversation::default();
+        conv.messages.push(Message::new(Role::User, "q"));
+        let mut reply = Reply {
+            content: "a".into(),
+            reasoning: Some("because".into()),
+            reasoning_signature: Some("EqQB".into()),
+            ..Reply::default()
+        };
+        conv.messages.push(reply.clone().into_message());
+        conv.messages.push(Message::new(Role::User, "more"));
+        let v = encode(&conv, None);
+        assert_eq!(
+            v["messages"][1]["content"],
+            serde_json::json!([
+                {"type": "thinking", "thinking": "because", "signature": "EqQB"},
+                {"type": "text", "text": "a"}
+            ])
+        );
+        // Dropped: the answer alone.
+        reply.drop_reasoning();
+        conv.messages[1] = reply.into_message();
+        let v = encode(&conv, None);
+        assert_eq!(
+            v["messages"][1]["content"],
+            serde_json::json!([{"type": "text", "text": "a"}])
+        );
+        let c = AnthropicMessages::default();
+        assert_eq!(c.reasoning_history(None), Ok(ReasoningHistory::Keep));
+        assert_eq!(
+            c.reasoning_history(Some(ReasoningHistory::Drop)),
+            Ok(ReasoningHistory::Drop)
+        );
     }
 }

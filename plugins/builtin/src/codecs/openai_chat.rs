@@ -19,7 +19,7 @@ use batchbench_contract::plugin::{
     BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, StreamDecoder,
 };
 use batchbench_contract::registry::BuildContext;
-use batchbench_contract::spec::ReasoningKnobs;
+use batchbench_contract::spec::{ReasoningHistory, ReasoningKnobs};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Instant;
@@ -197,6 +197,16 @@ impl RequestCodec for OpenAiChat {
             ));
         }
         Ok(fields)
+    }
+
+    /// Earlier reasoning goes back as the message's `reasoning_content`
+    /// unless the run drops it: chat templates that keep it (Qwen3's inside
+    /// a tool loop) render it, others ignore it.
+    fn reasoning_history(
+        &self,
+        asked: Option<ReasoningHistory>,
+    ) -> Result<ReasoningHistory, String> {
+        Ok(asked.unwrap_or(ReasoningHistory::Keep))
     }
 
     fn encode(&self, req: &EncodeRequest<'_>, out: &mut BodyWriter) -> Result<(), CodecError> {

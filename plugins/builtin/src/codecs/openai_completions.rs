@@ -38,6 +38,15 @@ impl OpenAiCompletions {
 }
 
 impl RequestCodec for OpenAiCompletions {
+    /// The prompt is flat text of the answers: earlier reasoning never goes
+    /// back (with `reasoning_tags` off, tags the model wrote stay in the text).
+    fn reasoning_history(
+        &self,
+        asked: Option<batchbench_contract::spec::ReasoningHistory>,
+    ) -> Result<batchbench_contract::spec::ReasoningHistory, String> {
+        super::wire::flat_reasoning_history(asked)
+    }
+
     fn endpoint(&self) -> &str {
         "/v1/completions"
     }

@@ -209,6 +209,19 @@ impl RequestCodec for OpenAiResponses {
             .unwrap_or_default())
     }
 
+    /// A Responses conversation's reasoning stays with the server: a turn
+    /// that continues a stored response sends only what follows it, and a
+    /// stateless one sends the answers alone.
+    fn reasoning_history(
+        &self,
+        asked: Option<batchbench_contract::spec::ReasoningHistory>,
+    ) -> Result<batchbench_contract::spec::ReasoningHistory, String> {
+        match asked {
+            Some(batchbench_contract::spec::ReasoningHistory::Keep) => Err("the Responses API keeps a conversation's reasoning on the server (previous_response_id); the codec sends no reasoning items back".into()),
+            _ => Ok(batchbench_contract::spec::ReasoningHistory::Drop),
+        }
+    }
+
     fn supports_images(&self) -> bool {
         true
     }

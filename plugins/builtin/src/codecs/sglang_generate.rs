@@ -100,6 +100,15 @@ impl SglangGenerate {
 }
 
 impl RequestCodec for SglangGenerate {
+    /// The prompt is flat text of the answers: earlier reasoning never goes
+    /// back (with `reasoning_tags` off, tags the model wrote stay in the text).
+    fn reasoning_history(
+        &self,
+        asked: Option<batchbench_contract::spec::ReasoningHistory>,
+    ) -> Result<batchbench_contract::spec::ReasoningHistory, String> {
+        super::wire::flat_reasoning_history(asked)
+    }
+
     fn endpoint(&self) -> &str {
         "/generate"
     }

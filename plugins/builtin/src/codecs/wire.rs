@@ -96,6 +96,18 @@ fn flat_pieces(conv: &Conversation, from: usize) -> impl Iterator<Item = &str> {
     tools.chain(messages)
 }
 
+/// What a flat prompt sends back of earlier reasoning: nothing, for it is
+/// the text of the answers (with the codec's `reasoning_tags` off, the tags a
+/// model wrote stay in its answer and go back with it).
+pub(crate) fn flat_reasoning_history(
+    asked: Option<batchbench_contract::spec::ReasoningHistory>,
+) -> Result<batchbench_contract::spec::ReasoningHistory, String> {
+    match asked {
+        Some(batchbench_contract::spec::ReasoningHistory::Keep) => Err("a flat prompt sends the answers alone; with the codec's reasoning_tags off, the <think> text stays in the answer and goes back with it".into()),
+        _ => Ok(batchbench_contract::spec::ReasoningHistory::Drop),
+    }
+}
+
 /// The conversation as one prompt text, as [`write_flat_prompt`] sends it.
 pub(crate) fn flat_text(conv: &Conversation) -> String {
     flat_pieces(conv, 0).collect::<Vec<_>>().join(FLAT_JOIN)
