@@ -6,14 +6,17 @@
 #   bash .ci/llamacpp.sh install   # venv + model into the cache (outside the clone)
 #   bash .ci/llamacpp.sh start     # install, start on 127.0.0.1, wait for /health;
 #                                  # prints BATCHBENCH_LLAMACPP_URL=..., _EMBEDDINGS_URL=...,
-#                                  # _SECOND_URL=... and _MODEL=...
+#                                  # _SECOND_URL=..., _THINK_URL=... and _MODEL=...
 #   bash .ci/llamacpp.sh stop      # stop the servers started by `start`
 #
-# Three servers of the same model: generation on PORT with 4 slots of 2048 tokens,
+# Four servers of the same model: generation on PORT with 4 slots of 2048 tokens,
 # one compute thread, /metrics on, and a ChatML template with tool support
 # (.ci/chatml-tools.jinja: SmolLM2's built-in template silently drops `tools` and
 # `tool_calls`); and embeddings (mean pooling) on PORT+1, since llama.cpp serves
-# one or the other; and a second generation server on PORT+2, for a fleet of two.
+# one or the other; a second generation server on PORT+2, for a fleet of two; and
+# on PORT+3 one whose template has a thinking section (.ci/chatml-think.jinja:
+# an assistant's reasoning_content in <think> tags), so that llama.cpp's
+# reasoning parser splits a reply's <think>...</think> into reasoning_content.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${BATCHBENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/batchbench}/llamacpp"
@@ -52,7 +55,7 @@ PY
 #   embeddings  /v1/embeddings (llama.cpp serves one or the other)
 #   chat2       a second generation server: with `chat`, a fleet of two
 servers=("chat $port $here/chatml-tools.jinja" "embeddings $((port + 1)) --embeddings"
-  "chat2 $((port + 2)) $here/chatml-tools.jinja")
+  "chat2 $((port + 2)) $here/chatml-tools.jinja" "think $((port + 3)) $here/chatml-think.jinja")
 
 stop_one() {
   local pidfile="$cache/$1.pid" pid
@@ -102,6 +105,7 @@ start() {
   echo "BATCHBENCH_LLAMACPP_URL=http://127.0.0.1:$port"
   echo "BATCHBENCH_LLAMACPP_EMBEDDINGS_URL=http://127.0.0.1:$((port + 1))"
   echo "BATCHBENCH_LLAMACPP_SECOND_URL=http://127.0.0.1:$((port + 2))"
+  echo "BATCHBENCH_LLAMACPP_THINK_URL=http://127.0.0.1:$((port + 3))"
   echo "BATCHBENCH_LLAMACPP_MODEL=$model"
 }
 

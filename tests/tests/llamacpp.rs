@@ -668,3 +668,83 @@ fn a_fleet_of_two_servers_keeps_conversations_on_their_cache_with_session_affini
         cached[0]
     );
 }
+
+/// A reasoning model on a real server: llama.cpp with a chat template that
+/// has a thinking section (so its reasoning parser is on) and a grammar per
+/// request that makes SmolLM2 think first: `<think>`, at least 16 characters
+/// of words, `</think>`, then the answer. Every reply reasons then answers: its
+/// reasoning tokens are counted apart from the answer's (llama.cpp's usage
+/// has no reasoning count: the client counts with the model's tokenizer), and
+/// its first answer token comes after its first token.
+#[test]
+#[ignore = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh start)\""]
+fn a_thinking_template_and_a_grammar_give_reasoning_then_an_answer() {
+    let s = server();
+    let url = std::env::var("BATCHBENCH_LLAMACPP_THINK_URL")
+        .unwrap_or_else(|_| panic!("BATCHBENCH_LLAMACPP_THINK_URL is not set: this test {NEEDS}"));
+    // Words, not just spaces: llama.cpp trims the reasoning it splits out,
+    // and a reasoning of spaces alone would be none.
+    let grammar = r#"root ::= "<think>" [a-z]{4,10} (" " [a-z]{3,10}){3,6} "</think>" [a-z]{2,10} (" " [a-z]{2,10}){0,4}"#;
+    let body = json!({
+        "messages": [{"role": "user", "content": "Say hello to the world."}],
+        "max_tokens": 96,
+        "grammar": grammar,
+    });
+    // Which side splits the reasoning: llama.cpp's parser when it fills
+    // reasoning_content, else the client's tag split.
+    let probe = post(&url, "/v1/chat/completions", &body);
+    let message = &probe["choices"][0]["message"];
+    let server_splits = message["reasoning_content"]
+        .as_str()
+        .is_some_and(|r| !r.is_empty());
+    let codec_config = if server_splits {
+        eprintln!("llama.cpp's reasoning parser split the reply: {message}");
+        "{}"
+    } else {
+        eprintln!("llama.cpp left the tags in the content, the client splits them: {message}");
+        r#"{"reasoning_tags": true}"#
+    };
+    assert!(
+        server_splits
+            || message["content"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("<think>")),
+        "the grammar made no reasoning: {probe}"
+    );
+    let workload = json!({"users": 2, "requests_per_user": 4, "requests": [{"body": body}]});
+    let (out, lines, _dir) = run_with_requests(
+        false,
+        &cmd(
+            "--host {} --model smollm2 --tokenizer-model {} --workload request_bodies --workload-config {} --codec-config {} --stream --seed 5",
+            &[&url, &model_arg(s), &workload.to_string(), codec_config],
+        ),
+    );
+    assert_eq!(out.code, 0);
+    assert_eq!(lines.len(), 8);
+    for l in &lines {
+        assert_eq!(l["ok"], true, "{l}");
+        let reasoning = l["reasoning_tokens"].as_u64().unwrap_or(0);
+        let completion = l["completion_tokens"].as_u64().unwrap_or(0);
+        // At least 16 characters of lowercase words: a few tokens.
+        assert!(reasoning >= 3, "reasoning counted: {l}");
+        assert!(completion > reasoning, "an answer after the reasoning: {l}");
+        assert_eq!(l["reasoning_counted"], true, "{l}");
+        let (ttft, ttfat) = (
+            l["ttft_ms"].as_f64().unwrap_or(f64::NAN),
+            l["ttfat_ms"].as_f64().unwrap_or(f64::NAN),
+        );
+        assert!(
+            ttfat > ttft,
+            "the first answer token after the first token: {l}"
+        );
+    }
+    assert_eq!(out.summary("reasoning_tokens_source"), "counted");
+    assert_eq!(
+        out.count("total_reasoning_tokens") + out.count("total_answer_tokens"),
+        lines
+            .iter()
+            .map(|l| l["completion_tokens"].as_u64().unwrap_or(0))
+            .sum::<u64>()
+    );
+    assert!(out.summary("ttfat").is_object());
+}
