@@ -302,12 +302,12 @@ pub(crate) async fn drive(
             return Ok(false);
         }
         let ok = result.is_ok();
-        // Reasoning tokens from the usage, else counted here, before the
-        // collector's lock is taken.
-        let reasoning = result
-            .as_ref()
-            .ok()
-            .and_then(|r| reasoning_tokens(&sh.synth, r));
+        // Reasoning tokens from the usage, else counted (on the blocking
+        // pool unless short), before the collector's lock is taken.
+        let reasoning = match &result {
+            Ok(r) => reasoning_tokens(&sh.synth, r).await,
+            Err(_) => None,
+        };
         {
             let mut c = sh.collector();
             let c = &mut *c;
@@ -484,11 +484,13 @@ fn send_back(
 /// A reply's reasoning tokens and whether the client counted them: the
 /// usage's count where the API reports one, else the reasoning text counted
 /// with the run's tokenizer (none without a tokenizer or reasoning).
-fn reasoning_tokens(synth: &crate::synthesis::synth::Synth, r: &Reply) -> Option<(u64, bool)> {
+async fn reasoning_tokens(
+    synth: &crate::synthesis::synth::Synth,
+    r: &Reply,
+) -> Option<(u64, bool)> {
     if let Some(n) = r.usage.and_then(|u| u.reasoning_tokens) {
         return Some((n, false));
     }
     let text = r.reasoning.as_deref().filter(|t| !t.is_empty())?;
-    let n = synth.tokenizer.as_ref()?.count_synthetic(text).ok()?;
-    Some((n as u64, true))
+    Some((synth.count_reasoning(text).await?, true))
 }

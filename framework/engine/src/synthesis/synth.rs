@@ -193,6 +193,32 @@ pub(crate) fn first_job(
 /// shape, A/B, least of 3 runs each).
 const INLINE_TOKENS: u64 = 4_096;
 
+/// The most bytes of a reply's reasoning counted on the async thread: a model's
+/// text takes a full encoding (about a microsecond a token), so anything
+/// longer than a few dozen tokens is counted on the blocking pool, where it
+/// delays no other request's stamps.
+const INLINE_COUNT_BYTES: usize = 256;
+
+impl Synth {
+    /// The tokens of a reply's reasoning `text` by the run's tokenizer (none
+    /// without one): in place when short, else on the blocking pool.
+    pub(crate) async fn count_reasoning(&self, text: &str) -> Option<u64> {
+        let tok = self.tokenizer.clone()?;
+        if text.len() <= INLINE_COUNT_BYTES {
+            return tok.count_synthetic(text).ok().map(|n| n as u64);
+        }
+        let _permit = self.pool.acquire().await.ok()?;
+        let text = text.to_owned();
+        tokio::task::spawn_blocking(move || {
+            crate::schedule::pacer::background_priority();
+            tok.count_synthetic(&text).ok().map(|n| n as u64)
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+}
+
 impl PrepJob {
     /// The tokens this job synthesises when all of it is plain text (no JSON
     /// piece, which needs the full tokenizer).
