@@ -14,9 +14,12 @@
 //! what is measured, the prompt it counts is the same.
 //!
 //! Streams are read event by event: `response.created` (the id),
-//! `response.output_text.delta`, `response.reasoning_text.delta` and
-//! `response.reasoning_summary_text.delta`, `response.completed` (usage) and
-//! `response.incomplete`; `response.failed` and `error` are failures.
+//! `response.output_text.delta`, `response.reasoning_text.delta`,
+//! `response.completed` (usage) and `response.incomplete`; `response.failed`
+//! and `error` are failures. A reasoning item's summary
+//! (`response.reasoning_summary_text.delta`, a `summary` part) is a summary of
+//! the thinking, not the model's reasoning tokens: it is neither reasoning nor
+//! answer, and its arrival is no token.
 
 use super::wire::{
     SseEvents, SseStream, closed, error_message, fields, json_str, json_value, raw_with_fields,
@@ -372,10 +375,8 @@ impl WireResponse {
             };
             match item.get("type").and_then(Value::as_str) {
                 Some("message") => content.extend(texts("content")),
-                Some("reasoning") => {
-                    let c = texts("content");
-                    reasoning.extend(if c.is_empty() { texts("summary") } else { c });
-                }
+                // Its content; a summary of it is not the model's reasoning.
+                Some("reasoning") => reasoning.extend(texts("content")),
                 _ => {}
             }
         }
@@ -437,9 +438,7 @@ impl ResponsesEvents {
                     self.token(now, d.len());
                 }
             }
-            "response.reasoning_text.delta"
-            | "response.reasoning_summary_text.delta"
-            | "response.reasoning.delta" => {
+            "response.reasoning_text.delta" | "response.reasoning.delta" => {
                 if let Some(d) = e
                     .delta
                     .as_ref()
@@ -605,7 +604,7 @@ mod tests {
             .decode(body)
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r.content, "hi");
-        assert_eq!(r.reasoning.as_deref(), Some("hm"));
+        assert_eq!(r.reasoning, None, "a summary is not reasoning");
         assert_eq!(r.finish_reason.as_deref(), Some("length"));
         assert_eq!(r.response_id.as_deref(), Some("resp_9"));
         let u = r.usage.unwrap_or_default();
@@ -617,6 +616,7 @@ mod tests {
         let stream = concat!(
             "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\"}}\n\n",
             "event: response.reasoning_text.delta\ndata: {\"type\":\"response.reasoning_text.delta\",\"delta\":\"think\"}\n\n",
+            "event: response.reasoning_summary_text.delta\ndata: {\"type\":\"response.reasoning_summary_text.delta\",\"delta\":\"summed up\"}\n\n",
             "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"a\"}\n\n",
             "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"status\":\"completed\",\"usage\":{\"input_tokens\":5,\"output_tokens\":2}}}\n\n",
         );
@@ -629,6 +629,7 @@ mod tests {
         let r = d.finish().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r.content, "a");
         assert_eq!(r.reasoning.as_deref(), Some("think"));
+        assert_eq!(r.chunks.len(), 2, "the summary is no token");
         assert!(
             r.first_reasoning_at.is_some()
                 && r.first_reasoning_at
