@@ -415,6 +415,9 @@ pub struct LiveStats {
     pub send_lag: LiveHistogram,
     /// Time to first token.
     pub ttft: LiveHistogram,
+    /// Time to first answer token of the measured successes that reasoned
+    /// first (empty when none did; absent from a view written before it).
+    pub ttfat: LiveHistogram,
     /// Inter-token latency (per token).
     pub itl: LiveHistogram,
     /// Request latency, send to last byte.

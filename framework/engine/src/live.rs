@@ -45,6 +45,7 @@ pub(crate) fn stats(shared: &Shared) -> LiveStats {
         stage,
         send_lag: m.send_lag.live(),
         ttft: m.ttft.live(),
+        ttfat: m.ttfat.live(),
         itl: m.itl.live(),
         e2e: m.latency.live(),
     }

@@ -164,6 +164,14 @@ impl Progress {
             ms(window_quantile(&new.e2e, &old.e2e, 0.5)),
             ms(window_quantile(&new.e2e, &old.e2e, 0.99)),
         ));
+        // A reasoning model's users wait for the answer: its first token too.
+        if new.ttfat.count > old.ttfat.count {
+            out.push_str(&format!(
+                "  |  TTFAT p50 {} p99 {} ms",
+                ms(window_quantile(&new.ttfat, &old.ttfat, 0.5)),
+                ms(window_quantile(&new.ttfat, &old.ttfat, 0.99)),
+            ));
+        }
         if !new.failed_by_kind.is_empty() {
             let kinds: Vec<String> = new
                 .failed_by_kind
@@ -484,5 +492,12 @@ mod tests {
         ] {
             assert!(lines.contains(part), "{part}: {lines}");
         }
+        assert!(!lines.contains("TTFAT"), "no reasoning, no TTFAT: {lines}");
+        // A reasoning model's replies: the first answer token too.
+        let mut later = at(5.0, 90, hist(&[(0.1, 30), (1.0, 60)]));
+        later.ttfat = hist(&[(0.1, 0), (1.0, 10)]);
+        p.on_live(&later).unwrap();
+        let lines = p.lines().unwrap_or_default();
+        assert!(lines.contains("TTFAT p50 "), "{lines}");
     }
 }

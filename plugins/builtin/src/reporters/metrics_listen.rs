@@ -271,6 +271,12 @@ pub fn exposition(live: &LiveStats, finished: bool) -> String {
     );
     histogram(
         &mut o,
+        "batchbench_ttfat_seconds",
+        "Time to first answer token of the measured successes that reasoned first.",
+        &live.ttfat,
+    );
+    histogram(
+        &mut o,
         "batchbench_itl_seconds",
         "Inter-token latency, per token.",
         &live.itl,
