@@ -295,6 +295,8 @@ impl RunInfo {
             ("ttft", s.ttft),
             ("ttfat", s.ttfat),
             ("reasoning_duration", s.reasoning_duration),
+            ("tpot_reasoning", s.tpot_reasoning),
+            ("tpot_answer", s.tpot_answer),
             ("itl", s.itl),
             ("tpot", s.tpot),
             ("trajectory_e2e", s.trajectory_e2e),
@@ -527,6 +529,14 @@ pub struct Summary {
     /// the first reasoning token to the first answer token.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_duration: Option<LatencyStats>,
+    /// Time per output token of the reasoning phase (replies that reasoned,
+    /// then answered): its duration over its tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_reasoning: Option<LatencyStats>,
+    /// Time per output token of the answer phase of the same replies: first
+    /// answer token to last token, over the answer's tokens after its first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_answer: Option<LatencyStats>,
     /// Reasoning tokens (part of the completion tokens): from the usage where
     /// the server reported them apart, else counted by the client from the
     /// reasoning text (`reasoning_tokens_source` says which).

@@ -17,12 +17,14 @@ use batchbench_contract::record::{IntervalMethod, LatencyStats, Summary};
 use std::fmt::Write as _;
 
 /// The latency families compared, with their names in thresholds.
-const FAMILIES: [(&str, &str); 5] = [
+const FAMILIES: [(&str, &str); 7] = [
     ("e2e", "latency"),
     ("ttft", "ttft"),
     ("ttfat", "ttfat"),
     ("itl", "itl"),
     ("tpot", "tpot"),
+    ("tpot_reasoning", "tpot_reasoning"),
+    ("tpot_answer", "tpot_answer"),
 ];
 const FIGURES: [&str; 5] = ["p50", "p90", "p99", "mean", "max"];
 
@@ -226,6 +228,8 @@ fn family(s: &Summary, key: &str) -> Option<LatencyStats> {
         "ttfat" => s.ttfat,
         "itl" => s.itl,
         "tpot" => s.tpot,
+        "tpot_reasoning" => s.tpot_reasoning,
+        "tpot_answer" => s.tpot_answer,
         _ => None,
     }
 }

@@ -240,8 +240,9 @@ pub const ENERGY_COLUMNS: &[Column] = records![
 ];
 
 /// The columns of reasoning models, after the energy's: the time to the
-/// first answer token, the reasoning phase and the token split (empty for a
-/// run whose replies did not reason).
+/// first answer token, the reasoning phase and the token split, then the time
+/// per output token of each phase (empty for a run whose replies did not
+/// reason).
 pub const REASONING_COLUMNS: &[Column] = records![
     ttfat_p50_ms,
     ttfat_p90_ms,
@@ -252,6 +253,10 @@ pub const REASONING_COLUMNS: &[Column] = records![
     reasoning_tokens_source,
     total_answer_tokens,
     reasoning_only_replies,
+    tpot_reasoning_p50_ms,
+    tpot_reasoning_p99_ms,
+    tpot_answer_p50_ms,
+    tpot_answer_p99_ms,
 ];
 
 /// The columns after the load model's: the SLO's, the cache estimates', the

@@ -95,6 +95,10 @@ fn snapshot<S: AsRef<str>>(name: &str, agent: bool, flags: &[S], empty: &[&str])
         "total_reasoning_tokens",
         "reasoning_tokens_source",
         "total_answer_tokens",
+        "tpot_reasoning_p50_ms",
+        "tpot_reasoning_p99_ms",
+        "tpot_answer_p50_ms",
+        "tpot_answer_p99_ms",
     ];
     let closed_loop = ["request_rate", "session_rate"]
         .into_iter()

@@ -78,6 +78,12 @@ pub struct Metrics {
     /// First reasoning token to first answer token (streamed successes that
     /// reasoned, then answered).
     pub reasoning_duration: Latency,
+    /// Time per output token of the reasoning phase: its duration over its
+    /// tokens (the first answer token is the reasoning's last token's next).
+    pub tpot_reasoning: Latency,
+    /// Time per output token of the answer phase: first answer token to the
+    /// last token, over the answer's tokens after its first.
+    pub tpot_answer: Latency,
     /// Reasoning tokens, from the usage or counted by the client.
     pub reasoning_tokens: u64,
     /// Successes with a reasoning token count (from either source).
@@ -346,6 +352,13 @@ impl Metrics {
                         Some(a) => self.reasoning_duration.record(a.saturating_sub(t)),
                         None => self.reasoning_only += 1,
                     }
+                    let (reasoning, answer) = phase_tpot(rec);
+                    if let Some(d) = reasoning {
+                        self.tpot_reasoning.record(d);
+                    }
+                    if let Some(d) = answer {
+                        self.tpot_answer.record(d);
+                    }
                 }
                 if let Some(t) = rec.ttfat {
                     self.ttfat.record_at(t, at);
@@ -472,6 +485,37 @@ impl Metrics {
     }
 }
 
+/// The time per output token of a reply's two phases, where it reasoned and
+/// then answered: the reasoning's (first reasoning token to first answer
+/// token, over the reasoning tokens) and the answer's (first answer token to
+/// the last token, over the answer tokens after the first). The last token's
+/// time is the record's: its first token and its TPOT over the completion.
+pub fn phase_tpot(rec: &RequestRecord<'_>) -> (Option<Duration>, Option<Duration>) {
+    let (Some(first_reasoning), Some(first_answer), Some(reasoning)) =
+        (rec.ttfrt, rec.ttfat, rec.reasoning_tokens)
+    else {
+        return (None, None);
+    };
+    let per = |span: Duration, tokens: u64| {
+        u32::try_from(tokens)
+            .ok()
+            .filter(|&n| n > 0)
+            .map(|n| span / n)
+    };
+    let in_reasoning = per(first_answer.saturating_sub(first_reasoning), reasoning);
+    let in_answer = match (rec.ttft, rec.tpot, rec.usage) {
+        (Some(first), Some(tpot), Some(u)) if u.completion_tokens > reasoning + 1 => {
+            let last = first + tpot * u32::try_from(u.completion_tokens - 1).unwrap_or(u32::MAX);
+            per(
+                last.saturating_sub(first_answer),
+                u.completion_tokens - reasoning - 1,
+            )
+        }
+        _ => None,
+    };
+    (in_reasoning, in_answer)
+}
+
 /// A streamed reply's inter-token latency: (microseconds per token, tokens)
 /// for each gap between chunks. Each chunk's gap is shared by the tokens it
 /// carried. Servers rarely say how many that is, so the completion tokens are
@@ -553,6 +597,8 @@ impl Metrics {
             ("ttfrt", &self.ttfrt),
             ("ttfat", &self.ttfat),
             ("reasoning_duration", &self.reasoning_duration),
+            ("tpot_reasoning", &self.tpot_reasoning),
+            ("tpot_answer", &self.tpot_answer),
             ("itl", &self.itl),
             ("tpot", &self.tpot),
             ("trajectory_e2e", &self.trajectory_e2e),
@@ -620,6 +666,8 @@ impl Metrics {
             ttfrt: m.ttfrt.stats(),
             ttfat: m.ttfat.stats(),
             reasoning_duration: m.reasoning_duration.stats(),
+            tpot_reasoning: m.tpot_reasoning.stats(),
+            tpot_answer: m.tpot_answer.stats(),
             total_reasoning_tokens: (m.reasoning_reports > 0).then_some(m.reasoning_tokens),
             reasoning_tokens_source: (m.reasoning_reports > 0).then(|| {
                 match m.reasoning_counted {
@@ -721,6 +769,59 @@ mod tests {
         assert_eq!(m.retries, 2);
         assert_eq!(m.failure_examples[0].kind, "http_503");
         assert!(m.latency.is_empty());
+    }
+
+    #[test]
+    fn each_phase_of_a_reasoning_reply_has_its_own_time_per_output_token() {
+        let ms = Duration::from_millis;
+        // 64 reasoning tokens 2 ms apart from 10 ms, then 32 answer tokens 4
+        // ms apart from 138 ms: the last token at 262 ms.
+        let rec = RequestRecord {
+            agent_id: 0,
+            trajectory_id: "t",
+            request_index: 0,
+            planned_prompt_tokens: None,
+            retries: 0,
+            reconnects: 0,
+            latency: ms(262),
+            server_timing: None,
+            usage: Some(batchbench_contract::plugin::Usage {
+                prompt_tokens: 8,
+                completion_tokens: 96,
+                cached_tokens: None,
+                reasoning_tokens: Some(64),
+                items: None,
+            }),
+            estimated_cached_tokens: 0,
+            cache_estimate: crate::synthesis::prefix::Estimate::default(),
+            live_block_fallbacks: 0,
+            ttft: Some(ms(10)),
+            ttfrt: Some(ms(10)),
+            ttfat: Some(ms(138)),
+            reasoning_tokens: Some(64),
+            reasoning_counted: false,
+            images: 0,
+            image_bytes: 0,
+            // The whole reply's: 252 ms over 95 gaps.
+            tpot: Some(ms(252) / 95),
+            itl_max: None,
+            token_times: Vec::new(),
+            slo_met: None,
+            failure: None,
+            timing: SendTiming::default(),
+            endpoint: None,
+        };
+        let (reasoning, answer) = phase_tpot(&rec);
+        assert_eq!(reasoning, Some(ms(2)));
+        let answer = answer.unwrap_or_default().as_secs_f64() * 1000.0;
+        assert!((answer - 4.0).abs() < 0.01, "{answer}");
+        // Without reasoning, no phases.
+        let plain = RequestRecord {
+            ttfrt: None,
+            reasoning_tokens: None,
+            ..rec
+        };
+        assert_eq!(phase_tpot(&plain), (None, None));
     }
 
     #[test]
