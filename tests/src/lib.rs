@@ -31,6 +31,32 @@ pub fn tokenizer_path(name: &str) -> PathBuf {
     p
 }
 
+/// The share of a core this thread gets now: its CPU time over the wall time
+/// of a `probe` of busy work (about 1 on an idle core; about 0.5 where a busy
+/// process, or another test's work, shares it). From the thread's own
+/// counters (`/proc/thread-self/stat`, in ticks of 10 ms): 1 where they
+/// cannot be read. A test whose figures are the machine's timing checks it
+/// before it judges them, as the instructions gate does.
+pub fn core_share(probe: std::time::Duration) -> f64 {
+    fn ticks() -> Option<u64> {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+        // The fields after the command (which may hold spaces): utime is the
+        // 14th field, stime the 15th.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let f: Vec<&str> = rest.split(' ').collect();
+        Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+    }
+    let (Some(t0), start) = (ticks(), std::time::Instant::now()) else {
+        return 1.0;
+    };
+    let mut x = 0u64;
+    while start.elapsed() < probe {
+        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+    }
+    let wall = start.elapsed().as_secs_f64();
+    ticks().map_or(1.0, |t1| ((t1 - t0) as f64 / 100.0 / wall).min(1.0))
+}
+
 /// The Qwen tokenizer's path as a flag value (`--tokenizer-model`): the
 /// tokenizer most tests run with.
 pub fn qwen() -> String {
