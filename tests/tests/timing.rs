@@ -53,6 +53,9 @@ struct Errors {
     itl: Vec<f64>,
     /// The server's own gaps against its configured decode interval.
     schedule: Vec<f64>,
+    /// The server's mean gap over each reply against the decode interval:
+    /// its schedule as a whole, whatever one late wake-up did to two gaps.
+    pace: Vec<f64>,
     /// Requests sent on a connection that had carried one before.
     later_on_connection: usize,
 }
@@ -164,6 +167,10 @@ fn measure<S: AsRef<str>>(
                 e.itl.push((client_gap - server_gap).abs());
                 e.schedule.push((server_gap - 2.0).abs());
             }
+            if chunks.len() > 1 {
+                let mean = (chunks[chunks.len() - 1] - chunks[0]) / (chunks.len() - 1) as f64;
+                e.pace.push((mean - 2.0).abs());
+            }
             if l["reconnects"] == 0 && l["request_index"].as_u64() > Some(0) {
                 e.later_on_connection += 1;
             }
@@ -188,14 +195,17 @@ fn check(what: &str, e: &Errors) {
     assert!(ttft99 < 10.0 && itl99 < 10.0, "{what}: {e:?}");
     assert!(ttft_max < 30.0 && itl_max < 30.0, "{what}: {e:?}");
     // The simulator keeps its own schedule: 2 ms a token, not 3 (the runtime
-    // timer's millisecond steps), within half a millisecond of what this
-    // machine's own timer keeps now (with both cores busy with other work,
-    // a 2 ms sleep wakes about a millisecond late, the simulator's tokens too).
+    // timer's millisecond steps). Over each reply, so that a late wake-up and
+    // the catch-up after it (gaps of 4 then 0 ms, seen with both cores busy
+    // beside the suite) count as what they are, a jitter of the schedule.
     let late = wake_lateness_ms();
-    let schedule = quantile(&e.schedule, 0.5);
+    let (schedule, pace) = (quantile(&e.schedule, 0.5), quantile(&e.pace, 0.5));
+    eprintln!(
+        "{what}: server gap error p50 {schedule:.3} ms, mean gap per reply off 2 ms by {pace:.3} ms at p50, this machine's timer {late:.3} ms late"
+    );
     assert!(
-        schedule < 0.5 + late,
-        "{what}: server schedule error p50 {schedule:.3} ms, this machine's timer {late:.3} ms late: {e:?}"
+        pace < 0.25,
+        "{what}: the server's mean gap per reply is {pace:.3} ms off 2 ms at p50: {e:?}"
     );
 }
 
