@@ -733,17 +733,16 @@ mod tests {
         assert_eq!(both.len(), 10_000);
     }
 
-    #[test]
-    fn failures_are_counted_and_kept() {
-        let mut m = Metrics::default();
-        let rec = RequestRecord {
-            agent_id: 3,
+    /// A successful request's record of `latency`, every other figure absent.
+    fn blank(latency: Duration) -> RequestRecord<'static> {
+        RequestRecord {
+            agent_id: 0,
             trajectory_id: "t",
-            request_index: 1,
+            request_index: 0,
             planned_prompt_tokens: None,
-            retries: 2,
+            retries: 0,
             reconnects: 0,
-            latency: Duration::from_millis(5),
+            latency,
             server_timing: None,
             usage: None,
             estimated_cached_tokens: 0,
@@ -760,9 +759,21 @@ mod tests {
             itl_max: None,
             token_times: Vec::new(),
             slo_met: None,
-            failure: Some((FailureKind::Http(503), "unavailable")),
+            failure: None,
             timing: SendTiming::default(),
             endpoint: None,
+        }
+    }
+
+    #[test]
+    fn failures_are_counted_and_kept() {
+        let mut m = Metrics::default();
+        let rec = RequestRecord {
+            agent_id: 3,
+            request_index: 1,
+            retries: 2,
+            failure: Some((FailureKind::Http(503), "unavailable")),
+            ..blank(Duration::from_millis(5))
         };
         m.record_request(&rec);
         assert_eq!(m.failed(), 1);
@@ -777,14 +788,6 @@ mod tests {
         // 64 reasoning tokens 2 ms apart from 10 ms, then 32 answer tokens 4
         // ms apart from 138 ms: the last token at 262 ms.
         let rec = RequestRecord {
-            agent_id: 0,
-            trajectory_id: "t",
-            request_index: 0,
-            planned_prompt_tokens: None,
-            retries: 0,
-            reconnects: 0,
-            latency: ms(262),
-            server_timing: None,
             usage: Some(batchbench_contract::plugin::Usage {
                 prompt_tokens: 8,
                 completion_tokens: 96,
@@ -792,24 +795,13 @@ mod tests {
                 reasoning_tokens: Some(64),
                 items: None,
             }),
-            estimated_cached_tokens: 0,
-            cache_estimate: crate::synthesis::prefix::Estimate::default(),
-            live_block_fallbacks: 0,
             ttft: Some(ms(10)),
             ttfrt: Some(ms(10)),
             ttfat: Some(ms(138)),
             reasoning_tokens: Some(64),
-            reasoning_counted: false,
-            images: 0,
-            image_bytes: 0,
             // The whole reply's: 252 ms over 95 gaps.
             tpot: Some(ms(252) / 95),
-            itl_max: None,
-            token_times: Vec::new(),
-            slo_met: None,
-            failure: None,
-            timing: SendTiming::default(),
-            endpoint: None,
+            ..blank(ms(262))
         };
         let (reasoning, answer) = phase_tpot(&rec);
         assert_eq!(reasoning, Some(ms(2)));
