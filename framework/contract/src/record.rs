@@ -224,6 +224,10 @@ impl RunInfo {
             ("cut_at_deadline", l.map(|l| l.cut_at_deadline.to_string())),
             ("at_deadline", l.and_then(|l| l.at_deadline.clone())),
             ("load_verdict", l.and_then(|l| l.verdict.clone())),
+            (
+                "dropped_arrivals",
+                l.map(|l| l.dropped_arrivals.to_string()),
+            ),
         ] {
             map.insert(k.to_owned(), opt(v));
         }
@@ -815,6 +819,9 @@ pub struct LoadReport {
     pub at_deadline: Option<String>,
     /// Requests cancelled at the deadline (not failures).
     pub cut_at_deadline: u64,
+    /// Arrivals due before the deadline that were not sent by it: the client
+    /// was behind its schedule, and nothing is sent after the deadline.
+    pub dropped_arrivals: u64,
     /// Per stage of a rate schedule.
     pub stages: Vec<StageReport>,
     /// Who held the requests back when it was not the server: one line, absent

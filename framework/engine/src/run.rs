@@ -275,6 +275,11 @@ impl Engine {
         } else {
             Vec::new()
         };
+        let load_duration = self
+            .opts
+            .load
+            .duration_secs
+            .map(std::time::Duration::from_secs_f64);
         let shared = Arc::new(Shared {
             opts: self.opts,
             in_flight: self
@@ -291,6 +296,7 @@ impl Engine {
             cancel,
             interrupt: self.cancel,
             deadline: CancellationToken::new(),
+            deadline_at: load_duration.map(|d| start + d),
             inflight,
             pacer,
             sent: std::sync::atomic::AtomicU64::new(0),

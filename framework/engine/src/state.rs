@@ -110,6 +110,10 @@ pub(crate) struct Shared {
     pub(crate) interrupt: CancellationToken,
     /// Fires at the end of a duration run: nothing new is sent.
     pub(crate) deadline: CancellationToken,
+    /// When the deadline is due: every send checks the clock against it, so
+    /// that a client too busy to run the deadline's timer in time still
+    /// sends nothing after it.
+    pub(crate) deadline_at: Option<Instant>,
     /// Requests in flight at most (`max_concurrency`).
     pub(crate) inflight: Option<Semaphore>,
     /// Precise send times for arrivals (open loop only).
@@ -128,6 +132,28 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Whether the run is past its deadline: the deadline fired, or its time
+    /// has come on the clock (then it fires now).
+    pub(crate) fn past_deadline(&self) -> bool {
+        if self.deadline.is_cancelled() {
+            return true;
+        }
+        let due = self.deadline_at.is_some_and(|d| Instant::now() >= d);
+        if due {
+            self.end_at_deadline();
+        }
+        due
+    }
+
+    /// Ends the run as its deadline does: nothing new is sent, and with
+    /// `at_deadline = cancel` requests in flight are cancelled.
+    pub(crate) fn end_at_deadline(&self) {
+        self.deadline.cancel();
+        if self.opts.load.at_deadline == batchbench_contract::spec::AtDeadline::Cancel {
+            self.cancel.cancel();
+        }
+    }
+
     pub(crate) fn collector(&self) -> std::sync::MutexGuard<'_, Collector> {
         self.collector
             .lock()

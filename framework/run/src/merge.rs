@@ -320,6 +320,7 @@ fn merge_into(
     let sum = |f: fn(&Summary) -> u64| shards.iter().map(|s| f(&s.doc.summary)).sum::<u64>();
     metrics.trajectories_started = sum(|s| s.trajectories_started);
     metrics.cut_at_deadline = sum(|s| s.load.as_ref().map_or(0, |l| l.cut_at_deadline));
+    metrics.dropped_arrivals = sum(|s| s.load.as_ref().map_or(0, |l| l.dropped_arrivals));
     metrics.delay_total = Duration::from_secs_f64(
         shards
             .iter()

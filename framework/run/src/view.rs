@@ -109,7 +109,7 @@ flat_view! {
         latency_from_intended_p90_ms, latency_from_intended_p99_ms,
         ttft_from_intended_p50_ms, ttft_from_intended_p99_ms, queue_wait_p50_ms,
         queue_wait_p99_ms, send_lag_p50_ms, send_lag_p99_ms, late_sends, warmup_requests,
-        cut_at_deadline, load_verdict;
+        cut_at_deadline, load_verdict, dropped_arrivals;
     hidden warmup_secs: Option<f64>;
 }
 

@@ -124,6 +124,7 @@ fn rendered_shapes() -> BTreeSet<String> {
         duration_secs: Some(3.0),
         at_deadline: Some("finish".into()),
         cut_at_deadline: 0,
+        dropped_arrivals: 0,
         stages: vec![StageReport {
             stage: 0,
             secs: 1.0,

@@ -3,7 +3,7 @@
 //! concurrency queue; bad load flags are exit 2 with nothing sent.
 
 use batchbench_simulator::SimConfig;
-use batchbench_tests::{SimServer, qwen, run_agent, run_batchbench, words};
+use batchbench_tests::{SimServer, qwen, read_jsonl, run_agent, run_batchbench, words};
 use serde_json::Value;
 
 fn slow(decode_ms: f64) -> SimServer {
@@ -136,6 +136,68 @@ fn a_duration_run_stops_on_time_and_cancels_or_finishes_what_is_in_flight() {
     assert!(d >= 2.5, "in-flight requests finished: {d}");
     assert!(r.count("successful_requests") >= 7);
     assert_eq!(load(&r)["cut_at_deadline"], 0);
+}
+
+/// Asked for far more than one client thread can send (200,000 requests/s
+/// for a second against the instant simulator), a run still ends at its
+/// deadline: nothing is sent after it, the arrivals it could not send are
+/// dropped and counted (never sent late), and the run says so. (Against an
+/// instant server, 400,000/s for 3 s once ran for 693 s.)
+#[test]
+fn a_rate_past_the_clients_ceiling_ends_at_the_deadline_and_counts_what_it_dropped() {
+    let sim = slow(0.0);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let jsonl = dir.path().join("requests.jsonl");
+    let r = sim.batchbench(
+        "--users 16 --output-tokens 1 --request-rate 200000 --arrival constant --client-threads 1 --duration-secs 1 --slo e2e_p50<=60s --requests-jsonl {}",
+        &[&jsonl.display().to_string()],
+    );
+    assert_eq!(r.code, 0);
+    let l = load(&r);
+    let (sent, dropped) = (
+        l["arrivals"].as_u64().unwrap_or(0),
+        l["dropped_arrivals"].as_u64().unwrap_or(0),
+    );
+    assert!(dropped > 0 && sent > 0, "{l}");
+    // Every arrival due in the second is sent or dropped, none twice.
+    assert!(
+        (199_999..=200_000).contains(&(sent + dropped)),
+        "{sent} sent + {dropped} dropped: {l}"
+    );
+    // Nothing went out after the deadline (beyond the microseconds between
+    // the last check and the send, on a machine that may be busy).
+    let records = read_jsonl(&jsonl);
+    assert_eq!(records.len() as u64, sent, "one record per arrival sent");
+    let last = records
+        .iter()
+        .filter_map(|x| x["sent_ms"].as_f64())
+        .fold(0.0, f64::max);
+    assert!(
+        last < 1250.0,
+        "a request sent at {last} ms, after the deadline"
+    );
+    // The server saw no more than was sent (an open loop this far past its
+    // ceiling opens connections faster than a listener takes them: some
+    // fail to connect, and are counted as failures).
+    let seen = sim.requests().len() as u64;
+    assert!(seen <= sent, "the server saw {seen}, {sent} were sent");
+    assert!(r.count("successful_requests") <= seen);
+    assert_eq!(
+        r.count("successful_requests") + r.count("failed_requests"),
+        sent
+    );
+    // The run ends once what was in flight at the deadline finished: seconds,
+    // not the minutes its schedule would take at this client's pace.
+    let d = r.summary("total_duration_seconds").as_f64().unwrap_or(0.0);
+    assert!(d < 15.0, "ran for {d} s");
+    let verdict = l["verdict"].as_str().unwrap_or("");
+    assert!(
+        verdict.contains(&format!("{dropped} arrivals due before the deadline")),
+        "{verdict}"
+    );
+    assert_eq!(r.csv[0]["dropped_arrivals"], dropped.to_string());
+    // Dropping never flatters a run: it did not serve the load it was given.
+    assert_eq!(r.summary("slo")["passed"], false, "{}", r.summary("slo"));
 }
 
 #[test]

@@ -4,7 +4,6 @@
 
 use crate::state::Shared;
 use batchbench_contract::plugin::{FailureKind, Reply};
-use batchbench_contract::spec::AtDeadline;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -34,12 +33,15 @@ pub(crate) async fn until_due(sh: &Shared, offset: Duration) -> bool {
             None => tokio::time::sleep_until(due.into()).await,
         }
     };
-    tokio::select! {
+    let waited = tokio::select! {
         biased;
         () = sh.cancel.cancelled() => false,
         () = sh.deadline.cancelled() => false,
         () = wait => true,
-    }
+    };
+    // Its time may have come long after the deadline on a client that fell
+    // behind: then it is not sent.
+    waited && !sh.past_deadline()
 }
 
 /// Starts the deadline of a duration run: at it nothing new is sent, and with
@@ -51,12 +53,7 @@ pub(crate) fn deadline_timer(sh: &Arc<Shared>) -> Option<JoinHandle<()>> {
         let due = sh.start + Duration::from_secs_f64(secs);
         tokio::select! {
             () = sh.cancel.cancelled() => {}
-            () = tokio::time::sleep_until(due.into()) => {
-                sh.deadline.cancel();
-                if sh.opts.load.at_deadline == AtDeadline::Cancel {
-                    sh.cancel.cancel();
-                }
-            }
+            () = tokio::time::sleep_until(due.into()) => sh.end_at_deadline(),
         }
     }))
 }
@@ -97,10 +94,7 @@ pub(crate) fn convergence_watch(sh: &Arc<Shared>) -> Option<JoinHandle<()>> {
                 }
             };
             let _ = sh.converged.set(converged);
-            sh.deadline.cancel();
-            if sh.opts.load.at_deadline == AtDeadline::Cancel {
-                sh.cancel.cancel();
-            }
+            sh.end_at_deadline();
             return;
         }
     }))

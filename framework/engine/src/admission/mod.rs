@@ -126,7 +126,7 @@ pub(crate) async fn closed_loop(
         let Some(slot) = reap(done, &mut stats.fatal, &sh.cancel) else {
             continue;
         };
-        if exhausted || sh.cancel.is_cancelled() || sh.deadline.is_cancelled() {
+        if exhausted || sh.cancel.is_cancelled() || sh.past_deadline() {
             continue;
         }
         match source.next_trajectory() {
@@ -172,8 +172,14 @@ pub(crate) async fn open_loop(
     let mut schedule = sh.opts.load.is_open().then(|| {
         crate::schedule::arrivals::Schedule::sharded(&sh.opts.load, sh.opts.seed, sh.opts.shard)
     });
+    // Session arrivals the schedule made due: those not admitted are dropped.
+    let mut due_count = 0u64;
     let mut due_of = |t: &Trajectory| match schedule.as_mut() {
-        Some(s) => s.next_due(),
+        Some(s) => {
+            let due = s.next_due();
+            due_count += u64::from(due.is_some());
+            due
+        }
         None => Some(Duration::from_secs_f64(
             t.start_after_ms.unwrap_or(0) as f64 / 1000.0 / scale,
         )),
@@ -232,7 +238,7 @@ pub(crate) async fn open_loop(
         let Some((t, first, prep, scheduled)) = queue.pop_front() else {
             break;
         };
-        if sh.cancel.is_cancelled() || sh.deadline.is_cancelled() {
+        if sh.cancel.is_cancelled() || sh.past_deadline() {
             break;
         }
         // Wait until shortly before the offset, reaping finished trajectories
@@ -256,7 +262,7 @@ pub(crate) async fn open_loop(
                 }
             }
         }
-        if sh.deadline.is_cancelled() {
+        if sh.past_deadline() {
             break;
         }
         // The cap delays admission; the wait is the session's queue, not lag.
@@ -283,7 +289,7 @@ pub(crate) async fn open_loop(
             Duration::ZERO
         };
         let late = !cap_wait.is_zero();
-        if sh.cancel.is_cancelled() || sh.deadline.is_cancelled() {
+        if sh.cancel.is_cancelled() || sh.past_deadline() {
             break;
         }
         let Some(prepared) = prep.ready(&sh.synth, &mut stats.fatal, &sh.cancel).await else {
@@ -318,7 +324,26 @@ pub(crate) async fn open_loop(
     while let Some(done) = tasks.join_next().await {
         reap(done, &mut stats.fatal, &sh.cancel);
     }
+    // Every session due before the deadline and not admitted by it is dropped.
+    if let Some(s) = schedule.as_mut()
+        && reached_deadline(sh)
+    {
+        while s.next_due().is_some() {
+            due_count += 1;
+        }
+        sh.collector().metrics.dropped_arrivals += due_count.saturating_sub(stats.arrivals);
+    }
     stats
+}
+
+/// Whether the run ended at its deadline's time (not interrupted, not ended
+/// early by its figures): then the arrivals due before it that were not sent
+/// by it are dropped, and counted.
+pub(crate) fn reached_deadline(sh: &Shared) -> bool {
+    sh.deadline_at
+        .is_some_and(|d| std::time::Instant::now() >= d)
+        && !sh.interrupt.is_cancelled()
+        && sh.converged.get().is_none()
 }
 
 #[cfg(test)]

@@ -66,6 +66,8 @@ pub(crate) async fn request_loop(
     let mut lanes = Lanes::start(sh);
     let mut schedule_ended = false;
     let mut horizon = sh.start;
+    // Arrivals the schedule made due: those not released are dropped.
+    let mut due_count = 0u64;
     loop {
         // Keep the pipeline full: the next requests, their due times, their prompts.
         while pipeline.len() < lookahead && !schedule_ended && stats.fatal.is_none() {
@@ -117,6 +119,7 @@ pub(crate) async fn request_loop(
                 schedule_ended = true;
                 break;
             };
+            due_count += 1;
             let prep = match prepared {
                 Some(p) => Made::Done(p),
                 None => {
@@ -163,8 +166,13 @@ pub(crate) async fn request_loop(
                 () = tokio::time::sleep_until(release.into()) => {}
             }
             horizon = release.max(std::time::Instant::now()) + HAND_OVER_WINDOW;
+        } else if lanes.pending >= HAND_OVER_MOST {
+            // Behind its schedule the loop never sleeps: it hands over what
+            // it has and lets the lanes and the deadline's timer run.
+            lanes.flush();
+            tokio::task::yield_now().await;
         }
-        if sh.cancel.is_cancelled() || sh.deadline.is_cancelled() {
+        if sh.cancel.is_cancelled() || sh.past_deadline() {
             pipeline.push_front(r);
             break;
         }
@@ -176,6 +184,14 @@ pub(crate) async fn request_loop(
         }
     }
     let (fatal, max, released) = lanes.finish().await;
+    // Every arrival due before the deadline that was not sent by it is
+    // dropped, however far behind the client was.
+    if super::reached_deadline(sh) {
+        while schedule.next_due().is_some() {
+            due_count += 1;
+        }
+        sh.collector().metrics.dropped_arrivals += due_count.saturating_sub(released.arrivals);
+    }
     if let Some(e) = fatal {
         stats.fatal.get_or_insert(e);
     }
@@ -192,6 +208,10 @@ pub(crate) async fn request_loop(
 const HAND_OVER_AHEAD: Duration = Duration::from_millis(20);
 const HAND_OVER_WINDOW: Duration = Duration::from_millis(10);
 
+/// The most requests held for the lanes before they are handed over, when the
+/// loop is behind its schedule and does not sleep.
+const HAND_OVER_MOST: usize = 256;
+
 /// The arrivals a lane released, and how late.
 #[derive(Default)]
 struct Released {
@@ -207,6 +227,8 @@ struct Released {
 struct Lanes {
     senders: Vec<mpsc::UnboundedSender<Vec<Release>>>,
     batches: Vec<Vec<Release>>,
+    /// Requests in the batches, not yet handed over.
+    pending: usize,
     next: usize,
     handles: Vec<tokio::task::JoinHandle<(Option<EngineError>, Released)>>,
     in_flight: Arc<InFlight>,
@@ -236,6 +258,7 @@ impl Lanes {
         Self {
             senders,
             batches: (0..n).map(|_| Vec::new()).collect(),
+            pending: 0,
             next: 0,
             handles,
             in_flight,
@@ -244,11 +267,13 @@ impl Lanes {
 
     fn push(&mut self, h: Release) {
         self.batches[self.next].push(h);
+        self.pending += 1;
         self.next = (self.next + 1) % self.batches.len();
     }
 
     /// Sends every lane its batch.
     fn flush(&mut self) {
+        self.pending = 0;
         for (tx, batch) in self.senders.iter().zip(&mut self.batches) {
             if !batch.is_empty() {
                 // A lane ends only when its sender is dropped or the run is

@@ -147,7 +147,7 @@ pub(crate) async fn drive(
     };
     let rank = sh.routers.iter().find_map(|r| r.dp_rank(slot));
     loop {
-        if sh.cancel.is_cancelled() || sh.deadline.is_cancelled() {
+        if sh.cancel.is_cancelled() || sh.past_deadline() {
             return Ok(false);
         }
         // Due now unless the schedule said when (then it is an arrival).
@@ -278,7 +278,14 @@ pub(crate) async fn drive(
             first_byte_at,
             done_at,
         } = transport
-            .send(&payload, &extras.headers, stream, &*sh.codec, &sh.cancel)
+            .send(
+                &payload,
+                &extras.headers,
+                stream,
+                &*sh.codec,
+                &sh.cancel,
+                sh.deadline_at,
+            )
             .await;
         if let Some(n) = in_flight {
             n.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);

@@ -81,6 +81,7 @@ pub(super) fn report(
             .duration_secs
             .map(|_| load.at_deadline.as_str().to_owned()),
         cut_at_deadline: m.cut_at_deadline,
+        dropped_arrivals: m.dropped_arrivals,
         stages,
         verdict: None,
         convergence: None,
@@ -125,6 +126,12 @@ fn verdict(
         says.push(format!(
             "the client fell behind its schedule (send lag p99 {:.2} ms; {} of {} requests sent over 1 ms late): these figures measure the client as well as the server",
             lag.p99_ms, r.late_sends, measured
+        ));
+    }
+    if r.dropped_arrivals > 0 {
+        says.push(format!(
+            "{} arrivals due before the deadline were not sent by it and were dropped (the client was behind its schedule; nothing is sent after the deadline): the load asked for was not the load sent",
+            r.dropped_arrivals
         ));
     }
     if let Some(share) = cpu_share

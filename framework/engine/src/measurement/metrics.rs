@@ -127,6 +127,9 @@ pub struct Metrics {
     /// Requests sent more than [`LATE_SEND`] behind their intended time, beyond
     /// the concurrency queue.
     pub late_sends: u64,
+    /// Arrivals due before the deadline that were not sent by it (a client
+    /// behind its schedule): dropped, never sent late.
+    pub dropped_arrivals: u64,
     /// Warmup requests sent (excluded from everything else).
     pub warmup_requests: u64,
     /// Latency of the successful warmup requests.

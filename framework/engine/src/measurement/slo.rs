@@ -19,7 +19,9 @@ pub(crate) fn distribution(metric: SloMetric, m: &Metrics) -> &Latency {
 /// Judges the run: each aggregate bound against its percentile, each
 /// per-request bound against every measured success. Goodput is the run's
 /// success rate `success_rate` scaled by the share of good successes, so that
-/// it counts over the same time (warmup excluded).
+/// it counts over the same time (warmup excluded). Arrivals dropped at the
+/// deadline count as misses of every per-request bound, and a run that
+/// dropped any does not pass.
 pub fn report(bounds: &[SloBound], m: &Metrics, success_rate: f64) -> SloReport {
     let counts = &m.slo;
     let results: Vec<SloResult> = bounds
@@ -42,20 +44,25 @@ pub fn report(bounds: &[SloBound], m: &Metrics, success_rate: f64) -> SloReport 
                 }
             }
             None => {
+                // An arrival dropped at the deadline was a user not served:
+                // it counts as a miss, so that dropping never flatters a run.
                 let met = counts.met.get(i).copied().unwrap_or(0);
-                let share = (m.successes > 0).then(|| met as f64 / m.successes as f64);
+                let asked = m.successes + m.dropped_arrivals;
+                let share = (m.successes > 0).then(|| met as f64 / asked as f64);
                 SloResult {
                     bound: b.to_string(),
                     observed_ms: None,
                     share_met: share,
-                    met: m.successes > 0 && met == m.successes,
+                    met: m.successes > 0 && met == asked,
                     ..SloResult::default()
                 }
             }
         })
         .collect();
     SloReport {
-        passed: !results.is_empty() && results.iter().all(|r| r.met),
+        // A run that dropped arrivals did not serve the load it was asked
+        // for: it does not pass, whatever its figures over what it sent.
+        passed: !results.is_empty() && results.iter().all(|r| r.met) && m.dropped_arrivals == 0,
         bounds: results,
         good_requests: counts.good,
         goodput: if m.successes > 0 {

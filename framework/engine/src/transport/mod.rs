@@ -275,6 +275,8 @@ impl Transport {
     }
 
     /// Sends one request with retries. `extra_headers` come from routers.
+    /// No retry goes out at or after `retry_until` (the run's deadline: at it
+    /// nothing new is sent); the request ends with its last failure.
     pub async fn send(
         &self,
         body: &[Bytes],
@@ -282,6 +284,7 @@ impl Transport {
         stream: bool,
         codec: &dyn RequestCodec,
         cancel: &CancellationToken,
+        retry_until: Option<Instant>,
     ) -> Outcome {
         if self.cfg.verbose {
             let joined: Vec<u8> = body
@@ -341,7 +344,17 @@ impl Transport {
                     if self.cfg.verbose {
                         eprintln!("<- {kind}: {msg}");
                     }
-                    if !retryable || retries >= self.cfg.max_retries || cancel.is_cancelled() {
+                    let backoff = self
+                        .cfg
+                        .retry_delay
+                        .saturating_mul(1 << retries.min(16))
+                        .min(Duration::from_secs(30));
+                    let too_late = retry_until.is_some_and(|d| Instant::now() + backoff >= d);
+                    if !retryable
+                        || retries >= self.cfg.max_retries
+                        || cancel.is_cancelled()
+                        || too_late
+                    {
                         return Outcome {
                             result: Err((kind, msg)),
                             retries,
@@ -352,11 +365,6 @@ impl Transport {
                             done_at,
                         };
                     }
-                    let backoff = self
-                        .cfg
-                        .retry_delay
-                        .saturating_mul(1 << retries.min(16))
-                        .min(Duration::from_secs(30));
                     retries += 1;
                     tokio::select! {
                         () = cancel.cancelled() => {
@@ -768,7 +776,7 @@ mod wire_tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        t.send(&body, &extra, false, &Text, &CancellationToken::new())
+        t.send(&body, &extra, false, &Text, &CancellationToken::new(), None)
             .await
     }
 
@@ -988,6 +996,32 @@ mod wire_tests {
         assert!(out.result.is_ok(), "{:?}", out.result);
         assert_eq!((out.retries, out.reconnects), (1, 0));
         assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    /// At the run's deadline nothing new is sent: a retry that would go out
+    /// at or after it is not sent, and the request ends with its failure.
+    #[tokio::test]
+    async fn no_retry_goes_out_after_the_deadline() {
+        let (url, accepted) = scripted_server(|_, _| Act::PartialHead).await;
+        let t = retrying(url, 3, Duration::from_millis(50));
+        let body = [Bytes::from_static(b"{}")];
+        let deadline = Instant::now() + Duration::from_millis(20);
+        let out = t
+            .send(
+                &body,
+                &[],
+                false,
+                &Text,
+                &CancellationToken::new(),
+                Some(deadline),
+            )
+            .await;
+        assert!(out.result.is_err());
+        assert_eq!(out.retries, 0);
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        // Without a deadline, the same failure is retried three times.
+        let out = send(&t, &["{}"], &[]).await;
+        assert_eq!(out.retries, 3, "{:?}", out.result);
     }
 
     /// A connection closed on the server's idle timeout, long after its

@@ -537,6 +537,13 @@ fn load(o: &mut String, l: &LoadReport) {
             "late sends", l.late_sends
         );
     }
+    if l.dropped_arrivals > 0 {
+        let _ = writeln!(
+            o,
+            "  {:<22} {} arrivals due before the deadline, not sent by it",
+            "dropped arrivals", l.dropped_arrivals
+        );
+    }
     for st in &l.stages {
         let _ = writeln!(
             o,
