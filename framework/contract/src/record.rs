@@ -824,8 +824,9 @@ pub struct LoadReport {
     pub dropped_arrivals: u64,
     /// Per stage of a rate schedule.
     pub stages: Vec<StageReport>,
-    /// Who held the requests back when it was not the server: one line, absent
-    /// when the schedule was kept.
+    /// Who held the requests back: the client (its queue, its schedule, its
+    /// cores, arrivals it dropped), or the server when the client kept its
+    /// schedule while latency grew; one line, absent when neither held.
     pub verdict: Option<String>,
     /// A run that stops once its figures are sure (`target_ci`,
     /// `until_decided`): whether and when they were.

@@ -200,6 +200,34 @@ fn a_rate_past_the_clients_ceiling_ends_at_the_deadline_and_counts_what_it_dropp
     assert_eq!(r.summary("slo")["passed"], false, "{}", r.summary("slo"));
 }
 
+/// Sent 200 requests/s, a server of 40/s (4 sequences at a time, 100 ms a
+/// step) is the bottleneck, and the run says so without blaming its client;
+/// at 20/s, under its capacity, it blames neither.
+#[test]
+fn a_server_that_cannot_keep_up_is_named_the_bottleneck_not_the_client() {
+    let sim = SimServer::start(
+        SimConfig {
+            max_running: 4,
+            step_base_ms: 100.0,
+            step_ms_per_seq: 0.0,
+            ..SimConfig::default()
+        },
+        "qwen",
+    );
+    let line = "--users 64 --input-tokens 16 --output-tokens 1 --arrival poisson --duration-secs 3 --seed 3 --request-rate {}";
+    let r = sim.batchbench(line, &["200"]);
+    assert_eq!(r.code, 0);
+    let v = load(&r)["verdict"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        v.starts_with("the server, not the client, was the bottleneck: it completed"),
+        "{v}"
+    );
+    assert!(!v.contains("fell behind"), "{v}");
+    let r = sim.batchbench(line, &["20"]);
+    assert_eq!(r.code, 0);
+    assert!(load(&r)["verdict"].is_null(), "{}", load(&r));
+}
+
 #[test]
 fn stages_change_the_rate_when_they_should_and_are_reported_apart() {
     let sim = slow(0.0);

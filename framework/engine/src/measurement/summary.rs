@@ -61,6 +61,7 @@ pub fn summarize(t: &Tally<'_>) -> Summary {
     // A schedule that changes the rate on purpose drifts on purpose.
     if t.load.stages.is_empty() && t.load.ramp_up_secs.is_none() {
         summary.trend = trend(t.metrics, t.load.warmup.is_some());
+        server_bound(&mut summary, t.metrics);
     }
     if !t.slo.is_empty() {
         summary.slo = Some(crate::measurement::slo::report(
@@ -85,6 +86,36 @@ pub fn summarize(t: &Tally<'_>) -> Summary {
 /// The share of its mean by which a figure may drift over the second half of
 /// a run before the summary says so.
 const TREND_SHARE: f64 = 0.1;
+
+/// Says who the bottleneck was when it was the server: an open loop whose
+/// client kept its schedule (no load note of its own) while latency from the
+/// intended send grew through the run and the server completed fewer
+/// requests a second than were sent. A fixed rate, not stages or a ramp.
+fn server_bound(summary: &mut Summary, m: &Metrics) {
+    let served = summary.requests_per_second;
+    let Some(l) = summary.load.as_mut() else {
+        return;
+    };
+    if l.arrival == "closed_loop" || l.verdict.is_some() || l.achieved_rate <= 0.0 {
+        return;
+    }
+    let Some(t) = m
+        .latency_from_intended
+        .trend(Span::SecondHalf)
+        .filter(|t| t.change > 0.0 && t.drifts(TREND_SHARE, Trend::WARN_T))
+    else {
+        return;
+    };
+    if served >= 0.9 * l.achieved_rate {
+        return;
+    }
+    let lag = l.send_lag.map_or(0.0, |s| s.p99_ms);
+    l.verdict = Some(format!(
+        "the server, not the client, was the bottleneck: it completed {served:.1} requests/s of the {:.1}/s sent, and latency from the intended send grew {:+.0}% over the second half of the run while the client kept its schedule (send lag p99 {lag:.2} ms)",
+        l.achieved_rate,
+        t.change * 100.0
+    ));
+}
 
 /// One line when latency or throughput still drifted over the second half of
 /// the run, by more than [`TREND_SHARE`] and far beyond chance.
