@@ -10,6 +10,7 @@
 #
 #   bash bench/client-cpu.sh                 # release build
 #   BENCH_SMOKE=1 bash bench/client-cpu.sh   # dev build, tiny sizes: proves the script runs
+#   BENCH_SERVER=nginx bash bench/client-cpu.sh   # against nginx (a fixed body), not the simulator
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -18,7 +19,7 @@ else users=64; per_user=1000; big_per_user=15625; wrk_secs=5; starts=10; fi
 ensure_tools
 ensure_reference
 build batchbench batchbench-sim
-start_sim
+start_server
 lua=$(mktemp --suffix=.lua)
 trap 'stop_sim; rm -f "$lua"' EXIT
 n=$((users * per_user))

@@ -41,14 +41,95 @@ start_sim() {
   sim_log=$(mktemp)
   ${sim_nice:-} "$target/batchbench-sim" --port "$port" --tokenizer-model "$tok" "$@" 2>"$sim_log" &
   sim_pid=$!
+  await_server "http://127.0.0.1:$port/health" "$sim_log" "the simulator"
+}
+
+# await_server URL LOG WHAT: waits up to 10 s for URL to answer; when the
+# server ($sim_pid) has died, prints LOG and stops the script.
+await_server() {
   for _ in $(seq 100); do
-    python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/health')" 2>/dev/null && break
+    python3 -c "import urllib.request; urllib.request.urlopen('$1')" 2>/dev/null && break
     sleep 0.1
   done
-  kill -0 "$sim_pid" 2>/dev/null || { cat "$sim_log" >&2; echo "the simulator did not start" >&2; exit 1; }
+  kill -0 "$sim_pid" 2>/dev/null || { cat "$2" >&2; echo "$3 did not start" >&2; exit 1; }
 }
 
 stop_sim() { kill "$sim_pid" 2>/dev/null || true; }
+
+# The instant server of a client-cost benchmark: the simulator (`start_sim`
+# with the arguments given), or, with BENCH_SERVER=nginx, a server that is not
+# ours (`start_nginx json`). Sets $port and $sim_pid either way, so that
+# stop_sim stops it.
+start_server() {
+  case "${BENCH_SERVER:-sim}" in
+    sim) start_sim "$@" ;;
+    nginx) start_nginx json ;;
+    *) echo "BENCH_SERVER is sim or nginx, not ${BENCH_SERVER}" >&2; exit 2 ;;
+  esac
+  echo "(instant server: ${BENCH_SERVER:-sim} on port $port)"
+}
+
+# Starts Debian's nginx (one worker, no access log) answering every request
+# from memory with a fixed body: with `json`, a chat completion of one token;
+# with `sse`, a streamed chat completion of 16 token chunks and its usage.
+# Sets $port and $sim_pid (nginx's master, in the foreground). Installs nginx
+# with apt when it is missing and this is root.
+start_nginx() { # json|sse
+  local kind=$1 nginx
+  nginx=$(command -v nginx || echo /usr/sbin/nginx)
+  if [ ! -x "$nginx" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    (apt-get update -qq && apt-get install -y -qq nginx-light) >/dev/null 2>&1 || true
+  fi
+  [ -x "$nginx" ] || { echo "nginx is missing (apt-get install nginx-light)" >&2; exit 1; }
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  nginx_dir=$(mktemp -d)
+  python3 - "$kind" "$port" "$nginx_dir" <<'PY'
+import json, sys
+kind, port, d = sys.argv[1:4]
+usage = {"prompt_tokens": 32, "completion_tokens": 16, "total_tokens": 48}
+if kind == "json":
+    ctype = "application/json"
+    body = json.dumps({"id": "chatcmpl-0", "object": "chat.completion", "model": "m",
+                       "choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": " word" * 16}}],
+                       "usage": usage})
+else:
+    ctype = "text/event-stream"
+    chunk = lambda delta, finish=None: "data: " + json.dumps(
+        {"id": "chatcmpl-0", "object": "chat.completion.chunk", "model": "m",
+         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}) + "\n\n"
+    body = chunk({"role": "assistant", "content": ""})
+    body += "".join(chunk({"content": " word"}) for _ in range(16))
+    body += chunk({}, "stop")
+    body += "data: " + json.dumps({"id": "chatcmpl-0", "object": "chat.completion.chunk", "model": "m",
+                                   "choices": [], "usage": usage}) + "\n\n"
+    body += "data: [DONE]\n\n"
+# nginx's return text: a \n in it is a newline; the body has no quote.
+assert "'" not in body
+open(f"{d}/nginx.conf", "w").write(f"""worker_processes 1;
+daemon off;
+pid {d}/nginx.pid;
+events {{ worker_connections 16384; }}
+http {{
+  access_log off;
+  client_body_temp_path {d}/body;
+  client_body_buffer_size 64k;
+  keepalive_requests 100000000;
+  keepalive_timeout 300s;
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{
+      default_type {ctype};
+      return 200 '{body}';
+    }}
+  }}
+}}
+""")
+PY
+  "$nginx" -p "$nginx_dir" -e "$nginx_dir/error.log" -c "$nginx_dir/nginx.conf" &
+  sim_pid=$!
+  await_server "http://127.0.0.1:$port/" "$nginx_dir/error.log" nginx
+}
 
 # cpu_of EXPECTED_REQUESTS CMD...: runs CMD with --summary-json, checks every
 # request succeeded, prints

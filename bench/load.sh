@@ -24,13 +24,14 @@
 #   BENCH_SMOKE=1 bash bench/load.sh     # dev build, 1 s points: proves the script runs
 #   BENCH_SECS=60 bash bench/load.sh     # longer points
 #   BENCH_RATES=1000 bash bench/load.sh  # only some rates
+#   BENCH_SERVER=nginx bash bench/load.sh   # against nginx (a fixed body), not the simulator
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 if [ -n "$smoke" ]; then secs=1; rates="100 1000"
 else secs="${BENCH_SECS:-20}"; rates="${BENCH_RATES:-1000 10000}"; fi
 build batchbench batchbench-agent batchbench-sim
-start_sim --instant
+start_server --instant
 trap stop_sim EXIT
 
 python3 - "$target" "$tok" "$port" "$secs" "$smoke" $rates <<'PY'

@@ -57,6 +57,23 @@ pub fn core_share(probe: std::time::Duration) -> f64 {
     ticks().map_or(1.0, |t1| ((t1 - t0) as f64 / 100.0 / wall).min(1.0))
 }
 
+/// The share of a core each of this machine's cores gives a CPU-bound probe
+/// now, averaged over one probe thread per core (see [`core_share`]): about 1
+/// on an idle machine, 2/3 with one busy process on two cores (where one
+/// probe alone would still get a whole core), 1/2 with two. What a client
+/// and a server that need every core would get.
+pub fn machine_share(probe: std::time::Duration) -> f64 {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let probes: Vec<_> = (0..cores)
+        .map(|_| std::thread::spawn(move || core_share(probe)))
+        .collect();
+    let shares: Vec<f64> = probes
+        .into_iter()
+        .map(|p| p.join().unwrap_or(1.0))
+        .collect();
+    shares.iter().sum::<f64>() / shares.len() as f64
+}
+
 /// The Qwen tokenizer's path as a flag value (`--tokenizer-model`): the
 /// tokenizer most tests run with.
 pub fn qwen() -> String {

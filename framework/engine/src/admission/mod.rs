@@ -172,8 +172,10 @@ pub(crate) async fn open_loop(
     let mut schedule = sh.opts.load.is_open().then(|| {
         crate::schedule::arrivals::Schedule::sharded(&sh.opts.load, sh.opts.seed, sh.opts.shard)
     });
-    // Session arrivals the schedule made due: those not admitted are dropped.
+    // Session arrivals the schedule made due (each with its trajectory):
+    // those not admitted are dropped.
     let mut due_count = 0u64;
+    let mut stopped_by_deadline = false;
     let mut due_of = |t: &Trajectory| match schedule.as_mut() {
         Some(s) => {
             let due = s.next_due();
@@ -239,6 +241,7 @@ pub(crate) async fn open_loop(
             break;
         };
         if sh.cancel.is_cancelled() || sh.past_deadline() {
+            stopped_by_deadline = sh.past_deadline();
             break;
         }
         // Wait until shortly before the offset, reaping finished trajectories
@@ -263,6 +266,7 @@ pub(crate) async fn open_loop(
             }
         }
         if sh.past_deadline() {
+            stopped_by_deadline = true;
             break;
         }
         // The cap delays admission; the wait is the session's queue, not lag.
@@ -290,6 +294,7 @@ pub(crate) async fn open_loop(
         };
         let late = !cap_wait.is_zero();
         if sh.cancel.is_cancelled() || sh.past_deadline() {
+            stopped_by_deadline = sh.past_deadline();
             break;
         }
         let Some(prepared) = prep.ready(&sh.synth, &mut stats.fatal, &sh.cancel).await else {
@@ -324,11 +329,13 @@ pub(crate) async fn open_loop(
     while let Some(done) = tasks.join_next().await {
         reap(done, &mut stats.fatal, &sh.cancel);
     }
-    // Every session due before the deadline and not admitted by it is dropped.
+    // Every session due before the deadline and not admitted by it is
+    // dropped: those made and not admitted, and, where the deadline stopped
+    // the loop, the rest of the schedule.
     if let Some(s) = schedule.as_mut()
         && reached_deadline(sh)
     {
-        while s.next_due().is_some() {
+        while stopped_by_deadline && s.next_due().is_some() {
             due_count += 1;
         }
         sh.collector().metrics.dropped_arrivals += due_count.saturating_sub(stats.arrivals);

@@ -66,8 +66,10 @@ pub(crate) async fn request_loop(
     let mut lanes = Lanes::start(sh);
     let mut schedule_ended = false;
     let mut horizon = sh.start;
-    // Arrivals the schedule made due: those not released are dropped.
+    // Arrivals the schedule made due (each with its request): those not
+    // released are dropped.
     let mut due_count = 0u64;
+    let mut stopped_by_deadline = false;
     loop {
         // Keep the pipeline full: the next requests, their due times, their prompts.
         while pipeline.len() < lookahead && !schedule_ended && stats.fatal.is_none() {
@@ -173,6 +175,7 @@ pub(crate) async fn request_loop(
             tokio::task::yield_now().await;
         }
         if sh.cancel.is_cancelled() || sh.past_deadline() {
+            stopped_by_deadline = sh.past_deadline();
             pipeline.push_front(r);
             break;
         }
@@ -185,9 +188,11 @@ pub(crate) async fn request_loop(
     }
     let (fatal, max, released) = lanes.finish().await;
     // Every arrival due before the deadline that was not sent by it is
-    // dropped, however far behind the client was.
+    // dropped, however far behind the client was: those the loop had made and
+    // the lanes had not sent, and, where the deadline stopped the loop, the
+    // rest of the schedule (a workload that ran out first has no rest).
     if super::reached_deadline(sh) {
-        while schedule.next_due().is_some() {
+        while stopped_by_deadline && schedule.next_due().is_some() {
             due_count += 1;
         }
         sh.collector().metrics.dropped_arrivals += due_count.saturating_sub(released.arrivals);
