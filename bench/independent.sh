@@ -107,8 +107,8 @@ load = s["load"]
 n = s["successful_requests"]
 ours = us(cpu, n)
 lag = load.get("send_lag") or {}
-print(f"open loop at {rate:.0f}/s: achieved {load['achieved_rate']:.1f}/s, send lag p50 {lag.get('p50_ms', 0) * 1000:.0f} us, "
-      f"p99 {lag.get('p99_ms', 0) * 1000:.0f} us; {ours:.1f} us of CPU per request; the C pacer {pacer:.1f} us: "
+print(f"open loop at {rate:.0f}/s, {n} requests: achieved {load['achieved_rate']:.1f}/s, send lag p50 {lag.get('p50_ms', 0) * 1000:.0f} us, "
+      f"p99 {lag.get('p99_ms', 0) * 1000:.0f} us; {ours:.1f} us of CPU per request; the C pacer ({out[0]} requests) {pacer:.1f} us: "
       f"{ours / pacer:.2f}x (at most 1.5x: {met(ours <= 1.5 * pacer)})")
 
 # 4. Far past the ceiling: the deadline bounds the run.

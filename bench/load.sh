@@ -173,7 +173,8 @@ if threads[-1] != cores:
     threads.append(cores)
 one = None
 shared = "; on this few cores, the ceiling of the pair" if cores < 8 else ""
-print(f"one-process ceiling, send lag p99 at most 1 ms ({cores} cores, the simulator on the same machine{shared}):")
+server = os.environ.get("BENCH_SERVER", "sim").replace("sim", "the simulator")
+print(f"one-process ceiling, send lag p99 at most 1 ms ({cores} cores, {server} on the same machine{shared}):")
 for t in threads:
     got, per = ceiling(t)
     one = one or got or 1.0
