@@ -72,6 +72,10 @@ elif [ -n "$gate" ]; then
     # to build.
     cargo test --workspace --no-run --locked --quiet 2>/dev/null ||
       cargo test --workspace --no-run --locked
+    # The simulator's binary has no tests of its own, so `cargo test` does not
+    # build it (a build cache that holds one from elsewhere hid this): it
+    # serves outside valgrind, and its count is not the client's.
+    cargo build -p batchbench-sim --locked --quiet
     target="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug"
   fi
   tok="$(examples/fetch-tokenizers.sh)/qwen/tokenizer.json"
