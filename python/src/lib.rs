@@ -350,13 +350,19 @@ struct BenchmarkConfig {
     reasoning: batchbench_contract::spec::ReasoningKnobs,
 }
 
-/// Collects every request as a record (the report's `records`).
+/// Collects every request as a record (the report's `records`), with the
+/// run's start for their wall-clock times.
 #[derive(Debug, Clone, Default)]
-struct Collect(Arc<Mutex<Vec<Value>>>);
+struct Collect(Arc<Mutex<Vec<Value>>>, Option<f64>);
 
 impl Reporter for Collect {
     fn wants_live(&self) -> bool {
         false
+    }
+
+    fn on_start(&mut self, run: &batchbench_contract::record::RunInfo) -> Result<(), PluginError> {
+        self.1 = batchbench_plugins::reporters::requests_jsonl::epoch_ms(run);
+        Ok(())
     }
 
     fn on_request(&mut self, rec: &RequestRecord<'_>) -> Result<(), PluginError> {
@@ -364,7 +370,7 @@ impl Reporter for Collect {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(batchbench_plugins::reporters::requests_jsonl::record_json(
-                rec,
+                rec, self.1,
             ));
         Ok(())
     }

@@ -171,6 +171,11 @@ pub struct Reply {
     /// The server's id of this response, where it keeps conversation state
     /// under it (the Responses API's `previous_response_id`).
     pub response_id: Option<String>,
+    /// The response's own id as its body gave it (`id`), for the record.
+    pub id: Option<String>,
+    /// The server's id of the request from the response's request-id header
+    /// (the engine fills it in).
+    pub server_request_id: Option<String>,
     /// The server's own timings of the request, where it reports them.
     pub server_timing: Option<ServerTiming>,
 }
@@ -422,6 +427,14 @@ pub struct LiveStats {
     pub itl: LiveHistogram,
     /// Request latency, send to last byte.
     pub e2e: LiveHistogram,
+    /// How late the client's runtime ran a probe task that wakes every
+    /// 50 ms: the delay any of its tasks could see.
+    pub scheduling_delay: LiveHistogram,
+    /// The client runtime's worker threads (0: unknown).
+    pub client_threads: u32,
+    /// Seconds its threads have spent busy since the clock start, summed
+    /// (over `elapsed_secs` times `client_threads`: their busy share).
+    pub client_busy_secs: Option<f64>,
 }
 
 /// A latency distribution as a cumulative histogram over fixed bounds.
@@ -585,6 +598,36 @@ pub struct RequestRecord<'a> {
     /// The endpoint it went to, by index in the run's hosts: present only in
     /// a run against several (a fleet).
     pub endpoint: Option<u32>,
+    /// The ids that join the request with the server's logs and traces.
+    pub ids: RequestIds,
+}
+
+/// The ids of one request, each where it is known: what joins a record of
+/// this client with the same request in a server's logs and traces.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RequestIds {
+    /// The id this client sent in its request-id header (`--send-request-ids`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// The server's id of the request: its response's request-id header
+    /// (`x-request-id`, or the header `--request-id-header` names).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_request_id: Option<String>,
+    /// The response's own id: `id` of an OpenAI-style or Anthropic body.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
+    /// The W3C trace id the request's `traceparent` carried
+    /// (`--trace-context`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+}
+
+impl RequestIds {
+    /// Whether no id is known.
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
 }
 
 /// When a request was due and when it was sent, as offsets from the benchmark

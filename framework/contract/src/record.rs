@@ -228,6 +228,21 @@ impl RunInfo {
                 "dropped_arrivals",
                 l.map(|l| l.dropped_arrivals.to_string()),
             ),
+            (
+                "client_bound",
+                s.client_bound.as_ref().map(|b| b.reasons.join("+")),
+            ),
+            (
+                "client_busy_share",
+                s.client.as_ref().and_then(|c| c.busy_share).map(fixed6),
+            ),
+            (
+                "scheduling_delay_p99_ms",
+                s.client
+                    .as_ref()
+                    .and_then(|c| c.scheduling_delay)
+                    .map(|d| fixed6(d.p99_ms)),
+            ),
         ] {
             map.insert(k.to_owned(), opt(v));
         }
@@ -627,6 +642,57 @@ pub struct Summary {
     /// in a run against a fleet. Its counts add up to the run's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<EndpointSummary>,
+    /// How hard the client itself worked over the run: its runtime's threads
+    /// and how busy they were, and how late it ran its tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientLoad>,
+    /// Present when the client, not the server, limited the run: why, in
+    /// words and as reasons. Its figures are then the client's as much as the
+    /// server's; a series point so marked is neither met nor missed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_bound: Option<ClientBound>,
+}
+
+/// The client's own load over a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClientLoad {
+    /// Worker threads of the client's runtime (`--client-threads`).
+    pub threads: u32,
+    /// The share of the threads' time they were busy running tasks rather
+    /// than parked for want of work (1.0: every thread, all the time). With
+    /// `sim://` the simulator runs on the same threads.
+    pub busy_share: Option<f64>,
+    /// The process's CPU time over the threads' time (blocking threads, such
+    /// as a tokenizer's, can take it past 1.0).
+    pub cpu_share: Option<f64>,
+    /// How late a probe task that wakes every 50 ms ran: the delay any task
+    /// of the client (reading a reply's bytes, sending a request) could see
+    /// before it was run, the timer's millisecond included.
+    pub scheduling_delay: Option<LatencyStats>,
+    /// Other work on the machine ran the client's tasks late while its own
+    /// threads were mostly idle: not the client's limit, but in its figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Why the client limited a run: each reason a short name, and one line.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClientBound {
+    /// `dropped` (arrivals due before the deadline were not sent by it),
+    /// `schedule` (sends late by a material share of the latency), `busy`
+    /// (its threads busy over [`ClientBound::BUSY_SHARE`] of the time),
+    /// `scheduling` (its own load ran its tasks late by a material share of
+    /// the first-token time).
+    pub reasons: Vec<String>,
+    /// The reasons in words, with their figures.
+    pub message: String,
+}
+
+impl ClientBound {
+    /// Above this share of its threads' time busy, the client is the limit.
+    pub const BUSY_SHARE: f64 = 0.9;
 }
 
 /// One endpoint of a fleet over a run: what the routing sent it and how it

@@ -128,6 +128,58 @@ pub struct TargetSpec {
     /// own fields (absent: nothing, the server's default).
     #[serde(skip_serializing_if = "ReasoningKnobs::is_empty")]
     pub reasoning: ReasoningKnobs,
+    /// The ids that join each request with a server's logs and traces.
+    #[serde(default, skip_serializing_if = "RequestIdSpec::is_default")]
+    pub ids: RequestIdSpec,
+}
+
+/// The ids of every request: the header a server's id of a request is read
+/// from (and this client's own id sent in), this client's own ids, and a W3C
+/// trace context.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RequestIdSpec {
+    /// The request-id header (absent: `X-Request-Id`): read from every
+    /// response as the server's id of the request, and, with `send`, sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
+    /// Send this client's own id of every request in `header`, drawn from the
+    /// seed (a rerun sends the same ids).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub send: bool,
+    /// Send a W3C `traceparent` (sampled) with every request.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub trace_context: bool,
+}
+
+impl RequestIdSpec {
+    /// Nothing asked: the default header is read, nothing is sent.
+    pub fn is_default(&self) -> bool {
+        self == &Self::default()
+    }
+
+    /// The request-id header's name.
+    pub fn header(&self) -> &str {
+        self.header.as_deref().unwrap_or("X-Request-Id")
+    }
+
+    /// Whether `name` is a header name HTTP accepts (a token: no spaces,
+    /// separators or control characters), and not empty.
+    pub fn check_header(name: &str) -> Result<(), String> {
+        const SEPARATORS: &str = "()<>@,;:\\\"/[]?={} \t";
+        if name.is_empty() {
+            return Err("the request-id header name is empty".into());
+        }
+        match name
+            .chars()
+            .find(|c| !c.is_ascii() || c.is_ascii_control() || SEPARATORS.contains(*c))
+        {
+            Some(c) => Err(format!(
+                "the request-id header name {name:?} holds {c:?}, which a header name cannot"
+            )),
+            None => Ok(()),
+        }
+    }
 }
 
 /// What a run asks of a reasoning model's thinking. Each codec writes them in
@@ -272,6 +324,7 @@ impl Default for TargetSpec {
             max_response_bytes: None,
             cache_block_tokens: None,
             reasoning: ReasoningKnobs::default(),
+            ids: RequestIdSpec::default(),
         }
     }
 }
@@ -973,6 +1026,10 @@ pub struct RunSpec {
     /// exits 1; absent: only a run in which no request succeeded does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_failure_rate: Option<f64>,
+    /// Exit 1 when the client, not the server, limited the run (the
+    /// summary's `client_bound`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fail_if_client_bound: bool,
     /// Template overheads subtracted from exact prompts.
     #[serde(default)]
     pub template: TemplateSpec,
@@ -1096,6 +1153,7 @@ impl RunSpec {
             load: LoadSpec::default(),
             slo: Vec::new(),
             max_failure_rate: None,
+            fail_if_client_bound: false,
             template: TemplateSpec::default(),
             images: None,
             server_metrics: ServerMetricsSpec::default(),

@@ -298,6 +298,18 @@ pub struct WireRequestRecord {
     /// The endpoint of a fleet it went to, by index.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<u32>,
+    /// This client's id of the request, sent in its request-id header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// The server's id of the request, from its response's request-id header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_request_id: Option<String>,
+    /// The response's own id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
+    /// The W3C trace id of its `traceparent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -347,6 +359,10 @@ impl WireRequestRecord {
             warmup: r.timing.warmup,
             arrival: r.timing.arrival,
             endpoint: r.endpoint,
+            request_id: r.ids.request_id.clone(),
+            server_request_id: r.ids.server_request_id.clone(),
+            response_id: r.ids.response_id.clone(),
+            trace_id: r.ids.trace_id.clone(),
         }
     }
 
@@ -395,6 +411,12 @@ impl WireRequestRecord {
                 arrival: self.arrival,
             },
             endpoint: self.endpoint,
+            ids: crate::plugin::RequestIds {
+                request_id: self.request_id.clone(),
+                server_request_id: self.server_request_id.clone(),
+                response_id: self.response_id.clone(),
+                trace_id: self.trace_id.clone(),
+            },
         }
     }
 }
@@ -455,6 +477,12 @@ mod tests {
                 arrival: true,
             },
             endpoint: None,
+            ids: crate::plugin::RequestIds {
+                request_id: Some("a-1".into()),
+                server_request_id: Some("s-1".into()),
+                response_id: Some("chatcmpl-1".into()),
+                trace_id: None,
+            },
         };
         let wire = WireRequestRecord::from_record(&rec);
         let json = serde_json::to_string(&wire).unwrap_or_default();
@@ -671,6 +699,9 @@ pub struct WireReply {
     /// The server's id of the response, where it keeps conversation state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_id: Option<String>,
+    /// The response's own id as its body gave it, for the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
     /// The server's own timings of the request, where it reported them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_timing: Option<crate::plugin::ServerTiming>,
@@ -691,6 +722,7 @@ impl WireReply {
             first_answer_feed: r.first_answer_at.map(index),
             chunks: r.chunks.iter().map(|(t, n)| (index(*t), *n)).collect(),
             response_id: r.response_id,
+            id: r.id,
             server_timing: r.server_timing,
             content: r.content,
             reasoning: r.reasoning,
@@ -708,6 +740,8 @@ impl WireReply {
             first_reasoning_at: self.first_reasoning_feed.and_then(at),
             first_answer_at: self.first_answer_feed.and_then(at),
             response_id: self.response_id,
+            id: self.id,
+            server_request_id: None,
             server_timing: self.server_timing,
             chunks: self
                 .chunks

@@ -48,6 +48,12 @@ pub(crate) fn stats(shared: &Shared) -> LiveStats {
         ttfat: m.ttfat.live(),
         itl: m.itl.live(),
         e2e: m.latency.live(),
+        scheduling_delay: m.scheduling_delay.live(),
+        client_threads: shared.busy_at_start.map_or(0, |(t, _)| t as u32),
+        client_busy_secs: shared.busy_at_start.and_then(|(_, before)| {
+            let (_, now) = crate::telemetry::probe::runtime_busy()?;
+            Some(now.saturating_sub(before).as_secs_f64())
+        }),
     }
 }
 

@@ -74,6 +74,8 @@ pub struct EngineOptions {
     /// The share of measured requests that may fail before the run fails
     /// (see [`Summary::run_failed`](crate::measurement::metrics::Summary::run_failed)).
     pub max_failure_rate: Option<f64>,
+    /// The run fails when the client, not the server, limited it.
+    pub fail_if_client_bound: bool,
     /// Prometheus endpoints of the server scraped during the run.
     pub server_metrics: Vec<String>,
     /// The name of the router that picks each request's endpoint, against a
@@ -117,6 +119,7 @@ impl Default for EngineOptions {
             load: LoadSpec::default(),
             slo: Vec::new(),
             max_failure_rate: None,
+            fail_if_client_bound: false,
             server_metrics: Vec::new(),
             routing: None,
             metrics_interval: Duration::from_secs(1),

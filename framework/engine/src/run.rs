@@ -254,6 +254,7 @@ impl Engine {
         // The benchmark clock starts now.
         let start = Instant::now();
         let cpu_at_start = crate::telemetry::cpu::process_cpu();
+        let busy_at_start = crate::telemetry::probe::runtime_busy();
         let cancel = self.cancel.child_token();
         let inflight = self
             .opts
@@ -297,6 +298,7 @@ impl Engine {
             interrupt: self.cancel,
             deadline: CancellationToken::new(),
             deadline_at: load_duration.map(|d| start + d),
+            busy_at_start,
             inflight,
             pacer,
             sent: std::sync::atomic::AtomicU64::new(0),
@@ -333,6 +335,15 @@ impl Engine {
                 stop,
             )
         });
+        // The runtime's scheduling delay, sampled through the run.
+        let probe = {
+            let stop = CancellationToken::new();
+            let sh = shared.clone();
+            let task = tokio::spawn(crate::telemetry::probe::probe(stop.clone(), move |d| {
+                sh.collector().metrics.scheduling_delay.record(d);
+            }));
+            (task, stop)
+        };
         let timer = load::deadline_timer(&shared);
         let watch = load::convergence_watch(&shared);
         let load = shared.opts.load.clone();
@@ -373,6 +384,12 @@ impl Engine {
             arrivals,
         } = adm;
         let elapsed = start.elapsed();
+        let client_runtime = busy_at_start.and_then(|(threads, before)| {
+            let (_, after) = crate::telemetry::probe::runtime_busy()?;
+            Some((threads, after.saturating_sub(before)))
+        });
+        probe.1.cancel();
+        let _ = probe.0.await;
         // The steady state's cut, from the whole run's windows, and the held
         // records replayed, before anything below can fail.
         shared.collector().settle(&load, &shared.opts.slo, None);
@@ -407,8 +424,10 @@ impl Engine {
             load: &load,
             slo: &shared.opts.slo,
             max_failure_rate: shared.opts.max_failure_rate,
+            fail_if_client_bound: shared.opts.fail_if_client_bound,
             arrivals,
             client_cpu,
+            client_runtime,
             interrupted: shared.interrupt.is_cancelled() && fatal.is_none(),
             max_active_observed: max_observed,
             late_admissions: late,

@@ -114,6 +114,9 @@ pub(crate) struct Shared {
     /// that a client too busy to run the deadline's timer in time still
     /// sends nothing after it.
     pub(crate) deadline_at: Option<Instant>,
+    /// The runtime's worker threads and their busy time at the clock start
+    /// (see [`crate::telemetry::probe::runtime_busy`]).
+    pub(crate) busy_at_start: Option<(usize, std::time::Duration)>,
     /// Requests in flight at most (`max_concurrency`).
     pub(crate) inflight: Option<Semaphore>,
     /// Precise send times for arrivals (open loop only).

@@ -15,7 +15,7 @@
 use crate::assemble::{self, Profile};
 use crate::exit::{self, Failure};
 use batchbench_contract::plugin::{PluginError, Reporter, TrajectoryRecord, WorkloadInfo};
-use batchbench_contract::record::{MergedShard, RunInfo, Summary};
+use batchbench_contract::record::{ClientBound, MergedShard, RunInfo, Summary};
 use batchbench_contract::registry::BuildContext;
 use batchbench_contract::results::{Histograms, RunDoc, ServerScrape, files};
 use batchbench_contract::spec::{OutputSpec, RunSpec};
@@ -316,6 +316,7 @@ fn merge_into(
     // What no record carries: from the shards' histograms and summaries.
     metrics.itl = shard_histograms.family("itl");
     metrics.tpot = shard_histograms.family("tpot");
+    metrics.scheduling_delay = shard_histograms.family("scheduling_delay");
     let admission_lag = shard_histograms.family("admission_lag");
     let sum = |f: fn(&Summary) -> u64| shards.iter().map(|s| f(&s.doc.summary)).sum::<u64>();
     metrics.trajectories_started = sum(|s| s.trajectories_started);
@@ -335,8 +336,10 @@ fn merge_into(
         load: &spec.load,
         slo: &spec.slo,
         max_failure_rate: spec.max_failure_rate,
+        fail_if_client_bound: spec.fail_if_client_bound,
         arrivals: sum(|s| s.load.as_ref().map_or(0, |l| l.arrivals)),
         client_cpu: None,
+        client_runtime: None,
         interrupted,
         max_active_observed: sum(|s| s.max_active_observed),
         late_admissions: sum(|s| s.late_admissions),
@@ -361,6 +364,16 @@ fn merge_into(
         .iter()
         .find_map(|s| s.doc.summary.server_metrics.clone());
     cpu_verdicts(&mut summary, &shards);
+    client_bounds(&mut summary, &shards);
+    if spec.fail_if_client_bound
+        && summary.run_failed.is_none()
+        && let Some(b) = &summary.client_bound
+    {
+        summary.run_failed = Some(format!(
+            "the client, not the server, limited this run ({}) and --fail-if-client-bound was given",
+            b.reasons.join(", ")
+        ));
+    }
 
     let mut histograms = metrics.histograms();
     if !admission_lag.is_empty() {
@@ -578,6 +591,36 @@ impl Latencies {
 
     fn family(&self, name: &str) -> Latency {
         self.0.get(name).cloned().unwrap_or_default()
+    }
+}
+
+/// A shard whose client was the limit limited the run as a whole: its
+/// reasons join the merged verdict (which sees the dropped arrivals and the
+/// send lag of all, but not each shard's busy threads).
+fn client_bounds(summary: &mut Summary, shards: &[ShardDir]) {
+    let bound: Vec<(String, &ClientBound)> = shards
+        .iter()
+        .filter_map(|s| {
+            Some((
+                s.spec.shard().to_string(),
+                s.doc.summary.client_bound.as_ref()?,
+            ))
+        })
+        .collect();
+    if bound.is_empty() {
+        return;
+    }
+    let merged = summary.client_bound.get_or_insert_with(|| ClientBound {
+        reasons: Vec::new(),
+        message: "the client, not the server, limited this run in a shard".to_owned(),
+    });
+    for (shard, b) in bound {
+        for r in &b.reasons {
+            if !merged.reasons.contains(r) {
+                merged.reasons.push(r.clone());
+            }
+        }
+        merged.message += &format!("; shard {shard}: {}", b.message);
     }
 }
 

@@ -183,8 +183,38 @@ impl Progress {
         if let Some(s) = &self.server {
             out.push_str(&format!("\n  server {s}"));
         }
+        if let Some(c) = client_line(new, old, secs) {
+            out.push_str(&format!("\n  client {c}"));
+        }
         Some(out)
     }
+}
+
+/// The client's own load over the window: its threads' busy share and its
+/// scheduling delay, flagged when its threads were busy past the share at
+/// which the summary calls the run client-bound.
+fn client_line(new: &LiveStats, old: &LiveStats, secs: f64) -> Option<String> {
+    let busy = new.client_busy_secs? - old.client_busy_secs?;
+    let threads = f64::from(new.client_threads);
+    if threads <= 0.0 || secs <= 0.0 {
+        return None;
+    }
+    let share = (busy / (secs * threads)).max(0.0);
+    let s = if new.client_threads == 1 { "" } else { "s" };
+    let mut line = format!(
+        "{} thread{s} busy {:.0}%  |  scheduling delay p99 {} ms",
+        new.client_threads,
+        share * 100.0,
+        ms(window_quantile(
+            &new.scheduling_delay,
+            &old.scheduling_delay,
+            0.99
+        )),
+    );
+    if share > batchbench_contract::record::ClientBound::BUSY_SHARE {
+        line.push_str("  |  CLIENT-BOUND: the client, not the server, is the limit now");
+    }
+    Some(line)
 }
 
 impl Progress {

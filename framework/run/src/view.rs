@@ -259,8 +259,14 @@ pub const REASONING_COLUMNS: &[Column] = records![
     tpot_answer_p99_ms,
 ];
 
+/// The client's own load, last of all so that every earlier column keeps its
+/// position: why the client limited the run (its reasons joined by `+`,
+/// empty when it did not), its threads' busy share and its scheduling delay.
+pub const CLIENT_COLUMNS: &[Column] =
+    records![client_bound, client_busy_share, scheduling_delay_p99_ms];
+
 /// The columns after the load model's: the SLO's, the cache estimates', the
-/// truth columns, the intervals, the energy and reasoning.
+/// truth columns, the intervals, the energy, reasoning and the client's load.
 pub const OUTCOME_COLUMNS: &[Column] = &[
     Column::Group(SLO_COLUMNS),
     Column::Group(CACHE_COLUMNS),
@@ -268,6 +274,7 @@ pub const OUTCOME_COLUMNS: &[Column] = &[
     Column::Group(INTERVAL_COLUMNS),
     Column::Group(ENERGY_COLUMNS),
     Column::Group(REASONING_COLUMNS),
+    Column::Group(CLIENT_COLUMNS),
 ];
 
 #[cfg(test)]

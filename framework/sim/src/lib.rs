@@ -215,6 +215,11 @@ pub struct SimConfig {
     /// completions, SGLang's `e2e_latency` for /generate).
     #[arg(long)]
     pub stamps: bool,
+    /// Answer every request with an `X-Request-Id` header, as vLLM does with
+    /// `--enable-request-id-headers`: the id the client sent, else the
+    /// simulator's own (`sim-req-N`).
+    #[arg(long)]
+    pub request_id_headers: bool,
     /// Answer at once without reading the prompt: no tokenizer, no prefix
     /// cache, no latency model, and 0 prompt tokens in `usage`. For measuring
     /// the client, not the server (bench/load.sh).

@@ -22,6 +22,7 @@
 //! | codec | `openai_embeddings` | OpenAI embeddings: each message one input |
 //! | router | `user_tag` | `user` field + `X-SMG-Routing-Key`, stable per agent |
 //! | router | `dp_rank` | `X-SMG-Target-Worker: slot % ranks` |
+//! | router | `request_ids` | a seeded `X-Request-Id` and W3C `traceparent` per request |
 //! | router | `round_robin` | routing policy: each request to the next endpoint |
 //! | router | `random` | routing policy: a seeded random endpoint per request |
 //! | router | `least_outstanding` | routing policy: the fewest requests in flight |
@@ -65,6 +66,7 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("router", "least_outstanding"),
     ("router", "prefix_affinity"),
     ("router", "random"),
+    ("router", "request_ids"),
     ("router", "round_robin"),
     ("router", "session_affinity"),
     ("router", "user_tag"),

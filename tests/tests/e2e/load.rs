@@ -198,6 +198,62 @@ fn a_rate_past_the_clients_ceiling_ends_at_the_deadline_and_counts_what_it_dropp
     assert_eq!(r.csv[0]["dropped_arrivals"], dropped.to_string());
     // Dropping never flatters a run: it did not serve the load it was given.
     assert_eq!(r.summary("slo")["passed"], false, "{}", r.summary("slo"));
+    // Its client was the limit, and the summary says why.
+    let bound = r.summary("client_bound");
+    assert!(
+        bound["reasons"]
+            .as_array()
+            .is_some_and(|r| r.contains(&"dropped".into())),
+        "{bound}"
+    );
+    assert!(
+        bound["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&format!("it dropped {dropped} arrivals"))),
+        "{bound}"
+    );
+    assert!(
+        r.csv[0]["client_bound"].contains("dropped"),
+        "{:?}",
+        r.csv[0]
+    );
+}
+
+/// A closed loop against the in-process instant simulator on one thread
+/// keeps that thread busy all the time: the client (with the simulator it
+/// runs) is the limit, and `--fail-if-client-bound` makes that exit 1.
+#[test]
+fn a_client_that_keeps_its_threads_busy_is_the_limit_and_can_fail_the_run() {
+    let tok = qwen();
+    let mut args = words(
+        "--host sim:// --users 32 --output-tokens 2 --client-threads 1 --duration-secs 1.5 --fail-if-client-bound --tokenizer-model",
+    );
+    args.push(&tok);
+    let r = run_batchbench(&args);
+    assert_eq!(r.code, 1);
+    let client = r.summary("client");
+    assert_eq!(client["threads"], 1, "{client}");
+    let busy = client["busy_share"].as_f64().unwrap_or(0.0);
+    assert!(busy > 0.9, "{client}");
+    assert!(
+        client["scheduling_delay"]["count"].as_u64() > Some(10),
+        "{client}"
+    );
+    let bound = r.summary("client_bound");
+    assert!(
+        bound["reasons"]
+            .as_array()
+            .is_some_and(|r| r.contains(&"busy".into())),
+        "{bound}"
+    );
+    let failed = r.summary("run_failed").as_str().unwrap_or_default();
+    assert!(failed.contains("--fail-if-client-bound"), "{failed}");
+    assert!(r.csv[0]["client_bound"].contains("busy"), "{:?}", r.csv[0]);
+    assert!(
+        r.csv[0]["client_busy_share"]
+            .parse::<f64>()
+            .is_ok_and(|b| b > 0.9)
+    );
 }
 
 /// Sent 200 requests/s, a server of 40/s (4 sequences at a time, 100 ms a
@@ -223,9 +279,19 @@ fn a_server_that_cannot_keep_up_is_named_the_bottleneck_not_the_client() {
         "{v}"
     );
     assert!(!v.contains("fell behind"), "{v}");
+    assert!(
+        r.summary("client_bound").is_null(),
+        "{}",
+        r.summary("client_bound")
+    );
     let r = sim.batchbench(line, &["20"]);
     assert_eq!(r.code, 0);
     assert!(load(&r)["verdict"].is_null(), "{}", load(&r));
+    assert!(
+        r.summary("client_bound").is_null(),
+        "{}",
+        r.summary("client_bound")
+    );
 }
 
 #[test]

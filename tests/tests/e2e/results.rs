@@ -419,3 +419,105 @@ fn bad_server_metrics_flags_are_refused_before_anything_is_sent() {
     }
     assert!(sim.requests().is_empty());
 }
+
+/// Every record carries what joins it with the server's logs: the response's
+/// own id, the server's id from its `X-Request-Id`, the wall-clock send and
+/// end; with `--send-request-ids` and `--trace-context`, this client's own
+/// id (which the server echoes) and the trace id of its `traceparent`, the
+/// same in two runs of one seed.
+#[test]
+fn records_carry_the_ids_that_join_them_with_the_servers_logs() {
+    let sim = SimServer::start(
+        batchbench_simulator::SimConfig {
+            record_requests: true,
+            request_id_headers: true,
+            ..batchbench_simulator::SimConfig::default()
+        },
+        "qwen",
+    );
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let run = |flags: &str, name: &str| {
+        let path = dir.path().join(name);
+        let line = format!(
+            "--users 2 --requests-per-user 3 --output-tokens 2 --seed 5 {flags} --requests-jsonl {{}}"
+        );
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+        let r = sim.batchbench(&line, &[&path.display().to_string()]);
+        assert_eq!(r.code, 0);
+        (read_jsonl(&path), before)
+    };
+    // Without the flags: the server's ids only.
+    let (plain, before) = run("", "plain.jsonl");
+    assert_eq!(plain.len(), 6);
+    for rec in &plain {
+        let server = rec["server_request_id"].as_str().unwrap_or_default();
+        assert!(server.starts_with("sim-req-"), "{rec}");
+        let response = rec["response_id"].as_str().unwrap_or_default();
+        assert!(response.starts_with("chatcmpl-sim-"), "{rec}");
+        assert!(
+            rec.get("request_id").is_none() && rec.get("trace_id").is_none(),
+            "{rec}"
+        );
+        let sent = rec["sent_unix_ms"].as_f64().unwrap_or_default();
+        let end = rec["end_unix_ms"].as_f64().unwrap_or_default();
+        assert!(sent >= before - 1000.0 && sent < before + 60_000.0, "{rec}");
+        let latency = rec["end_ms"].as_f64().unwrap_or_default()
+            - rec["sent_ms"].as_f64().unwrap_or_default();
+        assert!((end - sent - latency).abs() < 0.01, "{rec}");
+    }
+    let seen = sim.requests();
+    assert!(
+        seen.iter()
+            .all(|r| r.request_id.is_none() && r.traceparent.is_none())
+    );
+
+    // With them: the client's ids, as the server saw them.
+    let (first, _) = run("--send-request-ids --trace-context", "first.jsonl");
+    let seen: Vec<_> = sim.requests().into_iter().skip(6).collect();
+    assert_eq!(seen.len(), 6);
+    for rec in &first {
+        let id = rec["request_id"].as_str().unwrap_or_default();
+        assert_eq!(id.len(), 36, "{rec}");
+        assert_eq!(
+            rec["server_request_id"], id,
+            "the server echoes the id sent: {rec}"
+        );
+        let trace = rec["trace_id"].as_str().unwrap_or_default();
+        assert_eq!(trace.len(), 32, "{rec}");
+        let log = seen
+            .iter()
+            .find(|l| l.request_id.as_deref() == Some(id))
+            .unwrap_or_else(|| panic!("the server never saw {id}"));
+        let parent = log.traceparent.as_deref().unwrap_or_default();
+        assert!(
+            parent.starts_with(&format!("00-{trace}-")) && parent.ends_with("-01"),
+            "{parent}"
+        );
+    }
+    let ids = |recs: &[Value]| {
+        let mut v: Vec<String> = recs
+            .iter()
+            .map(|r| format!("{} {}", r["request_id"], r["trace_id"]))
+            .collect();
+        v.sort();
+        v
+    };
+    let (again, _) = run("--send-request-ids --trace-context", "again.jsonl");
+    assert_eq!(ids(&first), ids(&again), "one seed, the same ids");
+    let distinct: std::collections::BTreeSet<String> =
+        first.iter().map(|r| r["request_id"].to_string()).collect();
+    assert_eq!(distinct.len(), 6, "one id per request");
+
+    // A header name HTTP cannot carry is refused before anything is sent.
+    let before = sim.requests().len();
+    for bad in ["", "x request id"] {
+        let r = sim.batchbench(
+            "--users 1 --requests-per-user 1 --send-request-ids --request-id-header {}",
+            &[bad],
+        );
+        assert_eq!(r.code, 2, "{bad:?}");
+    }
+    assert_eq!(sim.requests().len(), before, "nothing was sent");
+}

@@ -519,3 +519,54 @@ fn bad_series_input_names_the_flag_and_is_exit_2_with_nothing_sent() {
     );
     assert_eq!(sim.stats().requests, 0, "nothing was sent");
 }
+
+/// A capacity search whose client cannot give the load it asks for (400,000
+/// requests/s from one client thread) stops at that point, "client-bound",
+/// and reports no capacity: the client's ceiling is not the server's.
+#[test]
+fn a_capacity_search_whose_client_is_the_bottleneck_ends_client_bound() {
+    let tok = qwen();
+    let args = [
+        "--over",
+        "request-rate",
+        "--start",
+        "400000",
+        "--host",
+        "sim://",
+        "--tokenizer-model",
+        &tok,
+        "--users",
+        "16",
+        "--output-tokens",
+        "1",
+        "--client-threads",
+        "1",
+        "--arrival",
+        "constant",
+        "--duration-secs",
+        "1",
+        "--slo",
+        "e2e_p99<=10s",
+    ];
+    let r = run_series("batchbench", "capacity", &args);
+    assert_eq!(r.code, 0);
+    let index = r.index.clone().unwrap_or_default();
+    let cap = &index["capacity"];
+    assert_eq!(cap["verdict"], "client_bound", "{cap}");
+    assert!(cap["load"].is_null(), "{cap}");
+    let message = cap["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(
+            "capacity: client-bound: at 400000 req/s the client, not the server, was the limit (it dropped"
+        ),
+        "{message}"
+    );
+    let points = r.points();
+    assert_eq!(
+        points.len(),
+        1,
+        "the search stopped at the point: {points:?}"
+    );
+    assert!(points[0]["client_bound"].is_string(), "{}", points[0]);
+    assert!(points[0]["passed"].is_null(), "{}", points[0]);
+}

@@ -146,6 +146,11 @@ pub struct Point {
     pub capacity: bool,
     /// A run of the point was interrupted.
     pub interrupted: bool,
+    /// The client, not the server, limited a run of the point: why (the
+    /// run's `client_bound` line). Such a point is neither met nor missed
+    /// (`passed` is absent), and a capacity search stops at it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_bound: Option<String>,
 }
 
 /// The outcome of a capacity search.
@@ -175,8 +180,9 @@ pub struct Capacity {
     /// The tolerance asked for.
     pub tolerance: f64,
     /// How the search ended: `found`, `at_max_load`, `below_lowest`,
-    /// `out_of_points`, `at_limit` (a load the run cannot take) or
-    /// `interrupted`.
+    /// `out_of_points`, `at_limit` (a load the run cannot take),
+    /// `client_bound` (the client, not the server, limited a point: no
+    /// capacity is reported) or `interrupted`.
     pub verdict: String,
     /// The sentence the console printed.
     pub message: String,

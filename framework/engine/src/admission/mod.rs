@@ -481,6 +481,7 @@ mod tests {
             verbose: false,
             tls: Default::default(),
             max_response_bytes: crate::transport::MAX_RESPONSE_BYTES,
+            request_id_header: None,
         })
         .unwrap_or_else(|e| panic!("{e}"))
     }

@@ -16,8 +16,8 @@ use crate::transport::Outcome;
 use batchbench_contract::conversation::Conversation;
 use batchbench_contract::plan::{PlannedRequest, Trajectory};
 use batchbench_contract::plugin::{
-    BodyWriter, EncodeRequest, Reply, RequestRecord, RouteContext, RouteExtras, SendTiming,
-    TrajectoryRecord,
+    BodyWriter, EncodeRequest, Reply, RequestIds, RequestRecord, RouteContext, RouteExtras,
+    SendTiming, TrajectoryRecord,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -270,13 +270,14 @@ pub(crate) async fn drive(
             n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         let Outcome {
-            result,
+            mut result,
             retries,
             reconnects,
             first_sent_at,
             sent_at,
             first_byte_at,
             done_at,
+            server_request_id,
         } = transport
             .send(
                 &payload,
@@ -309,6 +310,17 @@ pub(crate) async fn drive(
             return Ok(false);
         }
         let ok = result.is_ok();
+        let ids = RequestIds {
+            server_request_id,
+            response_id: result
+                .as_mut()
+                .ok()
+                .and_then(|r| r.id.take().or_else(|| r.response_id.clone())),
+            ..sent_ids(
+                &extras.headers,
+                transport.config().request_id_header.as_ref(),
+            )
+        };
         // Reasoning tokens from the usage, else counted (on the blocking
         // pool unless short), before the collector's lock is taken.
         let reasoning = match &result {
@@ -399,6 +411,7 @@ pub(crate) async fn drive(
                 failure,
                 timing,
                 endpoint: endpoint.map(|e| u32::try_from(e).unwrap_or(u32::MAX)),
+                ids,
             };
             let itl = || match &result {
                 Ok(reply) => reply.usage.map_or_else(Vec::new, |u| {
@@ -500,4 +513,22 @@ async fn reasoning_tokens(
     }
     let text = r.reasoning.as_deref().filter(|t| !t.is_empty())?;
     Some((synth.count_reasoning(text).await?, true))
+}
+
+/// The ids this client sent with a request: the value of its request-id
+/// header and the trace id of its `traceparent` (routers add them; most runs
+/// send neither, and the scan is over no headers).
+fn sent_ids(
+    headers: &[(String, String)],
+    id_header: Option<&reqwest::header::HeaderName>,
+) -> RequestIds {
+    let mut ids = RequestIds::default();
+    for (k, v) in headers {
+        if id_header.is_some_and(|h| k.eq_ignore_ascii_case(h.as_str())) {
+            ids.request_id = Some(v.clone());
+        } else if k.eq_ignore_ascii_case("traceparent") {
+            ids.trace_id = v.split('-').nth(1).map(str::to_owned);
+        }
+    }
+    ids
 }

@@ -106,8 +106,8 @@ const CLIENT_CPU_BUSY: f64 = 0.9;
 /// not a client that could not keep its schedule (against a server of 40
 /// requests/s sent 200/s, 6 late sends of 588 from one stall had the run
 /// blame its client), nor is a busy machine's 4 ms against replies of seconds.
-const LATE_SHARE_DENOMINATOR: u64 = 20;
-const LAG_SHARE: f64 = 0.05;
+pub(super) const LATE_SHARE_DENOMINATOR: u64 = 20;
+pub(super) const LAG_SHARE: f64 = 0.05;
 
 /// One line when the client, not the server, decided the figures: its
 /// concurrency queue held requests back, it fell behind its schedule, or it

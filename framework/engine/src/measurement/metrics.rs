@@ -130,6 +130,9 @@ pub struct Metrics {
     /// Arrivals due before the deadline that were not sent by it (a client
     /// behind its schedule): dropped, never sent late.
     pub dropped_arrivals: u64,
+    /// How late the runtime ran a probe task that wakes at a fixed period:
+    /// the delay any of the client's tasks could see before it ran.
+    pub scheduling_delay: Latency,
     /// Warmup requests sent (excluded from everything else).
     pub warmup_requests: u64,
     /// Latency of the successful warmup requests.
@@ -609,6 +612,7 @@ impl Metrics {
             ("ttft_from_intended", &self.ttft_from_intended),
             ("queue_wait", &self.queue_wait),
             ("send_lag", &self.send_lag),
+            ("scheduling_delay", &self.scheduling_delay),
         ]
         .into_iter()
         .filter(|(_, l)| !l.is_empty())
@@ -765,6 +769,7 @@ mod tests {
             failure: None,
             timing: SendTiming::default(),
             endpoint: None,
+            ids: Default::default(),
         }
     }
 
@@ -857,6 +862,7 @@ mod tests {
                     arrival,
                     ..SendTiming::default()
                 },
+                ids: Default::default(),
             };
             m.record_request_in(&rec, None);
         };
@@ -907,6 +913,7 @@ mod tests {
                 last_attempt: ms(350),
                 ..SendTiming::default()
             },
+            ids: Default::default(),
         };
         m.record_request_in(&rec, None);
         assert_eq!(m.late_sends, 0);

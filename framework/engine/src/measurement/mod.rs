@@ -4,6 +4,7 @@
 //! sure ([`converge`]), SLO verdicts ([`slo`]), the summary and its load
 //! report, and the figures per endpoint ([`endpoints`]).
 
+pub mod client_bound;
 pub mod converge;
 pub mod endpoints;
 pub mod interval;

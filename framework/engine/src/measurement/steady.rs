@@ -275,6 +275,7 @@ fn detached(rec: &RequestRecord<'_>) -> RequestRecord<'static> {
         failure: None,
         timing: rec.timing,
         endpoint: None,
+        ids: rec.ids.clone(),
     }
 }
 

@@ -7,6 +7,7 @@ use batchbench_contract::spec::LoadSpec;
 use std::time::Duration;
 
 pub use super::load_report::CLIENT_CPU_VERDICT;
+use crate::measurement::client_bound::ClientFigures;
 use crate::measurement::converge::Converged;
 
 /// What a run's summary is made of: its metrics and what admission saw.
@@ -22,10 +23,15 @@ pub struct Tally<'a> {
     pub slo: &'a [batchbench_contract::slo::SloBound],
     /// Its allowed failure share.
     pub max_failure_rate: Option<f64>,
+    /// The run fails when the client limited it (`--fail-if-client-bound`).
+    pub fail_if_client_bound: bool,
     /// Arrivals released by a rate schedule.
     pub arrivals: u64,
     /// The client's CPU time over the run, when known.
     pub client_cpu: Option<Duration>,
+    /// The client's runtime: its worker threads and their busy time over
+    /// the run, when known (merged shards know neither).
+    pub client_runtime: Option<(usize, Duration)>,
     /// Stopped by Ctrl+C (or its host).
     pub interrupted: bool,
     /// Peak trajectories active at once.
@@ -58,10 +64,27 @@ pub fn summarize(t: &Tally<'_>) -> Summary {
     if let Some(l) = summary.load.as_mut() {
         l.convergence = crate::measurement::converge::report(t.metrics, t.load, t.slo, t.converged);
     }
+    let figures = match t.client_runtime {
+        Some((threads, busy)) => ClientFigures {
+            threads: u32::try_from(threads).unwrap_or(u32::MAX),
+            busy_share: crate::telemetry::probe::busy_share(busy, threads, t.elapsed),
+            cpu_share: t
+                .client_cpu
+                .and_then(|c| crate::telemetry::probe::busy_share(c, threads, t.elapsed)),
+            secs: t.elapsed.as_secs_f64(),
+        },
+        None => ClientFigures {
+            secs: t.elapsed.as_secs_f64(),
+            ..ClientFigures::default()
+        },
+    };
+    super::client_bound::report(&mut summary, t.metrics, figures);
     // A schedule that changes the rate on purpose drifts on purpose.
     if t.load.stages.is_empty() && t.load.ramp_up_secs.is_none() {
         summary.trend = trend(t.metrics, t.load.warmup.is_some());
-        server_bound(&mut summary, t.metrics);
+        if summary.client_bound.is_none() {
+            server_bound(&mut summary, t.metrics);
+        }
     }
     if !t.slo.is_empty() {
         summary.slo = Some(crate::measurement::slo::report(
@@ -73,6 +96,15 @@ pub fn summarize(t: &Tally<'_>) -> Summary {
     summary.interrupted = t.interrupted;
     if !summary.interrupted {
         summary.run_failed = summary.failure_verdict(t.max_failure_rate);
+        if summary.run_failed.is_none()
+            && t.fail_if_client_bound
+            && let Some(b) = &summary.client_bound
+        {
+            summary.run_failed = Some(format!(
+                "the client, not the server, limited this run ({}) and --fail-if-client-bound was given",
+                b.reasons.join(", ")
+            ));
+        }
     }
     summary.max_active_observed = t.max_active_observed;
     summary.final_drain_seconds =

@@ -51,6 +51,14 @@ pub struct TargetConfig {
     pub tls: TlsConfig,
     /// The most bytes one response may hold; a larger one fails as `decode`.
     pub max_response_bytes: u64,
+    /// The response header whose value is the server's id of the request,
+    /// recorded per request (`x-request-id` unless `--request-id-header`).
+    pub request_id_header: Option<reqwest::header::HeaderName>,
+}
+
+/// A header's name as the transport takes it (`None`: not a valid name).
+pub fn header_name(name: &str) -> Option<HeaderName> {
+    HeaderName::from_bytes(name.as_bytes()).ok()
 }
 
 /// The default bound on one response's bytes: 64 MiB, far above any chat
@@ -164,6 +172,9 @@ pub struct Outcome {
     pub first_byte_at: Option<Instant>,
     /// When it ended.
     pub done_at: Instant,
+    /// The server's id of the request (its last attempt's response header
+    /// named by [`TargetConfig::request_id_header`]), where it sent one.
+    pub server_request_id: Option<String>,
 }
 
 /// The shared HTTP client of a run.
@@ -311,6 +322,7 @@ impl Transport {
             let mut attempt = Attempt {
                 sent_at: None,
                 reconnected: false,
+                server_id: None,
             };
             let result = tokio::select! {
                 biased;
@@ -338,6 +350,7 @@ impl Transport {
                         sent_at,
                         first_byte_at: Some(first_byte_at),
                         done_at,
+                        server_request_id: attempt.server_id,
                     };
                 }
                 Err((kind, msg, retryable)) => {
@@ -363,18 +376,25 @@ impl Transport {
                             sent_at,
                             first_byte_at: None,
                             done_at,
+                            server_request_id: attempt.server_id,
                         };
                     }
                     retries += 1;
                     tokio::select! {
                         () = cancel.cancelled() => {
-                            return Outcome { result: Err((FailureKind::Cancelled, "cancelled".to_owned())), retries, reconnects, first_sent_at, sent_at, first_byte_at: None, done_at };
+                            return Outcome { result: Err((FailureKind::Cancelled, "cancelled".to_owned())), retries, reconnects, first_sent_at, sent_at, first_byte_at: None, done_at, server_request_id: attempt.server_id };
                         }
                         () = tokio::time::sleep(backoff) => {}
                     }
                 }
             }
         }
+    }
+
+    /// The server's id of a request in its response head, where it gave one.
+    fn server_id(&self, headers: &reqwest::header::HeaderMap) -> Option<String> {
+        let v = headers.get(self.cfg.request_id_header.as_ref()?)?;
+        v.to_str().ok().map(str::to_owned)
     }
 
     /// What the server did with the run's kept connections so far; `None`
@@ -397,7 +417,7 @@ impl Transport {
         let origin = match &self.wire {
             Wire::Pooled(client) => {
                 return self
-                    .attempt_pooled(client, body, extra_headers, stream, codec)
+                    .attempt_pooled(client, body, extra_headers, stream, codec, attempt)
                     .await;
             }
             Wire::Plain(origin) => origin,
@@ -415,6 +435,7 @@ impl Transport {
                 .await?;
             attempt.sent_at = Some(at);
             let head_at = Instant::now();
+            attempt.server_id = self.server_id(resp.headers());
             let status = resp.status();
             let length = http_body::Body::size_hint(resp.body()).exact();
             let reply = self
@@ -447,6 +468,7 @@ impl Transport {
         extra_headers: &[(String, String)],
         stream: bool,
         codec: &dyn RequestCodec,
+        attempt: &mut Attempt,
     ) -> Result<(Reply, Instant), Failure> {
         let mut req = client.post(self.url.clone());
         req = match body {
@@ -462,6 +484,7 @@ impl Transport {
         }
         let mut resp = req.send().await.map_err(classify)?;
         let head_at = Instant::now();
+        attempt.server_id = self.server_id(resp.headers());
         let status = resp.status();
         let length = resp.content_length();
         self.read(
@@ -560,6 +583,8 @@ struct Attempt {
     sent_at: Option<Instant>,
     /// A kept connection was found closed and a new one carried the request.
     reconnected: bool,
+    /// The server's id of the request, from its response head.
+    server_id: Option<String>,
 }
 
 /// The body of a response, from either wire.
@@ -758,6 +783,7 @@ mod wire_tests {
             verbose: false,
             tls: TlsConfig::default(),
             max_response_bytes: MAX_RESPONSE_BYTES,
+            request_id_header: None,
         })
         .unwrap();
         assert!(

@@ -205,7 +205,7 @@ fn p50_p99(v: Option<LatencyStats>) -> String {
 
 fn summary_section(shown: &[Shown<'_>]) -> String {
     type Row = (&'static str, fn(&RunDir) -> String);
-    let rows: [Row; 23] = [
+    let rows: [Row; 24] = [
         ("model", |r| esc(&r.doc.run.model)),
         ("target", |r| esc(&r.doc.run.url)),
         ("workload", |r| esc(&r.doc.run.workload.mode)),
@@ -331,6 +331,24 @@ fn summary_section(shown: &[Shown<'_>]) -> String {
                 || "&ndash;".to_owned(),
                 |m| format!("{} ({})", m.scrapes, m.failed_scrapes),
             )
+        }),
+        ("client", |r| {
+            let s = &r.doc.summary;
+            let busy = s.client.as_ref().and_then(|c| {
+                let d = c.scheduling_delay.map_or_else(String::new, |d| {
+                    format!(", scheduling delay p99 {:.2} ms", d.p99_ms)
+                });
+                Some(format!("busy {:.0}%{d}", c.busy_share? * 100.0))
+            });
+            match (&s.client_bound, busy) {
+                (Some(b), _) => format!(
+                    "<span class=\"bad\">CLIENT-BOUND ({})</span>: {}",
+                    esc(&b.reasons.join(", ")),
+                    esc(&b.message)
+                ),
+                (None, Some(busy)) => esc(&busy),
+                (None, None) => "&ndash;".to_owned(),
+            }
         }),
         ("prompt synthesis", |r| {
             esc(r.doc.summary.prompt_synthesis.as_deref().unwrap_or("-"))

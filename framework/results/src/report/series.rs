@@ -141,6 +141,7 @@ pub(super) fn series_section(label: &str, s: &SeriesDir) -> String {
             cell(p.ttft_p99_ms.as_ref().map(|g| g.mean)),
             p.failed_requests,
             match p.passed {
+                _ if p.client_bound.is_some() => "<span class=\"bad\">client-bound</span>",
                 Some(true) => "<span class=\"ok\">met</span>",
                 Some(false) if p.undecided => "<span class=\"undecided\">undecided</span>",
                 Some(false) => "<span class=\"bad\">missed</span>",

@@ -31,6 +31,10 @@ pub fn check(spec: &RunSpec) -> Result<Target, Failure> {
         ));
     }
     spec.load.check().map_err(Failure::bad)?;
+    if let Some(h) = &spec.target.ids.header {
+        batchbench_contract::spec::RequestIdSpec::check_header(h)
+            .map_err(|e| Failure::bad(format!("target.ids.header (--request-id-header): {e}")))?;
+    }
     check_shard(spec)?;
     let converging = spec.load.target_ci.is_some() || spec.load.until_decided;
     if converging && spec.shard.is_some() {

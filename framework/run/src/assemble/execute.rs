@@ -12,7 +12,7 @@ use crate::progress::{Bound, Progress};
 use batchbench_contract::plugin::{RequestCodec, WorkloadInfo, WorkloadSource};
 use batchbench_contract::registry::{self, BuildContext};
 use batchbench_contract::shard::Shard;
-use batchbench_contract::spec::{LoadSpec, RunSpec};
+use batchbench_contract::spec::{LoadSpec, PluginSpec, RunSpec};
 use batchbench_engine::run::{Engine, EngineOptions, RunOutput};
 use batchbench_engine::schedule::shard::ShardedSource;
 use batchbench_engine::tokens::TokenizerHandle;
@@ -77,6 +77,19 @@ pub fn execute(
     check_endless(&spec, &info)?;
     let (codec, knobs) = codec(&mut spec, &ctx)?;
     let mut routers = build_routers(&spec.routers, &ctx)?;
+    // This client's own request ids and trace context, where asked for.
+    let ids = &spec.target.ids;
+    if ids.send || ids.trace_context {
+        let config = serde_json::json!({
+            "header": ids.header(),
+            "ids": ids.send,
+            "trace_context": ids.trace_context,
+        });
+        routers.extend(build_routers(
+            &[PluginSpec::new("request_ids".to_owned(), config)],
+            &ctx,
+        )?);
+    }
     // The reasoning knobs, in the codec's own fields, on every request.
     if !knobs.is_empty() {
         routers.push(Arc::new(BodyFields(knobs)));
@@ -172,6 +185,7 @@ pub fn execute(
             reasoning_history: spec.target.reasoning.history,
             slo: spec.slo.clone(),
             max_failure_rate: spec.max_failure_rate,
+            fail_if_client_bound: spec.fail_if_client_bound,
             server_metrics: scraped(&spec.server_metrics.urls, &bases),
             routing,
             metrics_interval: Duration::from_secs_f64(spec.server_metrics.interval_secs),
@@ -370,6 +384,7 @@ fn transports(
         max_response_bytes: t
             .max_response_bytes
             .unwrap_or(batchbench_engine::transport::MAX_RESPONSE_BYTES),
+        request_id_header: batchbench_engine::transport::header_name(t.ids.header()),
     };
     let transports = bases
         .iter()

@@ -125,6 +125,11 @@ pub struct LoadArgs {
     /// failed. A run in which no request succeeded exits 1 regardless.
     #[arg(long, value_parser = finite, value_name = "SHARE", help_heading = "Load")]
     pub max_failure_rate: Option<f64>,
+    /// Exit 1 when the client, not the server, limited the run: it dropped
+    /// arrivals, sent late by a material share of the latency, or kept its
+    /// threads busy (the summary's client_bound says which).
+    #[arg(long, help_heading = "Load")]
+    pub fail_if_client_bound: bool,
 }
 
 impl LoadArgs {
@@ -142,6 +147,9 @@ impl LoadArgs {
         }
         if self.max_failure_rate.is_some() {
             spec.max_failure_rate = self.max_failure_rate;
+        }
+        if self.fail_if_client_bound {
+            spec.fail_if_client_bound = true;
         }
         // TTFT, TTFAT, ITL and TPOT exist only for streamed replies: without
         // --stream every request would miss such a bound, silently.

@@ -67,6 +67,19 @@ pub struct TargetArgs {
     /// estimates of the report [default: 16].
     #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u32).range(1..=1_048_576), help_heading = "Target")]
     pub cache_block_tokens: Option<u32>,
+    /// The header that carries a request's id: read from every response as
+    /// the server's id of the request (recorded per request), and sent with
+    /// --send-request-ids [default: X-Request-Id].
+    #[arg(long, value_name = "NAME", help_heading = "Target")]
+    pub request_id_header: Option<String>,
+    /// Send this client's own id of every request in the request-id header,
+    /// drawn from the seed (a rerun sends the same ids); recorded per request.
+    #[arg(long, help_heading = "Target")]
+    pub send_request_ids: bool,
+    /// Send a W3C traceparent (sampled) with every request, its trace id
+    /// recorded per request, so a server that traces joins it to its spans.
+    #[arg(long, help_heading = "Target")]
+    pub trace_context: bool,
 
     /// The request codec: how bodies are written and responses read (see
     /// `batchbench plugins`).
@@ -168,6 +181,15 @@ impl TargetArgs {
         }
         if self.cache_block_tokens.is_some() {
             t.cache_block_tokens = self.cache_block_tokens;
+        }
+        if self.request_id_header.is_some() {
+            t.ids.header.clone_from(&self.request_id_header);
+        }
+        if self.send_request_ids {
+            t.ids.send = true;
+        }
+        if self.trace_context {
+            t.ids.trace_context = true;
         }
         if g.has("codec") && spec.codec.name != self.codec {
             spec.codec = PluginSpec::new(self.codec.clone(), json_config("--codec-config", None)?);

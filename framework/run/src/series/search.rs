@@ -38,7 +38,10 @@ pub(super) fn run_sweep(
             Ok(p) => p,
             Err(f) => return Err(s.abort(f)),
         };
-        let stop = early && s.doc.points.last().is_some_and(|prev| saturated(prev, &p));
+        // The client's ceiling is not the server's saturation.
+        let stop = early
+            && p.client_bound.is_none()
+            && s.doc.points.last().is_some_and(|prev| saturated(prev, &p));
         p.saturated = stop;
         let interrupted = p.interrupted;
         s.record(p, Some(values.len()))?;
@@ -83,6 +86,7 @@ pub(super) fn run_capacity(
     let mut short_of: Option<(String, u64)> = None;
     let mut verdict = "out_of_points";
     let mut limit: Option<String> = None;
+    let mut client: Option<(f64, String)> = None;
     let mut next = Some(start);
     while let Some(v) = next.take() {
         if s.doc.points.len() as u64 >= c.max_points {
@@ -114,10 +118,18 @@ pub(super) fn run_capacity(
             .find(|(b, _)| p.undecided && b.undecided && b.too_few)
             .map(|(b, j)| (b.bound.clone(), min_requests(j.percentile.unwrap_or(50.0))));
         let undecided_point = p.undecided;
+        let bound = p.client_bound.clone();
         s.record(p, None)?;
         if interrupted {
             s.doc.interrupted = true;
             verdict = "interrupted";
+            break;
+        }
+        // The client could not give this load: whether the server meets
+        // the SLO at it is unknown, and at any higher load too.
+        if let Some(why) = bound {
+            client = Some((v, why));
+            verdict = "client_bound";
             break;
         }
         if undecided_point {
@@ -179,6 +191,17 @@ pub(super) fn run_capacity(
     let arg = |v: f64| dim.arg(v);
     let mut message = match (verdict, lo, hi) {
         ("interrupted", _, _) => "capacity: interrupted, so none is reported".to_owned(),
+        ("client_bound", l, h) => {
+            let (at, why) = client.as_ref().map_or((0.0, ""), |(v, w)| (*v, w.as_str()));
+            // The run's line without its preamble and its advice: the reasons.
+            let why = why.split_once("limited this run: ").map_or(why, |(_, r)| r);
+            let why = why.split("; its figures").next().unwrap_or(why);
+            format!(
+                "capacity: client-bound: at {} {unit} the client, not the server, was the limit ({why}), so no capacity is reported; {}; give the client more threads (--client-threads) or split the load over shards (--shard I/N, joined by merge)",
+                arg(at),
+                bracket(l, h, &arg, unit)
+            )
+        }
         ("too_short", l, h) => format!(
             "capacity: undecided: the point at {} {unit} had too few requests for any interval of {} (it needs {} at least), so whether it meets the SLO is unknown; give --min-requests with --point-max-secs, or a longer --duration-secs{}",
             h.map_or_else(|| "?".to_owned(), arg),
@@ -220,7 +243,7 @@ pub(super) fn run_capacity(
     }
     // The statistical bracket, where undecided points widen it (a search
     // that stopped on a point too short to decide has said so already).
-    if !undecided.is_empty() && !matches!(verdict, "interrupted" | "too_short") {
+    if !undecided.is_empty() && !matches!(verdict, "interrupted" | "too_short" | "client_bound") {
         let list = undecided
             .iter()
             .map(|v| arg(*v))
@@ -245,7 +268,8 @@ pub(super) fn run_capacity(
     }
     // The answer's point: the highest load that met the SLO, unless the
     // search was interrupted (then nothing is claimed).
-    if verdict != "interrupted"
+    let claims = !matches!(verdict, "interrupted" | "client_bound");
+    if claims
         && let Some(l) = lo
         && let Some(p) = s
             .doc
@@ -256,7 +280,7 @@ pub(super) fn run_capacity(
         p.capacity = true;
     }
     s.doc.capacity = Some(Capacity {
-        load: lo.filter(|_| verdict != "interrupted"),
+        load: lo.filter(|_| claims),
         unit: unit.into(),
         dimension: dim.name.into(),
         lowest_failing: hi,

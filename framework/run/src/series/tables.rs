@@ -120,6 +120,16 @@ pub(super) fn figures(value: f64, runs: &[Summary], judge: &Judge) -> Figures {
         p.undecided = served && !missed && p.bounds.iter().any(|b| b.undecided);
         p.passed = Some(served && p.bounds.iter().all(|b| b.met && !b.undecided));
     }
+    // A point whose client was the limit measured the client: it is neither
+    // met nor missed, and measuring it again would not change that.
+    p.client_bound = runs
+        .iter()
+        .find_map(|s| s.client_bound.as_ref().map(|b| b.message.clone()));
+    if p.client_bound.is_some() {
+        p.passed = None;
+        p.undecided = false;
+        near = false;
+    }
     Figures { point: p, near }
 }
 
@@ -223,6 +233,9 @@ pub(super) fn point_line(dim: &Dimension, p: &Point) -> String {
         }
         None => {}
     }
+    if let Some(why) = &p.client_bound {
+        line += &format!(", CLIENT-BOUND ({why})");
+    }
     if p.remeasured {
         line += &format!(" [near a bound: {} runs]", p.runs.len());
     }
@@ -270,6 +283,7 @@ pub(super) fn table(doc: &SeriesDoc, dim: &Dimension) -> String {
         ]);
         if slo {
             let mut v = match p.passed {
+                _ if p.client_bound.is_some() => "client-bound".to_owned(),
                 Some(true) => "met".to_owned(),
                 _ if p.undecided => "undecided".to_owned(),
                 _ => "missed".to_owned(),
@@ -281,6 +295,8 @@ pub(super) fn table(doc: &SeriesDoc, dim: &Dimension) -> String {
                 v += " (saturated)";
             }
             r.push(v);
+        } else if p.client_bound.is_some() {
+            r.push("client-bound".into());
         } else if p.saturated {
             r.push("saturated".into());
         }

@@ -234,3 +234,37 @@ fn values_print_as_their_flags_take_them() {
     assert_eq!(RATE.arg(41.253_333_333), "41.2533");
     assert_eq!(RATE.arg(0.001_234_567), "0.00123457");
 }
+
+#[test]
+fn a_point_whose_client_was_the_limit_is_neither_met_nor_missed() {
+    use super::tables::{Judge, figures, point_line};
+    let judge = Judge {
+        bounds: vec!["e2e_p99<=10s".parse().unwrap_or_else(|e| panic!("{e}"))],
+        max_failure_rate: 0.0,
+        near: 0.1,
+    };
+    let bound = Summary {
+        total_requests: 100,
+        successful_requests: 100,
+        client_bound: Some(batchbench_contract::record::ClientBound {
+            reasons: vec!["dropped".into()],
+            message: "the client, not the server, limited this run: it dropped 7 arrivals".into(),
+        }),
+        ..Summary::default()
+    };
+    let f = figures(8.0, std::slice::from_ref(&bound), &judge);
+    let p = f.point;
+    assert_eq!((p.passed, p.undecided, f.near), (None, false, false));
+    assert!(
+        p.client_bound
+            .as_deref()
+            .is_some_and(|m| m.contains("dropped 7"))
+    );
+    assert!(point_line(&RATE, &p).contains("CLIENT-BOUND (the client, not the server"));
+    // The same run without the verdict is judged by its SLO.
+    let free = Summary {
+        client_bound: None,
+        ..bound
+    };
+    assert!(figures(8.0, &[free], &judge).point.client_bound.is_none());
+}

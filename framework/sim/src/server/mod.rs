@@ -67,6 +67,10 @@ pub struct RequestLog {
     pub body_hash: u64,
     /// SHA-256 of the request body (lowercase hex), to pin bodies across versions.
     pub body_sha256: String,
+    /// The `X-Request-Id` the client sent, if any.
+    pub request_id: Option<String>,
+    /// The `traceparent` the client sent, if any.
+    pub traceparent: Option<String>,
     /// The injected fault, if any.
     pub fault: Option<FaultKind>,
     /// With `--stamps`: when the request arrived (its body read, before any
@@ -495,6 +499,11 @@ async fn serve(
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
     };
+    // The client's own id of the request and its trace context, logged; the
+    // id answered with `request_id_headers`, as vLLM answers with request-id
+    // headers on: the id sent, else its own.
+    let request_id = hdr("x-request-id");
+    let traceparent = hdr("traceparent");
     let target = hdr("x-smg-target-worker");
     let routing_key = hdr("x-smg-routing-key");
     let workers = st.cfg.workers;
@@ -597,6 +606,8 @@ async fn serve(
                 fault,
                 received_us: st.cfg.stamps.then(|| st.stamp(received)),
                 chunk_us: Vec::new(),
+                request_id: request_id.clone(),
+                traceparent,
             });
         }
     }
@@ -639,7 +650,15 @@ async fn serve(
         fault,
         fault_status,
     };
-    respond(st, plan, rng).await
+    let headers = st.cfg.request_id_headers;
+    let mut response = respond(st, plan, rng).await;
+    if headers {
+        let id = request_id.unwrap_or_else(|| format!("sim-req-{seq}"));
+        if let Ok(v) = axum::http::HeaderValue::from_str(&id) {
+            response.headers_mut().insert("x-request-id", v);
+        }
+    }
+    response
 }
 
 /// The reasoning a reply of this request would make before its knobs: the

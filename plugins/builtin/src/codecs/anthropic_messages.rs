@@ -405,6 +405,7 @@ impl RequestCodec for AnthropicMessages {
             reasoning_signature: signature,
             usage: m.usage.map(WireUsage::into_usage),
             finish_reason: m.stop_reason,
+            id: m.id,
             ..Reply::default()
         })
     }
@@ -417,6 +418,7 @@ impl RequestCodec for AnthropicMessages {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct WireMessage {
+    id: Option<String>,
     content: Vec<Value>,
     stop_reason: Option<String>,
     usage: Option<WireUsage>,
@@ -474,6 +476,7 @@ struct Event {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct WireStart {
+    id: Option<String>,
     usage: Option<WireUsage>,
 }
 
@@ -497,7 +500,11 @@ impl MessagesEvents {
             }
         };
         match e.kind.as_str() {
-            "message_start" => usage(e.message.and_then(|m| m.usage)),
+            "message_start" => {
+                let m = e.message.unwrap_or_default();
+                usage(m.usage);
+                self.reply.id = m.id;
+            }
             "message_delta" => {
                 usage(e.usage);
                 if let Some(r) = e

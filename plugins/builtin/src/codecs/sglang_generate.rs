@@ -161,7 +161,8 @@ impl RequestCodec for SglangGenerate {
         if let Some(e) = &g.error {
             return Err(error_in_200(e));
         }
-        let meta = g.meta_info.unwrap_or_default();
+        let mut meta = g.meta_info.unwrap_or_default();
+        let id = meta.id.take();
         let (reasoning, content) = if self.cfg.reasoning_tags {
             split_think(&g.text)
         } else {
@@ -174,6 +175,7 @@ impl RequestCodec for SglangGenerate {
             usage: meta.usage(),
             server_timing: meta.server_timing(),
             response_id: None,
+            id,
             ..Reply::default()
         })
     }
@@ -197,6 +199,8 @@ struct Generated {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct MetaInfo {
+    /// The server's id of the request.
+    id: Option<String>,
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
     cached_tokens: Option<u64>,
@@ -293,7 +297,10 @@ impl GenerateEvents {
                 None => note_text(&mut self.reply, &mut self.reasoning, "", &new, now),
             }
         }
-        if let Some(meta) = g.meta_info {
+        if let Some(mut meta) = g.meta_info {
+            if self.reply.id.is_none() {
+                self.reply.id = meta.id.take();
+            }
             if let Some(u) = meta.usage() {
                 self.reply.usage = Some(u);
             }

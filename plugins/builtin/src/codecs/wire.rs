@@ -277,7 +277,7 @@ pub(crate) fn closed(
 pub(crate) fn choices_reply<'a, C: Deserialize<'a>>(
     body: &'a [u8],
 ) -> Result<(C, Reply), CodecError> {
-    let r: ChoicesResponse<C> = serde_json::from_slice(body)
+    let r: ChoicesResponse<'a, C> = serde_json::from_slice(body)
         .map_err(|e| CodecError(format!("invalid response JSON: {e}")))?;
     if let Some(e) = &r.error {
         return Err(error_in_200(e));
@@ -290,6 +290,7 @@ pub(crate) fn choices_reply<'a, C: Deserialize<'a>>(
     let reply = Reply {
         usage: r.usage.map(WireUsage::into_usage),
         server_timing: r.timings.and_then(WireTimings::into_server_timing),
+        id: r.id.map(std::borrow::Cow::into_owned),
         ..Reply::default()
     };
     Ok((choice, reply))
@@ -311,10 +312,16 @@ pub(crate) fn choices_chunk<'a, C: Deserialize<'a>>(
     if *done {
         return Err(CodecError("data after [DONE]".into()));
     }
-    let chunk: ChoicesResponse<C> = serde_json::from_slice(data)
+    let chunk: ChoicesResponse<'a, C> = serde_json::from_slice(data)
         .map_err(|e| CodecError(format!("invalid stream chunk JSON: {e}")))?;
     if let Some(e) = &chunk.error {
         return Err(error_in_200(e));
+    }
+    // Every chunk repeats the response's id: the first one gives it.
+    if reply.id.is_none()
+        && let Some(id) = chunk.id
+    {
+        reply.id = Some(id.into_owned());
     }
     if let Some(u) = chunk.usage {
         reply.usage = Some(u.into_usage());
@@ -329,7 +336,10 @@ pub(crate) fn choices_chunk<'a, C: Deserialize<'a>>(
 /// one chunk of a stream): the choices, the usage, llama.cpp's own timings,
 /// and an error object in a successful response (some gateways answer 200).
 #[derive(Deserialize)]
-pub(crate) struct ChoicesResponse<C> {
+pub(crate) struct ChoicesResponse<'a, C> {
+    /// The response's id (borrowed from the body unless it has escapes).
+    #[serde(default, borrow)]
+    pub(crate) id: Option<std::borrow::Cow<'a, str>>,
     #[serde(default = "Vec::new")]
     pub(crate) choices: Vec<C>,
     #[serde(default)]

@@ -286,6 +286,18 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
     }
     if let Some(l) = &s.load {
         load(&mut o, l);
+        if let Some(c) = &s.client {
+            client(&mut o, c);
+        }
+    }
+    if let Some(b) = &s.client_bound {
+        let _ = writeln!(
+            o,
+            "  {:<22} {} ({})",
+            "CLIENT-BOUND",
+            b.message,
+            b.reasons.join(", ")
+        );
     }
     if let Some(r) = &s.slo {
         slo(&mut o, r);
@@ -563,6 +575,35 @@ fn load(o: &mut String, l: &LoadReport) {
     }
     if let Some(v) = &l.verdict {
         let _ = writeln!(o, "  note: {v}");
+    }
+}
+
+/// The client's own load: its threads, how busy, how late it ran its tasks.
+fn client(o: &mut String, c: &batchbench_contract::record::ClientLoad) {
+    let mut parts = Vec::new();
+    // Merged shards know no one runtime's threads.
+    if c.threads > 0 {
+        let s = if c.threads == 1 { "" } else { "s" };
+        parts.push(match c.busy_share {
+            Some(b) => format!(
+                "{} runtime thread{s}, busy {:.0}% of the time",
+                c.threads,
+                b * 100.0
+            ),
+            None => format!("{} runtime thread{s}", c.threads),
+        });
+    }
+    if let Some(d) = c.scheduling_delay {
+        parts.push(format!(
+            "scheduling delay p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            d.p50_ms, d.p99_ms, d.max_ms
+        ));
+    }
+    if !parts.is_empty() {
+        let _ = writeln!(o, "  {:<22} {}", "client", parts.join("; "));
+    }
+    if let Some(n) = &c.note {
+        let _ = writeln!(o, "  note: {n}");
     }
 }
 

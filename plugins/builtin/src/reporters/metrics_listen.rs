@@ -257,6 +257,26 @@ pub fn exposition(live: &LiveStats, finished: bool) -> String {
             s as f64,
         );
     }
+    if let Some(busy) = live.client_busy_secs {
+        gauge(
+            "batchbench_client_threads",
+            "Worker threads of the client's runtime.",
+            f64::from(live.client_threads),
+        );
+        family(
+            &mut o,
+            "batchbench_client_busy_seconds_total",
+            "counter",
+            "Seconds the client's runtime threads have spent busy, summed over them (its rate over the threads: their busy share).",
+        );
+        let _ = writeln!(o, "batchbench_client_busy_seconds_total {busy}");
+    }
+    histogram(
+        &mut o,
+        "batchbench_scheduling_delay_seconds",
+        "How late the client's runtime ran a probe task that wakes every 50 ms.",
+        &live.scheduling_delay,
+    );
     histogram(
         &mut o,
         "batchbench_send_lag_seconds",

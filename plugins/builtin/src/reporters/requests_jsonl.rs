@@ -2,7 +2,7 @@
 //! plots: outcome, latency, TTFT, planned against server-counted prompt tokens,
 //! server-reported and estimated cached tokens.
 
-use batchbench_contract::plugin::{PluginError, Reporter, RequestRecord, ServerTiming};
+use batchbench_contract::plugin::{PluginError, Reporter, RequestIds, RequestRecord, ServerTiming};
 use batchbench_contract::record::RunInfo;
 use batchbench_contract::record::Summary;
 use batchbench_contract::registry::BuildContext;
@@ -105,6 +105,13 @@ struct Line<'a> {
     first_token_ms: Option<f64>,
     /// When the request ended, milliseconds from the clock start.
     end_ms: f64,
+    /// The actual send time as Unix epoch milliseconds (the run's start plus
+    /// `sent_ms`), to find the request in a server's logs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sent_unix_ms: Option<f64>,
+    /// When the request ended, as Unix epoch milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    end_unix_ms: Option<f64>,
     /// Wait for a concurrency slot.
     queue_wait_ms: f64,
     /// Latency from the intended send time to the last byte.
@@ -118,6 +125,11 @@ struct Line<'a> {
     /// only).
     #[serde(skip_serializing_if = "Option::is_none")]
     endpoint: Option<u32>,
+    /// The ids that join it with the server's logs and traces (`request_id`
+    /// sent, `server_request_id` and `response_id` received, `trace_id`),
+    /// each where known.
+    #[serde(flatten)]
+    ids: &'a RequestIds,
 }
 
 /// Writes one JSON line per request as it completes.
@@ -125,12 +137,18 @@ struct Line<'a> {
 pub struct RequestsJsonl {
     cfg: RequestsJsonlConfig,
     file: Option<std::io::BufWriter<std::fs::File>>,
+    /// The run's start, Unix epoch milliseconds.
+    epoch_ms: Option<f64>,
 }
 
 impl RequestsJsonl {
     /// A reporter with this config.
     pub fn new(cfg: RequestsJsonlConfig, _ctx: &BuildContext) -> Result<Self, PluginError> {
-        Ok(Self { cfg, file: None })
+        Ok(Self {
+            cfg,
+            file: None,
+            epoch_ms: None,
+        })
     }
 
     fn fail(&self, m: impl std::fmt::Display) -> PluginError {
@@ -149,7 +167,18 @@ fn ms(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn line<'a>(rec: &'a RequestRecord<'a>) -> Line<'a> {
+/// The run's start as Unix epoch milliseconds, as a reporter's `on_start`
+/// sees it (absent when unknown).
+pub fn epoch_ms(run: &RunInfo) -> Option<f64> {
+    (run.started_unix > 0.0).then_some(run.started_unix * 1000.0)
+}
+
+/// `epoch_ms + offset`, to the microsecond.
+fn unix_ms(epoch_ms: Option<f64>, offset: std::time::Duration) -> Option<f64> {
+    epoch_ms.map(|e| ((e + ms(offset)) * 1000.0).round() / 1000.0)
+}
+
+fn line<'a>(rec: &'a RequestRecord<'a>, epoch_ms: Option<f64>) -> Line<'a> {
     let usage = rec.usage.as_ref();
     Line {
         agent_id: rec.agent_id,
@@ -199,11 +228,14 @@ fn line<'a>(rec: &'a RequestRecord<'a>) -> Line<'a> {
         first_byte_ms: rec.timing.first_byte.map(ms),
         first_token_ms: rec.ttft.map(|t| ms(rec.timing.last_attempt + t)),
         end_ms: ms(rec.timing.last_attempt + rec.latency),
+        sent_unix_ms: unix_ms(epoch_ms, rec.timing.sent),
+        end_unix_ms: unix_ms(epoch_ms, rec.timing.last_attempt + rec.latency),
         queue_wait_ms: ms(rec.timing.queue_wait),
         latency_from_intended_ms: ms(rec.latency + rec.timing.behind()),
         warmup: rec.timing.warmup,
         arrival: rec.timing.arrival,
         endpoint: rec.endpoint,
+        ids: &rec.ids,
     }
 }
 
@@ -287,6 +319,14 @@ pub struct RecordLine {
     pub warmup: bool,
     /// An arrival of the schedule.
     pub arrival: bool,
+    /// This client's id of the request.
+    pub request_id: Option<String>,
+    /// The server's id of the request.
+    pub server_request_id: Option<String>,
+    /// The response's own id.
+    pub response_id: Option<String>,
+    /// The trace id of its `traceparent`.
+    pub trace_id: Option<String>,
 }
 
 impl RecordLine {
@@ -352,14 +392,19 @@ impl RecordLine {
             warmup: self.warmup,
             arrival: self.arrival,
             endpoint: self.endpoint,
+            request_id: self.request_id,
+            server_request_id: self.server_request_id,
+            response_id: self.response_id,
+            trace_id: self.trace_id,
         }
     }
 }
 
 /// One request as a JSON object: the fields of a `requests_jsonl` line (the Python
-/// package returns these as its per-request records).
-pub fn record_json(rec: &RequestRecord<'_>) -> serde_json::Value {
-    serde_json::to_value(line(rec)).unwrap_or_default()
+/// package returns these as its per-request records); `epoch_ms` is the
+/// run's start (see [`epoch_ms`]), for the wall-clock times.
+pub fn record_json(rec: &RequestRecord<'_>, epoch_ms: Option<f64>) -> serde_json::Value {
+    serde_json::to_value(line(rec, epoch_ms)).unwrap_or_default()
 }
 
 impl Reporter for RequestsJsonl {
@@ -367,7 +412,8 @@ impl Reporter for RequestsJsonl {
         false
     }
 
-    fn on_start(&mut self, _run: &RunInfo) -> Result<(), PluginError> {
+    fn on_start(&mut self, run: &RunInfo) -> Result<(), PluginError> {
+        self.epoch_ms = epoch_ms(run);
         let f = std::fs::File::create(&self.cfg.path).map_err(|e| self.fail(e))?;
         self.file = Some(std::io::BufWriter::with_capacity(1 << 16, f));
         Ok(())
@@ -377,7 +423,7 @@ impl Reporter for RequestsJsonl {
         let Some(f) = self.file.as_mut() else {
             return Ok(());
         };
-        let line = line(rec);
+        let line = line(rec, self.epoch_ms);
         // Serialised whole, then written: the buffer only ever holds whole lines
         // when on_finish flushes it (also after Ctrl+C).
         let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
@@ -460,16 +506,27 @@ mod tests {
                 arrival: true,
             },
             endpoint: None,
+            ids: RequestIds {
+                request_id: Some("0b6c2a1e-58d0-4c3f-9a77-2f1d3c4b5a69".into()),
+                server_request_id: Some("0b6c2a1e-58d0-4c3f-9a77-2f1d3c4b5a69".into()),
+                response_id: Some("chatcmpl-7".into()),
+                trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
+            },
         };
-        let written = record_json(&rec);
+        let epoch = Some(1_796_000_000_000.0);
+        let written = record_json(&rec, epoch);
         let back: RecordLine = serde_json::from_value(written.clone()).unwrap_or_default();
         let wire = back.into_wire();
-        assert_eq!(record_json(&wire.record()), written);
+        assert_eq!(record_json(&wire.record(), epoch), written);
+        // The wall-clock times are the run's start plus the offsets.
+        assert_eq!(written["sent_unix_ms"], 1_796_000_000_050.125);
+        assert_eq!(written["end_unix_ms"], 1_796_000_000_320.75);
+        assert!(record_json(&rec, None).get("sent_unix_ms").is_none());
         let mut failed = rec.clone();
         failed.usage = None;
         failed.failure = Some((FailureKind::Timeout, "timed out"));
-        let written = record_json(&failed);
+        let written = record_json(&failed, epoch);
         let back: RecordLine = serde_json::from_value(written.clone()).unwrap_or_default();
-        assert_eq!(record_json(&back.into_wire().record()), written);
+        assert_eq!(record_json(&back.into_wire().record(), epoch), written);
     }
 }

@@ -16,6 +16,7 @@
 //! | `least_outstanding` | policy | the fewest of this client's requests in flight |
 //! | `session_affinity` | policy | a conversation stays on one endpoint |
 //! | `prefix_affinity` | policy | a shared prompt prefix goes to one endpoint |
+//! | `request_ids` | decorator | a seeded `X-Request-Id` and W3C `traceparent` per request |
 //!
 //! Which policies depend on the client's own state: `round_robin` (a counter)
 //! and `least_outstanding` (this client's in-flight counts), and
@@ -28,6 +29,7 @@ pub mod dp_rank;
 pub mod least_outstanding;
 pub mod prefix_affinity;
 pub mod random;
+pub mod request_ids;
 pub mod round_robin;
 pub mod session_affinity;
 pub mod user_tag;
