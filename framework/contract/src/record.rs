@@ -670,8 +670,9 @@ pub struct ClientLoad {
     /// of the client (reading a reply's bytes, sending a request) could see
     /// before it was run, the timer's millisecond included.
     pub scheduling_delay: Option<LatencyStats>,
-    /// Other work on the machine ran the client's tasks late while its own
-    /// threads were mostly idle: not the client's limit, but in its figures.
+    /// Other work on the machine made the client's sends or tasks late while
+    /// its own threads were mostly idle: not the client's limit, but in its
+    /// figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
@@ -681,7 +682,8 @@ pub struct ClientLoad {
 #[serde(default)]
 pub struct ClientBound {
     /// `dropped` (arrivals due before the deadline were not sent by it),
-    /// `schedule` (sends late by a material share of the latency), `busy`
+    /// `schedule` (sends late by a material share of the latency, from
+    /// threads busy over half the time), `busy`
     /// (its threads busy over [`ClientBound::BUSY_SHARE`] of the time),
     /// `scheduling` (its own load ran its tasks late by a material share of
     /// the first-token time).
