@@ -34,6 +34,33 @@ const OWN_BUSY: f64 = 0.5;
 /// least: over a few milliseconds, starting up is all a thread did.
 const MIN_SECS: f64 = 1.0;
 
+/// What the verdict found: its reasons with their sentences, and the notes
+/// on other work of the machine that ran the client late.
+#[derive(Default)]
+struct Findings {
+    reasons: Vec<&'static str>,
+    says: Vec<String>,
+    notes: Vec<String>,
+}
+
+impl Findings {
+    fn bound(&mut self, reason: &'static str, says: String) {
+        self.reasons.push(reason);
+        self.says.push(says);
+    }
+
+    /// Lateness (`late`, in figures): the client's limit where it was its
+    /// `own` (`[what it says then, what the note says otherwise]`), else a
+    /// note on the machine's other work.
+    fn late(&mut self, own: bool, reason: &'static str, words: [&str; 2], late: &str) {
+        if own {
+            self.bound(reason, format!("{} ({late})", words[0]));
+        } else {
+            self.notes.push(format!("{} ({late})", words[1]));
+        }
+    }
+}
+
 /// The client's own figures over a run.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClientFigures {
@@ -61,22 +88,25 @@ pub(super) fn report(summary: &mut Summary, m: &Metrics, f: ClientFigures) {
     if f.threads == 0 && delay.is_none() {
         return;
     }
-    let mut reasons: Vec<&str> = Vec::new();
-    let mut says: Vec<String> = Vec::new();
+    let mut found = Findings::default();
     let served_p50 = summary.latency.map_or(0.0, |l| l.p50_ms);
+    let judged = f.secs >= MIN_SECS;
     // Whether the client's own threads were busy enough for its lateness to
-    // be its own (unknown, as in merged shards: taken as its own).
-    let own = f.busy_share.is_none_or(|b| b > OWN_BUSY);
-    let mut notes: Vec<String> = Vec::new();
+    // be its own. Where that is unknown (merged shards) or cannot be told (a
+    // run too short for its busy share to be more than its start), it is
+    // taken as its own.
+    let own = !judged || f.busy_share.is_none_or(|b| b > OWN_BUSY);
     // The first reply byte is the earliest figure a late task would corrupt.
     let first_p50 = summary.ttft.or(summary.latency).map_or(0.0, |l| l.p50_ms);
     if let Some(l) = &summary.load {
         if l.dropped_arrivals > 0 {
-            reasons.push("dropped");
-            says.push(format!(
-                "it dropped {} arrivals it could not send by the deadline",
-                l.dropped_arrivals
-            ));
+            found.bound(
+                "dropped",
+                format!(
+                    "it dropped {} arrivals it could not send by the deadline",
+                    l.dropped_arrivals
+                ),
+            );
         }
         let measured = m.requests;
         if let Some(lag) = l.send_lag
@@ -88,28 +118,29 @@ pub(super) fn report(summary: &mut Summary, m: &Metrics, f: ClientFigures) {
                 "send lag p99 {:.2} ms against a served latency p50 of {served_p50:.2} ms; {} of {measured} over 1 ms late",
                 lag.p99_ms, l.late_sends
             );
-            if own {
-                reasons.push("schedule");
-                says.push(format!("its sends ran late ({late})"));
-            } else {
-                notes.push(format!("made its sends late ({late})"));
-            }
+            found.late(
+                own,
+                "schedule",
+                ["its sends ran late", "made its sends late"],
+                &late,
+            );
         }
     }
-    let judged = f.secs >= MIN_SECS;
     let busy = f.busy_share.unwrap_or(0.0);
     if judged && busy > ClientBound::BUSY_SHARE {
-        reasons.push("busy");
         let (threads, were) = if f.threads == 1 {
             ("thread", "was")
         } else {
             ("threads", "were")
         };
-        says.push(format!(
-            "its {} runtime {threads} {were} busy {:.0}% of the time (an in-process server such as sim:// runs on them too)",
-            f.threads,
-            busy * 100.0
-        ));
+        found.bound(
+            "busy",
+            format!(
+                "its {} runtime {threads} {were} busy {:.0}% of the time (an in-process server such as sim:// runs on them too)",
+                f.threads,
+                busy * 100.0
+            ),
+        );
     }
     if let Some(d) = delay
         && judged
@@ -119,13 +150,18 @@ pub(super) fn report(summary: &mut Summary, m: &Metrics, f: ClientFigures) {
             "scheduling delay p99 {:.2} ms, max {:.2} ms, against a first-byte time p50 of {first_p50:.2} ms",
             d.p99_ms, d.max_ms
         );
-        if own {
-            reasons.push("scheduling");
-            says.push(format!("its own work ran its tasks late ({late})"));
-        } else {
-            notes.push(format!("ran its tasks late ({late})"));
-        }
+        found.late(
+            own,
+            "scheduling",
+            ["its own work ran its tasks late", "ran its tasks late"],
+            &late,
+        );
     }
+    let Findings {
+        reasons,
+        says,
+        notes,
+    } = found;
     let note = (!notes.is_empty()).then(|| {
         format!(
             "other work on this machine {}, while the client's own threads were busy {:.0}% of the time: the figures hold that delay as well as the server's",
@@ -275,5 +311,26 @@ mod tests {
         report(&mut s, &m, f);
         assert!(s.client_bound.is_none());
         assert!(s.client.is_some_and(|c| c.note.is_none()));
+        // Its sends ran late: its threads' share over 0.2 s cannot say the
+        // lateness was the machine's, so it is the client's.
+        let mut s = Summary {
+            latency: Some(stats(20.0, 40.0)),
+            load: Some(LoadReport {
+                send_lag: Some(stats(2.0, 19.0)),
+                late_sends: 64,
+                ..LoadReport::default()
+            }),
+            ..Summary::default()
+        };
+        let m = Metrics {
+            requests: 100,
+            ..Metrics::default()
+        };
+        let f = ClientFigures {
+            busy_share: Some(0.3),
+            ..f
+        };
+        report(&mut s, &m, f);
+        assert_eq!(reasons(&s), ["schedule"]);
     }
 }
