@@ -365,6 +365,10 @@ impl Reporter for Collect {
         Ok(())
     }
 
+    fn on_clock_start(&mut self, started_unix: f64) {
+        self.1 = batchbench_plugins::reporters::requests_jsonl::clock_epoch_ms(started_unix);
+    }
+
     fn on_request(&mut self, rec: &RequestRecord<'_>) -> Result<(), PluginError> {
         self.0
             .lock()

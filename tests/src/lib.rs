@@ -2,6 +2,7 @@
 //! its own runtime, in-process runs of the CLIs, and result-file readers.
 
 pub mod http;
+pub mod otlp;
 pub mod process;
 
 use batchbench_engine::tokens::TokenizerHandle;

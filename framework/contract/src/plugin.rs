@@ -621,6 +621,11 @@ pub struct RequestIds {
     /// (`--trace-context`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
+    /// The parent id its `traceparent` carried: the id of this client's span
+    /// of the request, whose child the server's span is (`--otlp-endpoint`
+    /// sends the span under this id).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub span_id: Option<String>,
 }
 
 impl RequestIds {
@@ -714,6 +719,12 @@ pub trait Reporter: Send {
     fn on_start(&mut self, _run: &crate::record::RunInfo) -> Result<(), PluginError> {
         Ok(())
     }
+    /// When the benchmark clock starts, just after every reporter's
+    /// [`on_start`](Self::on_start): the Unix time taken with it. The
+    /// `started_unix` that `on_start` saw was made before the reporters
+    /// started; a reporter that turns the records' offsets into wall-clock
+    /// times takes this one.
+    fn on_clock_start(&mut self, _started_unix: f64) {}
     /// After each request (all attempts).
     fn on_request(&mut self, _rec: &RequestRecord<'_>) -> Result<(), PluginError> {
         Ok(())
@@ -762,6 +773,16 @@ pub trait Reporter: Send {
         _histograms: &crate::results::Histograms,
     ) -> Result<(), PluginError> {
         Ok(())
+    }
+    /// At the end of the run, before its summary is made (also after
+    /// Ctrl+C): a reporter that sends its records elsewhere (spans to a
+    /// collector, rows to a database) finishes delivering what it holds,
+    /// within a bound of its own, and says what came of it; the summary
+    /// lists it under `deliveries`. A destination that was down or slow is a
+    /// count of dropped items there, never a failed run. The default
+    /// delivers nothing.
+    fn deliver(&mut self) -> Result<Option<crate::record::Delivery>, PluginError> {
+        Ok(None)
     }
     /// At the end of the run, also after Ctrl+C with a partial summary.
     fn on_finish(

@@ -228,6 +228,7 @@ impl RunInfo {
                 "dropped_arrivals",
                 l.map(|l| l.dropped_arrivals.to_string()),
             ),
+            ("dropped_waiting", l.map(|l| l.dropped_waiting.to_string())),
             (
                 "client_bound",
                 s.client_bound.as_ref().map(|b| b.reasons.join("+")),
@@ -651,6 +652,45 @@ pub struct Summary {
     /// server's; a series point so marked is neither met nor missed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_bound: Option<ClientBound>,
+    /// What the run's reporters delivered elsewhere (spans to a collector,
+    /// for one), and what they had to drop: one entry a reporter that
+    /// delivers ([`Reporter::deliver`](crate::plugin::Reporter::deliver)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deliveries: Vec<Delivery>,
+}
+
+/// What one reporter delivered to a place outside the run (a collector, a
+/// database) and what it dropped: a destination that was down, slow or full
+/// costs the run nothing but this count.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Delivery {
+    /// The reporter, as the registry names it.
+    pub reporter: String,
+    /// What it delivers, plural (`spans`).
+    pub items: String,
+    /// Where to (credentials redacted).
+    pub destination: String,
+    /// Items the destination accepted.
+    pub delivered: u64,
+    /// Items it never accepted: refused, lost with a failed export, left in
+    /// a full queue, or still unsent when the run's end gave up waiting.
+    pub dropped: u64,
+    /// Why the first of them was dropped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Delivery {
+    /// Adds `other`'s counts to these (a merge of shards that delivered to
+    /// the same place), keeping the first error.
+    pub fn add(&mut self, other: &Self) {
+        self.delivered += other.delivered;
+        self.dropped += other.dropped;
+        if self.error.is_none() {
+            self.error.clone_from(&other.error);
+        }
+    }
 }
 
 /// The client's own load over a run.
@@ -890,6 +930,11 @@ pub struct LoadReport {
     /// Arrivals due before the deadline that were not sent by it: the client
     /// was behind its schedule, and nothing is sent after the deadline.
     pub dropped_arrivals: u64,
+    /// Arrivals that waited longer than `max_queue_wait_secs` for a
+    /// concurrency slot and were dropped, unsent: the cap's slots were held
+    /// by requests the server had not finished. Not among `dropped_arrivals`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_waiting: u64,
     /// Per stage of a rate schedule.
     pub stages: Vec<StageReport>,
     /// Who held the requests back: the client (its queue, its schedule, its

@@ -598,6 +598,12 @@ pub struct LoadSpec {
     /// wait is measured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_concurrency: Option<u64>,
+    /// An arrival that waits longer than this many seconds for a concurrency
+    /// slot (`max_concurrency`) is dropped, unsent, and counted
+    /// (`dropped_waiting`): the server, through the cap, could not take the
+    /// load asked for in time. Absent: an arrival waits as long as it takes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_queue_wait_secs: Option<f64>,
     /// The first this many requests sent are warmup: sent, excluded from the
     /// statistics, reported apart.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -788,6 +794,15 @@ impl LoadSpec {
         span("ramp_up_secs", self.ramp_up_secs)?;
         span("warmup_secs", self.warmup_secs)?;
         span("duration_secs", self.duration_secs)?;
+        span("max_queue_wait_secs", self.max_queue_wait_secs)?;
+        if self.max_queue_wait_secs.is_some() {
+            if self.max_concurrency.is_none() {
+                return Err("load.max_queue_wait_secs bounds the wait for a concurrency slot: give load.max_concurrency".into());
+            }
+            if self.rate.is_none() && self.stages.is_empty() {
+                return Err("load.max_queue_wait_secs drops arrivals that wait too long: give an arrival rate (load.rate or load.stages); the closed loop has no arrivals".into());
+            }
+        }
         for (i, st) in self.stages.iter().enumerate() {
             if !(st.secs.is_finite() && st.secs > 0.0 && st.secs <= Self::MAX_SECS) {
                 return Err(format!(
@@ -926,6 +941,12 @@ pub struct OutputSpec {
     /// a scraper reads the final figures (default 0: close with the run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics_linger_secs: Option<f64>,
+    /// Send one OpenTelemetry span per request to this OTLP/HTTP collector
+    /// (`http://host:4318`, to which `/v1/traces` is added when it has no
+    /// path), batched off the requests' path; spans it cannot deliver are
+    /// counted in the summary's `deliveries`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub otlp_endpoint: Option<String>,
 }
 
 impl OutputSpec {

@@ -310,6 +310,9 @@ pub struct WireRequestRecord {
     /// The W3C trace id of its `traceparent`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
+    /// The parent id of its `traceparent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span_id: Option<String>,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -363,6 +366,7 @@ impl WireRequestRecord {
             server_request_id: r.ids.server_request_id.clone(),
             response_id: r.ids.response_id.clone(),
             trace_id: r.ids.trace_id.clone(),
+            span_id: r.ids.span_id.clone(),
         }
     }
 
@@ -416,6 +420,7 @@ impl WireRequestRecord {
                 server_request_id: self.server_request_id.clone(),
                 response_id: self.response_id.clone(),
                 trace_id: self.trace_id.clone(),
+                span_id: self.span_id.clone(),
             },
         }
     }
@@ -482,6 +487,7 @@ mod tests {
                 server_request_id: Some("s-1".into()),
                 response_id: Some("chatcmpl-1".into()),
                 trace_id: None,
+                span_id: None,
             },
         };
         let wire = WireRequestRecord::from_record(&rec);

@@ -216,7 +216,7 @@ impl Engine {
         }
 
         // With a start time, reporters see it as the start; the clock's real
-        // start replaces it below.
+        // start replaces it below (`on_clock_start`).
         info.started_unix = match self.opts.start_at_ms {
             Some(at) => at as f64 / 1000.0,
             None => unix_now(),
@@ -251,8 +251,13 @@ impl Engine {
             info.start_skew_ms = Some(skew_ms);
             info.started_unix = started;
         }
-        // The benchmark clock starts now.
+        // The benchmark clock starts now; its Unix time is taken with it, for
+        // the reporters that turn offsets into wall-clock times.
         let start = Instant::now();
+        info.started_unix = unix_now();
+        for r in &mut reporters {
+            r.on_clock_start(info.started_unix);
+        }
         let cpu_at_start = crate::telemetry::cpu::process_cpu();
         let busy_at_start = crate::telemetry::probe::runtime_busy();
         let cancel = self.cancel.child_token();
@@ -418,6 +423,19 @@ impl Engine {
             .map_err(|e| EngineError::Internal(format!("the workload source failed: {e}")))?;
         let mut guard = shared.collector();
         let c = &mut *guard;
+        // Reporters that send records elsewhere finish doing so first: the
+        // summary counts what they delivered and what they dropped. Each
+        // waits within a bound of its own (seconds, for a collector that is
+        // down), holding this thread: nothing of the run is left to run.
+        let mut deliveries = Vec::new();
+        for (r, failed) in c.reporters.iter_mut().zip(&mut c.failed) {
+            if failed.is_none() {
+                match r.deliver() {
+                    Ok(d) => deliveries.extend(d),
+                    Err(e) => *failed = Some(e),
+                }
+            }
+        }
         let mut summary = summarize(&Tally {
             metrics: &c.metrics,
             elapsed,
@@ -440,6 +458,7 @@ impl Engine {
             .as_ref()
             .map(|t| t.synthesis_path().as_str().to_owned());
         summary.server_metrics = server_metrics;
+        summary.deliveries = deliveries;
         if let Some(e) = summary
             .server_metrics
             .as_mut()

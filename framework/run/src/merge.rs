@@ -15,7 +15,7 @@
 use crate::assemble::{self, Profile};
 use crate::exit::{self, Failure};
 use batchbench_contract::plugin::{PluginError, Reporter, TrajectoryRecord, WorkloadInfo};
-use batchbench_contract::record::{ClientBound, MergedShard, RunInfo, Summary};
+use batchbench_contract::record::{ClientBound, Delivery, MergedShard, RunInfo, Summary};
 use batchbench_contract::registry::BuildContext;
 use batchbench_contract::results::{Histograms, RunDoc, ServerScrape, files};
 use batchbench_contract::spec::{OutputSpec, RunSpec};
@@ -216,6 +216,8 @@ fn merge_into(
         ..BuildContext::default()
     };
     let mut writing = spec.clone();
+    // Each shard sent its spans as it ran: the merge sends none again.
+    writing.output.otlp_endpoint = None;
     if staging.is_some() {
         writing.output.output_dir = staging;
     }
@@ -322,6 +324,7 @@ fn merge_into(
     metrics.trajectories_started = sum(|s| s.trajectories_started);
     metrics.cut_at_deadline = sum(|s| s.load.as_ref().map_or(0, |l| l.cut_at_deadline));
     metrics.dropped_arrivals = sum(|s| s.load.as_ref().map_or(0, |l| l.dropped_arrivals));
+    metrics.dropped_waiting = sum(|s| s.load.as_ref().map_or(0, |l| l.dropped_waiting));
     metrics.delay_total = Duration::from_secs_f64(
         shards
             .iter()
@@ -365,6 +368,7 @@ fn merge_into(
         .find_map(|s| s.doc.summary.server_metrics.clone());
     cpu_verdicts(&mut summary, &shards);
     client_bounds(&mut summary, &shards);
+    summary.deliveries = deliveries(&shards);
     if spec.fail_if_client_bound
         && summary.run_failed.is_none()
         && let Some(b) = &summary.client_bound
@@ -592,6 +596,21 @@ impl Latencies {
     fn family(&self, name: &str) -> Latency {
         self.0.get(name).cloned().unwrap_or_default()
     }
+}
+
+/// What the shards delivered elsewhere, added up by reporter and destination.
+fn deliveries(shards: &[ShardDir]) -> Vec<Delivery> {
+    let mut all: Vec<Delivery> = Vec::new();
+    for d in shards.iter().flat_map(|s| &s.doc.summary.deliveries) {
+        match all
+            .iter_mut()
+            .find(|a| (&a.reporter, &a.destination) == (&d.reporter, &d.destination))
+        {
+            Some(a) => a.add(d),
+            None => all.push(d.clone()),
+        }
+    }
+    all
 }
 
 /// A shard whose client was the limit limited the run as a whole: its

@@ -261,9 +261,14 @@ pub const REASONING_COLUMNS: &[Column] = records![
 
 /// The client's own load, last of all so that every earlier column keeps its
 /// position: why the client limited the run (its reasons joined by `+`,
-/// empty when it did not), its threads' busy share and its scheduling delay.
-pub const CLIENT_COLUMNS: &[Column] =
-    records![client_bound, client_busy_share, scheduling_delay_p99_ms];
+/// empty when it did not), its threads' busy share and its scheduling delay;
+/// then the arrivals dropped after waiting too long for a concurrency slot.
+pub const CLIENT_COLUMNS: &[Column] = records![
+    client_bound,
+    client_busy_share,
+    scheduling_delay_p99_ms,
+    dropped_waiting
+];
 
 /// The columns after the load model's: the SLO's, the cache estimates', the
 /// truth columns, the intervals, the energy, reasoning and the client's load.

@@ -75,6 +75,7 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("reporter", "csv"),
     ("reporter", "json_summary"),
     ("reporter", "metrics_listen"),
+    ("reporter", "otlp_spans"),
     ("reporter", "requests_jsonl"),
     ("reporter", "results_dir"),
 ];

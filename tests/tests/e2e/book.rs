@@ -125,6 +125,7 @@ fn rendered_shapes() -> BTreeSet<String> {
         at_deadline: Some("finish".into()),
         cut_at_deadline: 0,
         dropped_arrivals: 0,
+        dropped_waiting: 2,
         stages: vec![StageReport {
             stage: 0,
             secs: 1.0,
@@ -268,6 +269,27 @@ fn rendered_shapes() -> BTreeSet<String> {
             ..full.clone()
         },
         full.clone(),
+        // Spans to a collector: all delivered, and some dropped.
+        Summary {
+            deliveries: vec![
+                batchbench_contract::record::Delivery {
+                    reporter: "otlp_spans".into(),
+                    items: "spans".into(),
+                    destination: "http://127.0.0.1:4318/v1/traces".into(),
+                    delivered: 10,
+                    ..Default::default()
+                },
+                batchbench_contract::record::Delivery {
+                    reporter: "otlp_spans".into(),
+                    items: "spans".into(),
+                    destination: "http://127.0.0.1:4318/v1/traces".into(),
+                    delivered: 10,
+                    dropped: 2,
+                    error: Some("HTTP 503: overloaded".into()),
+                },
+            ],
+            ..full.clone()
+        },
         Summary {
             load: Some(no_transient),
             ..full.clone()

@@ -219,6 +219,66 @@ fn a_rate_past_the_clients_ceiling_ends_at_the_deadline_and_counts_what_it_dropp
     );
 }
 
+/// With a concurrency cap the server cannot keep up with (2 slots of 200 ms
+/// requests, 10/s, asked for 40/s), `--max-queue-wait-secs` drops the
+/// arrivals that waited too long for a slot, unsent: every arrival is sent or
+/// dropped, none waited much over the bound, the run does not pass its SLO,
+/// and its client is not the limit (the server, through the cap, is).
+#[test]
+fn arrivals_that_wait_too_long_for_a_slot_are_dropped_and_counted() {
+    let sim = slow(20.0);
+    let r = sim.batchbench(
+        "--users 8 --output-tokens 10 --request-rate 40 --arrival constant --max-concurrency 2 --max-queue-wait-secs 0.05 --duration-secs 1.5 --slo e2e_p50<=60s",
+        &[],
+    );
+    assert_eq!(r.code, 0);
+    let l = load(&r);
+    let waiting = l["dropped_waiting"].as_u64().unwrap_or(0);
+    let arrivals = l["arrivals"].as_u64().unwrap_or(0);
+    assert!(waiting >= 10, "{l}");
+    let sent = r.count("successful_requests") + r.count("failed_requests");
+    assert_eq!(sent, sim.requests().len() as u64, "{l}");
+    assert_eq!(
+        sent + waiting + l["cut_at_deadline"].as_u64().unwrap_or(0),
+        arrivals,
+        "every arrival is sent, dropped waiting or cut: {l}"
+    );
+    // The bound held: no request waited much over 50 ms for its slot.
+    let q = l["queue_wait"]["max_ms"].as_f64().unwrap_or(f64::MAX);
+    assert!(q < 50.0 + 50.0, "{l}");
+    let verdict = l["verdict"].as_str().unwrap_or("");
+    assert!(
+        verdict.contains(&format!("{waiting} arrivals waited over the bound")),
+        "{verdict}"
+    );
+    assert_eq!(r.csv[0]["dropped_waiting"], waiting.to_string());
+    assert_eq!(r.summary("slo")["passed"], false, "{}", r.summary("slo"));
+    assert!(
+        r.summary("client_bound").is_null(),
+        "{}",
+        r.summary("client_bound")
+    );
+
+    // The bound needs a cap and arrivals to drop.
+    for (line, says) in [
+        (
+            "--users 1 --request-rate 5 --duration-secs 1 --max-queue-wait-secs 1",
+            "--max-concurrency",
+        ),
+        (
+            "--users 1 --requests-per-user 2 --max-concurrency 1 --max-queue-wait-secs 1",
+            "arrival rate",
+        ),
+        (
+            "--users 1 --request-rate 5 --duration-secs 1 --max-concurrency 1 --max-queue-wait-secs 0",
+            "--max-queue-wait",
+        ),
+    ] {
+        let e = batchbench_tests::refused_batchbench(&sim.args(line, &[]));
+        assert!(e.contains(says), "{line}: {e}");
+    }
+}
+
 /// A closed loop against the in-process instant simulator on one thread
 /// keeps that thread busy all the time: the client (with the simulator it
 /// runs) is the limit, and `--fail-if-client-bound` makes that exit 1.

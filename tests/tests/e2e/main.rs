@@ -22,6 +22,7 @@ mod shard;
 mod sim;
 mod slo;
 mod snapshots;
+mod spans;
 mod spec;
 mod tokens;
 mod warmup;

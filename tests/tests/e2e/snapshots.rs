@@ -110,8 +110,9 @@ fn snapshot<S: AsRef<str>>(name: &str, agent: bool, flags: &[S], empty: &[&str])
         .chain(names(ENERGY_COLUMNS))
         .chain(truthful)
         .chain(unreasoned)
-        // The client was not the limit of these short runs.
-        .chain(["client_bound"]);
+        // The client was not the limit of these short runs; a closed loop
+        // has no load report, so none of its arrivals waited too long.
+        .chain(["client_bound", "dropped_waiting"]);
     let empty: Vec<&str> = empty.iter().copied().chain(closed_loop).collect();
     let empty = empty.as_slice();
     let sim = SimServer::recording("qwen");

@@ -101,16 +101,39 @@ pub(crate) fn convergence_watch(sh: &Arc<Shared>) -> Option<JoinHandle<()>> {
 }
 
 /// A concurrency slot and how long it took to get; `None` when the run stops
-/// while waiting (a request the deadline caught in the queue is counted as cut).
-pub(crate) async fn slot(sh: &Shared) -> Option<(Option<SemaphorePermit<'_>>, Duration)> {
+/// while waiting (a request the deadline caught in the queue is counted as
+/// cut), or when an `arrival` waited longer than `max_queue_wait_secs` (it is
+/// dropped, counted as `dropped_waiting`).
+pub(crate) async fn slot(
+    sh: &Shared,
+    arrival: bool,
+) -> Option<(Option<SemaphorePermit<'_>>, Duration)> {
     let Some(sem) = &sh.inflight else {
         return Some((None, Duration::ZERO));
     };
     let t0 = Instant::now();
+    // Only an arrival of the schedule is dropped: a later turn of a session
+    // belongs to one that was admitted, and waits as long as it takes.
+    let bound = sh
+        .opts
+        .load
+        .max_queue_wait_secs
+        .filter(|_| arrival)
+        .map(Duration::from_secs_f64);
+    let too_long = async {
+        match bound {
+            Some(b) => tokio::time::sleep(b).await,
+            None => std::future::pending().await,
+        }
+    };
     let got = tokio::select! {
         () = sh.cancel.cancelled() => None,
         () = sh.deadline.cancelled() => None,
         p = sem.acquire() => p.ok().map(|p| (Some(p), t0.elapsed())),
+        () = too_long => {
+            sh.collector().metrics.dropped_waiting += 1;
+            return None;
+        }
     };
     if got.is_none() && sh.deadline.is_cancelled() && !sh.interrupt.is_cancelled() {
         sh.collector().metrics.cut_at_deadline += 1;

@@ -244,7 +244,7 @@ pub(crate) async fn drive(
         if let Some(released) = on_release.take() {
             released(sh.start.elapsed().saturating_sub(eligible));
         }
-        let (permit, queue_wait) = match load::slot(sh).await {
+        let (permit, queue_wait) = match load::slot(sh, arrival).await {
             Some((p, wait)) => (p, wait + std::mem::take(&mut admission_wait)),
             None => {
                 if let Some(h) = next_prep {
@@ -516,8 +516,9 @@ async fn reasoning_tokens(
 }
 
 /// The ids this client sent with a request: the value of its request-id
-/// header and the trace id of its `traceparent` (routers add them; most runs
-/// send neither, and the scan is over no headers).
+/// header and the trace and parent span ids of its `traceparent`, whichever
+/// router added them, an external one too (most runs send neither, and the
+/// scan is over no headers).
 fn sent_ids(
     headers: &[(String, String)],
     id_header: Option<&reqwest::header::HeaderName>,
@@ -527,7 +528,9 @@ fn sent_ids(
         if id_header.is_some_and(|h| k.eq_ignore_ascii_case(h.as_str())) {
             ids.request_id = Some(v.clone());
         } else if k.eq_ignore_ascii_case("traceparent") {
-            ids.trace_id = v.split('-').nth(1).map(str::to_owned);
+            let mut parts = v.split('-').skip(1);
+            ids.trace_id = parts.next().map(str::to_owned);
+            ids.span_id = parts.next().map(str::to_owned);
         }
     }
     ids

@@ -82,6 +82,7 @@ pub(super) fn report(
             .map(|_| load.at_deadline.as_str().to_owned()),
         cut_at_deadline: m.cut_at_deadline,
         dropped_arrivals: m.dropped_arrivals,
+        dropped_waiting: m.dropped_waiting,
         stages,
         verdict: None,
         convergence: None,
@@ -147,6 +148,13 @@ fn verdict(
         says.push(format!(
             "{} arrivals due before the deadline were not sent by it and were dropped (the client was behind its schedule; nothing is sent after the deadline): the load asked for was not the load sent",
             r.dropped_arrivals
+        ));
+    }
+    if r.dropped_waiting > 0 {
+        says.push(format!(
+            "{} arrivals waited over the bound (--max-queue-wait-secs) for one of the {} concurrency slots and were dropped, unsent: the server, through the cap, could not take the load asked for",
+            r.dropped_waiting,
+            cap.unwrap_or_default()
         ));
     }
     if let Some(share) = cpu_share

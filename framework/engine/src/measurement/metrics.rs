@@ -130,6 +130,9 @@ pub struct Metrics {
     /// Arrivals due before the deadline that were not sent by it (a client
     /// behind its schedule): dropped, never sent late.
     pub dropped_arrivals: u64,
+    /// Arrivals dropped after waiting longer than `max_queue_wait_secs` for
+    /// a concurrency slot.
+    pub dropped_waiting: u64,
     /// How late the runtime ran a probe task that wakes at a fixed period:
     /// the delay any of the client's tasks could see before it ran.
     pub scheduling_delay: Latency,

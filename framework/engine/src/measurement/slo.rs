@@ -20,8 +20,9 @@ pub(crate) fn distribution(metric: SloMetric, m: &Metrics) -> &Latency {
 /// per-request bound against every measured success. Goodput is the run's
 /// success rate `success_rate` scaled by the share of good successes, so that
 /// it counts over the same time (warmup excluded). Arrivals dropped at the
-/// deadline count as misses of every per-request bound, and a run that
-/// dropped any does not pass.
+/// deadline, or after waiting too long for a concurrency slot, count as
+/// misses of every per-request bound, and a run that dropped any does not
+/// pass.
 pub fn report(bounds: &[SloBound], m: &Metrics, success_rate: f64) -> SloReport {
     let counts = &m.slo;
     let results: Vec<SloResult> = bounds
@@ -44,10 +45,11 @@ pub fn report(bounds: &[SloBound], m: &Metrics, success_rate: f64) -> SloReport 
                 }
             }
             None => {
-                // An arrival dropped at the deadline was a user not served:
-                // it counts as a miss, so that dropping never flatters a run.
+                // An arrival dropped at the deadline, or after waiting too
+                // long for a slot, was a user not served: it counts as a
+                // miss, so that dropping never flatters a run.
                 let met = counts.met.get(i).copied().unwrap_or(0);
-                let asked = m.successes + m.dropped_arrivals;
+                let asked = m.successes + m.dropped_arrivals + m.dropped_waiting;
                 let share = (m.successes > 0).then(|| met as f64 / asked as f64);
                 SloResult {
                     bound: b.to_string(),
@@ -62,7 +64,9 @@ pub fn report(bounds: &[SloBound], m: &Metrics, success_rate: f64) -> SloReport 
     SloReport {
         // A run that dropped arrivals did not serve the load it was asked
         // for: it does not pass, whatever its figures over what it sent.
-        passed: !results.is_empty() && results.iter().all(|r| r.met) && m.dropped_arrivals == 0,
+        passed: !results.is_empty()
+            && results.iter().all(|r| r.met)
+            && m.dropped_arrivals + m.dropped_waiting == 0,
         bounds: results,
         good_requests: counts.good,
         goodput: if m.successes > 0 {

@@ -120,6 +120,13 @@ pub(crate) fn reporters(
     if let Some(p) = &o.agent_events_jsonl {
         v.push(build_reporter("agent_events", path_config(p), ctx)?);
     }
+    if let Some(url) = &o.otlp_endpoint {
+        v.push(build_reporter(
+            "otlp_spans",
+            serde_json::json!({ "endpoint": url }),
+            ctx,
+        )?);
+    }
     if let Some(addr) = &o.metrics_listen {
         v.push(build_reporter(
             "metrics_listen",

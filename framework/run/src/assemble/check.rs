@@ -35,6 +35,10 @@ pub fn check(spec: &RunSpec) -> Result<Target, Failure> {
         batchbench_contract::spec::RequestIdSpec::check_header(h)
             .map_err(|e| Failure::bad(format!("target.ids.header (--request-id-header): {e}")))?;
     }
+    if let Some(url) = &spec.output.otlp_endpoint {
+        batchbench_plugins::reporters::otlp_spans::Endpoint::parse(url)
+            .map_err(|e| Failure::bad(format!("output.otlp_endpoint (--otlp-endpoint): {e}")))?;
+    }
     check_shard(spec)?;
     let converging = spec.load.target_ci.is_some() || spec.load.until_decided;
     if converging && spec.shard.is_some() {

@@ -89,6 +89,11 @@ pub struct LoadArgs {
     /// wait is measured.
     #[arg(long, value_parser = positive, help_heading = "Load")]
     pub max_concurrency: Option<u64>,
+    /// Drop an arrival, unsent, once it has waited this many seconds for a
+    /// --max-concurrency slot, and count it (`dropped_waiting`): the load the
+    /// server could not take in time is not sent late [default: wait].
+    #[arg(long, value_parser = positive_number, value_name = "SECS", help_heading = "Load")]
+    pub max_queue_wait_secs: Option<f64>,
     /// The first N requests sent are warmup: sent, excluded from the statistics,
     /// reported apart.
     #[arg(long, value_parser = positive, help_heading = "Load")]
@@ -195,6 +200,7 @@ impl LoadArgs {
             (self.warmup_secs, &mut l.warmup_secs),
             (self.duration_secs, &mut l.duration_secs),
             (self.target_ci, &mut l.target_ci),
+            (self.max_queue_wait_secs, &mut l.max_queue_wait_secs),
         ] {
             if v.is_some() {
                 *field = v;
@@ -228,6 +234,7 @@ pub fn load_flag_names(message: &str, rate_flag: &str) -> String {
         "burstiness",
         "ramp_up_secs",
         "stages",
+        "max_queue_wait_secs",
         "max_concurrency",
         "warmup_requests",
         "warmup_secs",

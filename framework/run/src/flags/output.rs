@@ -46,6 +46,15 @@ pub struct OutputArgs {
     /// is 1 then) [default: 0, close with the run].
     #[arg(long, value_name = "SECS", value_parser = non_negative_number, help_heading = "Output")]
     pub metrics_linger: Option<f64>,
+    /// Send one OpenTelemetry span per request (send, first token, first
+    /// answer token and end as events; endpoint, model, token counts and
+    /// failure kind as attributes) to this OTLP/HTTP collector, e.g.
+    /// http://localhost:4318 (`/v1/traces` is added to a URL with no path).
+    /// Batched off the requests' path; spans a collector that is down or slow
+    /// does not take are counted as dropped in the summary, never fatal.
+    /// With --trace-context each span is the parent of the server's.
+    #[arg(long, value_name = "URL", help_heading = "Output")]
+    pub otlp_endpoint: Option<String>,
     /// No progress bar.
     #[arg(short, long, help_heading = "Output")]
     pub quiet: bool,
@@ -90,6 +99,9 @@ impl OutputArgs {
         }
         if self.metrics_listen.is_some() {
             o.metrics_listen.clone_from(&self.metrics_listen);
+        }
+        if self.otlp_endpoint.is_some() {
+            o.otlp_endpoint.clone_from(&self.otlp_endpoint);
         }
         if self.metrics_linger.is_some() {
             o.metrics_linger_secs = self.metrics_linger;

@@ -299,6 +299,9 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
             b.reasons.join(", ")
         );
     }
+    for d in &s.deliveries {
+        delivery(&mut o, d);
+    }
     if let Some(r) = &s.slo {
         slo(&mut o, r);
     }
@@ -556,6 +559,13 @@ fn load(o: &mut String, l: &LoadReport) {
             "dropped arrivals", l.dropped_arrivals
         );
     }
+    if l.dropped_waiting > 0 {
+        let _ = writeln!(
+            o,
+            "  {:<22} {} arrivals dropped after waiting too long for a concurrency slot",
+            "dropped waiting", l.dropped_waiting
+        );
+    }
     for st in &l.stages {
         let _ = writeln!(
             o,
@@ -575,6 +585,26 @@ fn load(o: &mut String, l: &LoadReport) {
     }
     if let Some(v) = &l.verdict {
         let _ = writeln!(o, "  note: {v}");
+    }
+}
+
+/// What a reporter delivered elsewhere, and what it dropped and why.
+fn delivery(o: &mut String, d: &batchbench_contract::record::Delivery) {
+    let _ = write!(
+        o,
+        "  {:<22} {} delivered to {}",
+        d.items, d.delivered, d.destination
+    );
+    match (&d.error, d.dropped) {
+        (_, 0) => {
+            let _ = writeln!(o);
+        }
+        (Some(e), n) => {
+            let _ = writeln!(o, "; {n} DROPPED ({e})");
+        }
+        (None, n) => {
+            let _ = writeln!(o, "; {n} DROPPED");
+        }
     }
 }
 
@@ -727,5 +757,27 @@ mod tests {
         assert!(correlated_note(&with_effective(6000, 5400.0)).is_none());
         assert!(correlated_note(&with_effective(50, 2.0)).is_none());
         assert!(correlated_note(&Summary::default()).is_none());
+    }
+
+    #[test]
+    fn a_delivery_says_what_it_dropped_and_why() {
+        let mut d = batchbench_contract::record::Delivery {
+            reporter: "otlp_spans".into(),
+            items: "spans".into(),
+            destination: "http://c:4318/v1/traces".into(),
+            delivered: 12,
+            ..Default::default()
+        };
+        let mut o = String::new();
+        delivery(&mut o, &d);
+        assert_eq!(
+            o.trim(),
+            "spans                  12 delivered to http://c:4318/v1/traces"
+        );
+        d.dropped = 3;
+        d.error = Some("connection refused".into());
+        let mut o = String::new();
+        delivery(&mut o, &d);
+        assert!(o.ends_with("; 3 DROPPED (connection refused)\n"), "{o}");
     }
 }

@@ -6,5 +6,6 @@ pub mod console_summary;
 pub mod csv;
 pub mod json_summary;
 pub mod metrics_listen;
+pub mod otlp_spans;
 pub mod requests_jsonl;
 pub mod results_dir;

@@ -126,7 +126,8 @@ struct Line<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     endpoint: Option<u32>,
     /// The ids that join it with the server's logs and traces (`request_id`
-    /// sent, `server_request_id` and `response_id` received, `trace_id`),
+    /// sent, `server_request_id` and `response_id` received, `trace_id` and
+    /// `span_id` of the `traceparent` sent),
     /// each where known.
     #[serde(flatten)]
     ids: &'a RequestIds,
@@ -170,7 +171,13 @@ fn ms(d: std::time::Duration) -> f64 {
 /// The run's start as Unix epoch milliseconds, as a reporter's `on_start`
 /// sees it (absent when unknown).
 pub fn epoch_ms(run: &RunInfo) -> Option<f64> {
-    (run.started_unix > 0.0).then_some(run.started_unix * 1000.0)
+    clock_epoch_ms(run.started_unix)
+}
+
+/// The clock's start ([`Reporter::on_clock_start`]) as Unix epoch
+/// milliseconds (absent when unknown).
+pub fn clock_epoch_ms(started_unix: f64) -> Option<f64> {
+    (started_unix > 0.0).then_some(started_unix * 1000.0)
 }
 
 /// `epoch_ms + offset`, to the microsecond.
@@ -327,6 +334,8 @@ pub struct RecordLine {
     pub response_id: Option<String>,
     /// The trace id of its `traceparent`.
     pub trace_id: Option<String>,
+    /// The parent id of its `traceparent`: its span's id.
+    pub span_id: Option<String>,
 }
 
 impl RecordLine {
@@ -396,6 +405,7 @@ impl RecordLine {
             server_request_id: self.server_request_id,
             response_id: self.response_id,
             trace_id: self.trace_id,
+            span_id: self.span_id,
         }
     }
 }
@@ -417,6 +427,10 @@ impl Reporter for RequestsJsonl {
         let f = std::fs::File::create(&self.cfg.path).map_err(|e| self.fail(e))?;
         self.file = Some(std::io::BufWriter::with_capacity(1 << 16, f));
         Ok(())
+    }
+
+    fn on_clock_start(&mut self, started_unix: f64) {
+        self.epoch_ms = clock_epoch_ms(started_unix);
     }
 
     fn on_request(&mut self, rec: &RequestRecord<'_>) -> Result<(), PluginError> {
@@ -511,6 +525,7 @@ mod tests {
                 server_request_id: Some("0b6c2a1e-58d0-4c3f-9a77-2f1d3c4b5a69".into()),
                 response_id: Some("chatcmpl-7".into()),
                 trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
+                span_id: Some("00f067aa0ba902b7".into()),
             },
         };
         let epoch = Some(1_796_000_000_000.0);

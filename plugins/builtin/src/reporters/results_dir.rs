@@ -109,6 +109,10 @@ impl Reporter for ResultsDir {
         self.trajectories.on_start(run)
     }
 
+    fn on_clock_start(&mut self, started_unix: f64) {
+        self.requests.on_clock_start(started_unix);
+    }
+
     fn on_request(&mut self, rec: &RequestRecord<'_>) -> Result<(), PluginError> {
         let t = &rec.timing;
         self.series.add(&RequestSpan {
