@@ -14,7 +14,7 @@
 #      (target: at most 1.5x the pacer), with its achieved rate and send lag;
 #   4. a rate far past one client thread's ceiling (400,000/s for 3 s, 256
 #      users): the run's wall time against its 3 s duration, the arrivals it
-#      dropped at the deadline, and its load note.
+#      dropped at the deadline, its load note and its client-bound reasons.
 #
 # CPU from getrusage of the child; each batchbench figure less the CPU of a
 # one-request run (start-up: the tokenizer, the workload), the least of three.
@@ -119,4 +119,6 @@ print(f"{past:.0f}/s for 3 s on one client thread: ran {wall:.2f} s (the duratio
       f"{load['arrivals']} arrivals sent, {load.get('dropped_arrivals', 0)} dropped at the deadline, "
       f"{s['successful_requests']} ok, {s['failed_requests']} failed")
 print(f"  its load note: {load.get('verdict')}")
+bound = s.get("client_bound") or {}
+print(f"  client-bound: {'+'.join(bound.get('reasons', [])) or 'no'} (asked for: yes, dropped)")
 PY
