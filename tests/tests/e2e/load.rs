@@ -227,9 +227,11 @@ fn a_rate_past_the_clients_ceiling_ends_at_the_deadline_and_counts_what_it_dropp
 #[test]
 fn arrivals_that_wait_too_long_for_a_slot_are_dropped_and_counted() {
     let sim = slow(20.0);
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tmp.path().join("run");
     let r = sim.batchbench(
-        "--users 8 --output-tokens 10 --request-rate 40 --arrival constant --max-concurrency 2 --max-queue-wait-secs 0.05 --duration-secs 1.5 --slo e2e_p50<=60s",
-        &[],
+        "--users 8 --output-tokens 10 --request-rate 40 --arrival constant --max-concurrency 2 --max-queue-wait-secs 0.05 --duration-secs 1.5 --slo e2e_p50<=60s --output-dir {}",
+        &[&dir.display().to_string()],
     );
     assert_eq!(r.code, 0);
     let l = load(&r);
@@ -257,6 +259,19 @@ fn arrivals_that_wait_too_long_for_a_slot_are_dropped_and_counted() {
         r.summary("client_bound").is_null(),
         "{}",
         r.summary("client_bound")
+    );
+    // The report's summary table says it too.
+    let out = tmp.path().join("report.html");
+    let argv: Vec<String> = ["batchbench", "report", &dir.display().to_string(), "-o"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .chain([out.display().to_string()])
+        .collect();
+    assert_eq!(batchbench_run::commands::batchbench::run(argv), 0);
+    let html = std::fs::read_to_string(&out).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        html.contains(&format!("{waiting} after waiting for a slot")),
+        "the report's dropped arrivals row"
     );
 
     // The bound needs a cap and arrivals to drop.

@@ -205,7 +205,7 @@ fn p50_p99(v: Option<LatencyStats>) -> String {
 
 fn summary_section(shown: &[Shown<'_>]) -> String {
     type Row = (&'static str, fn(&RunDir) -> String);
-    let rows: [Row; 24] = [
+    let rows: [Row; 26] = [
         ("model", |r| esc(&r.doc.run.model)),
         ("target", |r| esc(&r.doc.run.url)),
         ("workload", |r| esc(&r.doc.run.workload.mode)),
@@ -325,6 +325,48 @@ fn summary_section(shown: &[Shown<'_>]) -> String {
                     .collect::<Vec<_>>()
                     .join(", "))
             }
+        }),
+        ("dropped arrivals", |r| {
+            // Arrivals of the schedule never sent: at the deadline (the
+            // client was behind) and after too long a wait for a slot.
+            r.doc.summary.load.as_ref().map_or_else(
+                || "&ndash;".to_owned(),
+                |l| match (l.dropped_arrivals, l.dropped_waiting) {
+                    (0, 0) => "none".to_owned(),
+                    (d, w) => {
+                        let mut parts = Vec::new();
+                        if d > 0 {
+                            parts.push(format!("{d} at the deadline"));
+                        }
+                        if w > 0 {
+                            parts.push(format!("{w} after waiting for a slot"));
+                        }
+                        format!("<span class=\"bad\">{}</span>", parts.join(", "))
+                    }
+                },
+            )
+        }),
+        ("deliveries", |r| {
+            let d = &r.doc.summary.deliveries;
+            if d.is_empty() {
+                return "&ndash;".to_owned();
+            }
+            d.iter()
+                .map(|d| {
+                    let dropped = if d.dropped > 0 {
+                        format!(", <span class=\"bad\">{} dropped</span>", d.dropped)
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        "{} {}: {} delivered{dropped}",
+                        esc(&d.items),
+                        esc(&d.destination),
+                        d.delivered
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
         }),
         ("server scrapes (failed)", |r| {
             r.doc.summary.server_metrics.as_ref().map_or_else(
