@@ -248,13 +248,14 @@ impl Engine {
                     skew_ms / 1000.0
                 );
             }
-            info.start_skew_ms = Some(skew_ms);
-            info.started_unix = started;
         }
         // The benchmark clock starts now; its Unix time is taken with it, for
         // the reporters that turn offsets into wall-clock times.
         let start = Instant::now();
         info.started_unix = unix_now();
+        if let Some(at) = self.opts.start_at_ms {
+            info.start_skew_ms = Some((info.started_unix - at as f64 / 1000.0) * 1000.0);
+        }
         for r in &mut reporters {
             r.on_clock_start(info.started_unix);
         }
