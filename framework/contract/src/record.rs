@@ -318,6 +318,8 @@ impl RunInfo {
             ("tpot_reasoning", s.tpot_reasoning),
             ("tpot_answer", s.tpot_answer),
             ("itl", s.itl),
+            ("itl_reasoning", s.itl_reasoning),
+            ("itl_answer", s.itl_answer),
             ("tpot", s.tpot),
             ("trajectory_e2e", s.trajectory_e2e),
             (
@@ -588,6 +590,14 @@ pub struct Summary {
     pub total_image_bytes: Option<u64>,
     /// Inter-token latency (per token).
     pub itl: Option<LatencyStats>,
+    /// Inter-token latency within the reasoning phase of replies that
+    /// reasoned and then answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itl_reasoning: Option<LatencyStats>,
+    /// Inter-token latency within their answer phase (the first answer
+    /// token's wait after the last reasoning token included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itl_answer: Option<LatencyStats>,
     /// Time per output token (per request).
     pub tpot: Option<LatencyStats>,
     /// End-to-end latency of completed trajectories.

@@ -36,7 +36,7 @@ impl Collector {
     pub(crate) fn request(
         &mut self,
         mut rec: RequestRecord<'_>,
-        itl: impl FnOnce() -> Vec<(u32, u32)>,
+        itl: impl FnOnce() -> crate::measurement::metrics::StreamGaps,
         load: &LoadSpec,
         slo: &[SloBound],
         now: std::time::Duration,

@@ -17,7 +17,7 @@ use batchbench_contract::record::{IntervalMethod, LatencyStats, Summary};
 use std::fmt::Write as _;
 
 /// The latency families compared, with their names in thresholds.
-const FAMILIES: [(&str, &str); 7] = [
+const FAMILIES: [(&str, &str); 9] = [
     ("e2e", "latency"),
     ("ttft", "ttft"),
     ("ttfat", "ttfat"),
@@ -25,6 +25,8 @@ const FAMILIES: [(&str, &str); 7] = [
     ("tpot", "tpot"),
     ("tpot_reasoning", "tpot_reasoning"),
     ("tpot_answer", "tpot_answer"),
+    ("itl_reasoning", "itl_reasoning"),
+    ("itl_answer", "itl_answer"),
 ];
 const FIGURES: [&str; 5] = ["p50", "p90", "p99", "mean", "max"];
 
@@ -230,6 +232,8 @@ fn family(s: &Summary, key: &str) -> Option<LatencyStats> {
         "tpot" => s.tpot,
         "tpot_reasoning" => s.tpot_reasoning,
         "tpot_answer" => s.tpot_answer,
+        "itl_reasoning" => s.itl_reasoning,
+        "itl_answer" => s.itl_answer,
         _ => None,
     }
 }

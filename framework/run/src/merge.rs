@@ -317,6 +317,8 @@ fn merge_into(
 
     // What no record carries: from the shards' histograms and summaries.
     metrics.itl = shard_histograms.family("itl");
+    metrics.itl_reasoning = shard_histograms.family("itl_reasoning");
+    metrics.itl_answer = shard_histograms.family("itl_answer");
     metrics.tpot = shard_histograms.family("tpot");
     metrics.scheduling_delay = shard_histograms.family("scheduling_delay");
     let admission_lag = shard_histograms.family("admission_lag");

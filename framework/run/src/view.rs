@@ -270,8 +270,19 @@ pub const CLIENT_COLUMNS: &[Column] = records![
     dropped_waiting
 ];
 
+/// The inter-token latency of each phase of replies that reasoned and then
+/// answered, after the client's load so that every earlier column keeps its
+/// position (empty for a run whose replies did not reason, or did not stream).
+pub const PHASE_ITL_COLUMNS: &[Column] = records![
+    itl_reasoning_p50_ms,
+    itl_reasoning_p99_ms,
+    itl_answer_p50_ms,
+    itl_answer_p99_ms,
+];
+
 /// The columns after the load model's: the SLO's, the cache estimates', the
-/// truth columns, the intervals, the energy, reasoning and the client's load.
+/// truth columns, the intervals, the energy, reasoning, the client's load
+/// and each phase's inter-token latency.
 pub const OUTCOME_COLUMNS: &[Column] = &[
     Column::Group(SLO_COLUMNS),
     Column::Group(CACHE_COLUMNS),
@@ -280,6 +291,7 @@ pub const OUTCOME_COLUMNS: &[Column] = &[
     Column::Group(ENERGY_COLUMNS),
     Column::Group(REASONING_COLUMNS),
     Column::Group(CLIENT_COLUMNS),
+    Column::Group(PHASE_ITL_COLUMNS),
 ];
 
 #[cfg(test)]

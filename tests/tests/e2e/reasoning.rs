@@ -77,8 +77,14 @@ fn every_streamed_codec_tells_the_first_answer_token_from_the_first_token() {
             }
             assert!(r.summary("ttfat").is_object(), "{what}");
             assert!(r.summary("reasoning_duration").is_object(), "{what}");
-            // Each phase decodes at the simulator's 2 ms a token.
-            for phase in ["tpot_reasoning", "tpot_answer"] {
+            // Each phase decodes at the simulator's 2 ms a token, by its
+            // time per output token and by its inter-token gaps.
+            for phase in [
+                "tpot_reasoning",
+                "tpot_answer",
+                "itl_reasoning",
+                "itl_answer",
+            ] {
                 let p50 = r.summary(phase)["p50_ms"].as_f64().unwrap_or(f64::NAN);
                 assert!((p50 - 2.0).abs() < 0.6, "{what}: {phase} p50 {p50} ms");
             }

@@ -101,6 +101,10 @@ fn snapshot<S: AsRef<str>>(name: &str, agent: bool, flags: &[S], empty: &[&str])
         "tpot_reasoning_p99_ms",
         "tpot_answer_p50_ms",
         "tpot_answer_p99_ms",
+        "itl_reasoning_p50_ms",
+        "itl_reasoning_p99_ms",
+        "itl_answer_p50_ms",
+        "itl_answer_p99_ms",
     ];
     let closed_loop = ["request_rate", "session_rate"]
         .into_iter()

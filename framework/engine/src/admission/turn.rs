@@ -350,6 +350,7 @@ pub(crate) async fn drive(
                         stream_figures = c.metrics.record_stream(
                             reply,
                             u.completion_tokens,
+                            reasoning.map(|(n, _)| n),
                             !warmup && !held,
                             sent_at.saturating_duration_since(sh.start),
                         );
@@ -414,17 +415,14 @@ pub(crate) async fn drive(
                 ids,
             };
             let itl = || match &result {
-                Ok(reply) => reply.usage.map_or_else(Vec::new, |u| {
-                    crate::measurement::metrics::itl_gaps(reply, u.completion_tokens)
-                        .map(|(us, k)| {
-                            (
-                                u32::try_from(us).unwrap_or(u32::MAX),
-                                u32::try_from(k).unwrap_or(u32::MAX),
-                            )
-                        })
-                        .collect()
+                Ok(reply) => reply.usage.map_or_else(Default::default, |u| {
+                    crate::measurement::metrics::StreamGaps::of(
+                        reply,
+                        u.completion_tokens,
+                        reasoning.map(|(n, _)| n),
+                    )
                 }),
-                Err(_) => Vec::new(),
+                Err(_) => Default::default(),
             };
             c.request(rec, itl, &sh.opts.load, &sh.opts.slo, sh.start.elapsed());
         }

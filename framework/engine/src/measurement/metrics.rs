@@ -102,6 +102,12 @@ pub struct Metrics {
     pub image_bytes: u64,
     /// Inter-token latency, one sample per token after the first.
     pub itl: Latency,
+    /// The same within the reasoning phase of replies that reasoned and then
+    /// answered (gaps between reasoning chunks).
+    pub itl_reasoning: Latency,
+    /// The same within their answer phase (gaps up to each answer chunk,
+    /// the first answer chunk's after the last reasoning chunk included).
+    pub itl_answer: Latency,
     /// Time per output token, one sample per streamed request.
     pub tpot: Latency,
     /// End-to-end runtime of completed trajectories.
@@ -459,12 +465,16 @@ impl Metrics {
 
     /// Folds in a streamed reply's timing (when `measured`: a warmup request
     /// is not): time per output token, and inter-token latency per token (not
-    /// per chunk), in the batch of its send time `sent`. Returns the reply's time per output token and its longest per-token
-    /// gap (the figures of per-request SLO bounds).
+    /// per chunk), in the batch of its send time `sent`; where the reply
+    /// reasoned (`reasoning` tokens of the completion) and then answered, the
+    /// inter-token latency of each phase too. Returns the reply's time per
+    /// output token and its longest per-token gap (the figures of per-request
+    /// SLO bounds).
     pub fn record_stream(
         &mut self,
         reply: &Reply,
         completion_tokens: u64,
+        reasoning: Option<u64>,
         measured: bool,
         sent: Duration,
     ) -> (Option<Duration>, Option<Duration>) {
@@ -490,8 +500,113 @@ impl Metrics {
             let d = Duration::from_micros(per_token);
             itl_max = Some(itl_max.map_or(d, |m| m.max(d)));
         }
+        if measured {
+            if let Some((in_reasoning, in_answer)) =
+                phase_itl_gaps(reply, completion_tokens, reasoning)
+            {
+                for (per_token, k) in in_reasoning {
+                    self.itl_reasoning.record_n_at(per_token, k, sent);
+                }
+                for (per_token, k) in in_answer {
+                    self.itl_answer.record_n_at(per_token, k, sent);
+                }
+            }
+        }
         (tpot, itl_max)
     }
+}
+
+/// A streamed reply's inter-token gaps (per-token microseconds, tokens) as a
+/// held record keeps them until the steady state's cut decides whether they
+/// count: the whole reply's, and each phase's where it reasoned and answered.
+#[derive(Debug, Default)]
+pub struct StreamGaps {
+    /// The whole reply's ([`itl_gaps`]).
+    pub all: Vec<(u32, u32)>,
+    /// The reasoning phase's ([`phase_itl_gaps`]).
+    pub reasoning: Vec<(u32, u32)>,
+    /// The answer phase's.
+    pub answer: Vec<(u32, u32)>,
+}
+
+impl StreamGaps {
+    /// The gaps of `reply`, of `completion_tokens` with `reasoning` of them.
+    pub fn of(reply: &Reply, completion_tokens: u64, reasoning: Option<u64>) -> Self {
+        let narrow = |(us, k): (u64, u64)| {
+            (
+                u32::try_from(us).unwrap_or(u32::MAX),
+                u32::try_from(k).unwrap_or(u32::MAX),
+            )
+        };
+        let (r, a) = phase_itl_gaps(reply, completion_tokens, reasoning).unwrap_or_default();
+        StreamGaps {
+            all: itl_gaps(reply, completion_tokens).map(narrow).collect(),
+            reasoning: r.into_iter().map(narrow).collect(),
+            answer: a.into_iter().map(narrow).collect(),
+        }
+    }
+
+    /// Their memory, in bytes.
+    pub fn bytes(&self) -> usize {
+        (self.all.len() + self.reasoning.len() + self.answer.len()) * 8
+    }
+
+    /// Adds them to the figures, in the batch of send time `sent`.
+    pub fn record(&self, metrics: &mut Metrics, sent: Duration) {
+        for (family, gaps) in [
+            (&mut metrics.itl, &self.all),
+            (&mut metrics.itl_reasoning, &self.reasoning),
+            (&mut metrics.itl_answer, &self.answer),
+        ] {
+            for &(us, k) in gaps {
+                family.record_n_at(u64::from(us), u64::from(k), sent);
+            }
+        }
+    }
+}
+
+/// An inter-token gap: microseconds per token, and the tokens that shared it.
+pub type Gap = (u64, u64);
+
+/// A streamed reply's inter-token latency split by phase, where it reasoned
+/// (`reasoning` of its `completion_tokens`) and then answered: the chunks
+/// before the first answer token are the reasoning's and share its tokens,
+/// the rest share the answer's, each as [`itl_gaps`] shares a whole reply's.
+/// The gap from the last reasoning chunk to the first answer chunk is the
+/// answer's first (its first token's wait). `None` for a reply without both
+/// phases.
+pub fn phase_itl_gaps(
+    reply: &Reply,
+    completion_tokens: u64,
+    reasoning: Option<u64>,
+) -> Option<(Vec<Gap>, Vec<Gap>)> {
+    let reasoning = reasoning.filter(|&r| r > 0 && r < completion_tokens)?;
+    let first_answer = reply.first_answer_at?;
+    let split = reply.chunks.partition_point(|c| c.0 < first_answer);
+    if split == 0 || split == reply.chunks.len() {
+        return None;
+    }
+    // Each chunk's gap (from the chunk before it) shared by its tokens.
+    let gaps = |windows: &[(Instant, u32)], shares: Vec<u64>| {
+        windows
+            .windows(2)
+            .zip(shares)
+            .filter(|(_, k)| *k > 0)
+            .map(|(w, k)| {
+                let gap = w[1].0.saturating_duration_since(w[0].0);
+                (gap.as_micros() as u64 / k, k)
+            })
+            .collect::<Vec<_>>()
+    };
+    let thinking = &reply.chunks[..split];
+    let in_reasoning = gaps(thinking, allocate_tokens(thinking, reasoning).split_off(1));
+    // The answer's chunks after the last reasoning chunk, which carries none
+    // of the answer's tokens: its window is the first answer chunk's gap.
+    let in_answer = gaps(
+        &reply.chunks[split - 1..],
+        allocate_tokens(&reply.chunks[split..], completion_tokens - reasoning),
+    );
+    Some((in_reasoning, in_answer))
 }
 
 /// The time per output token of a reply's two phases, where it reasoned and
@@ -609,6 +724,8 @@ impl Metrics {
             ("tpot_reasoning", &self.tpot_reasoning),
             ("tpot_answer", &self.tpot_answer),
             ("itl", &self.itl),
+            ("itl_reasoning", &self.itl_reasoning),
+            ("itl_answer", &self.itl_answer),
             ("tpot", &self.tpot),
             ("trajectory_e2e", &self.trajectory_e2e),
             ("latency_from_intended", &self.latency_from_intended),
@@ -697,6 +814,8 @@ impl Metrics {
             total_image_bytes: (m.images > 0).then_some(m.image_bytes),
             items_per_second: m.items.map(per_s),
             itl: m.itl.stats(),
+            itl_reasoning: m.itl_reasoning.stats(),
+            itl_answer: m.itl_answer.stats(),
             tpot: m.tpot.stats(),
             trajectory_e2e: m.trajectory_e2e.stats(),
             trajectories_started: m.trajectories_started,
@@ -936,6 +1055,42 @@ mod tests {
         assert_eq!(a.iter().sum::<u64>(), 23);
         assert!(a.iter().all(|k| *k >= 1));
         assert!(a[3] >= a[2], "more bytes, at least as many tokens: {a:?}");
+    }
+
+    #[test]
+    fn inter_token_latency_splits_at_the_first_answer_token() {
+        // Four reasoning chunks of one token 1 ms apart, then an answer of
+        // six tokens in three chunks of two, 5 ms apart, the first 3 ms
+        // after the last reasoning chunk.
+        let t0 = Instant::now();
+        let at = |us: u64| t0 + Duration::from_micros(us);
+        let mut chunks: Vec<(Instant, u32)> = (0..4).map(|i| (at(i * 1000), 4)).collect();
+        chunks.extend((0..3).map(|i| (at(6000 + i * 5000), 8)));
+        let reply = Reply {
+            first_reasoning_at: Some(at(0)),
+            first_answer_at: Some(at(6000)),
+            first_token_at: Some(at(0)),
+            chunks,
+            ..Reply::default()
+        };
+        let (reasoning, answer) = phase_itl_gaps(&reply, 10, Some(4)).unwrap_or_default();
+        assert_eq!(reasoning, vec![(1000, 1); 3], "three gaps after the first");
+        assert_eq!(answer, vec![(1500, 2), (2500, 2), (2500, 2)]);
+        let tokens: u64 = reasoning.iter().chain(&answer).map(|g| g.1).sum();
+        assert_eq!(tokens, 9, "every token after the first");
+        // Recorded into each phase's family, beside the whole reply's.
+        let mut m = Metrics::default();
+        m.record_stream(&reply, 10, Some(4), true, Duration::ZERO);
+        assert_eq!((m.itl_reasoning.len(), m.itl_answer.len()), (3, 6));
+        assert_eq!(m.itl.len(), 9);
+        // Without both phases there is no split.
+        assert!(phase_itl_gaps(&reply, 10, None).is_none());
+        assert!(phase_itl_gaps(&reply, 4, Some(4)).is_none(), "no answer");
+        let unanswered = Reply {
+            first_answer_at: None,
+            ..reply.clone()
+        };
+        assert!(phase_itl_gaps(&unanswered, 10, Some(4)).is_none());
     }
 
     #[test]

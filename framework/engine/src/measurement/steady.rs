@@ -31,7 +31,7 @@
 //! has so far (those older than the longest latency seen, which no request
 //! still in flight can change) and goes on without holding.
 
-use crate::measurement::metrics::Metrics;
+use crate::measurement::metrics::{Metrics, StreamGaps};
 use batchbench_contract::plugin::{FailureKind, RequestRecord};
 use batchbench_contract::record::{SteadySeries, SteadyState};
 use std::time::Duration;
@@ -97,7 +97,7 @@ struct Held {
     rec: RequestRecord<'static>,
     trajectory_id: String,
     failure: Option<(FailureKind, String)>,
-    itl: Vec<(u32, u32)>,
+    itl: StreamGaps,
 }
 
 /// The steady-state search of one run.
@@ -192,7 +192,7 @@ impl Steady {
     /// Holds a record until the cut is known; `itl` are its reply's
     /// inter-token gaps (per-token microseconds, tokens). Returns whether the
     /// held records have outgrown [`HOLD_BYTES`].
-    pub(crate) fn hold(&mut self, rec: &RequestRecord<'_>, itl: Vec<(u32, u32)>) -> bool {
+    pub(crate) fn hold(&mut self, rec: &RequestRecord<'_>, itl: StreamGaps) -> bool {
         let Some(held) = self.held.as_mut() else {
             return false;
         };
@@ -200,7 +200,7 @@ impl Steady {
         self.held_bytes += std::mem::size_of::<Held>()
             + rec.trajectory_id.len()
             + failure.as_ref().map_or(0, |f| f.1.len())
-            + itl.len() * 8
+            + itl.bytes()
             + rec.token_times.len() * 16;
         held.push(Held {
             rec: detached(rec),
@@ -306,9 +306,7 @@ pub(crate) fn settle(
             if let Some(t) = rec.tpot {
                 metrics.tpot.record_at(t, sent);
             }
-            for &(us, k) in &h.itl {
-                metrics.itl.record_n_at(u64::from(us), u64::from(k), sent);
-            }
+            h.itl.record(metrics, sent);
         }
         metrics.record_outcome(&mut rec, load, slo);
         notify(&rec);
@@ -661,7 +659,7 @@ mod tests {
             let lat = if hit { 20.0 } else { 100.0 } + 2.0 * z();
             let rec = record(i * 10, lat.max(1.0) as u64, if hit { 100 } else { 0 });
             s.observe(&rec);
-            assert!(!s.hold(&rec, Vec::new()));
+            assert!(!s.hold(&rec, StreamGaps::default()));
         }
         let mut seen = 0;
         settle(&mut s, &mut metrics, &Default::default(), &[], None, |_| {
@@ -702,7 +700,13 @@ mod tests {
         while !full {
             let rec = record(i * 10, 30, 0);
             s.observe(&rec);
-            full = s.hold(&rec, vec![(1000, 3)]);
+            full = s.hold(
+                &rec,
+                StreamGaps {
+                    all: vec![(1000, 3)],
+                    ..StreamGaps::default()
+                },
+            );
             i += 1;
         }
         assert_eq!(i, 11, "the eleventh record passes the limit");
@@ -723,7 +727,10 @@ mod tests {
         assert_eq!(metrics.itl.len(), 33);
         let rec = record(200, 30, 0);
         s.observe(&rec);
-        assert!(!s.hold(&rec, Vec::new()), "nothing is held once decided");
+        assert!(
+            !s.hold(&rec, StreamGaps::default()),
+            "nothing is held once decided"
+        );
         let r = s.report(metrics.warmup_requests).expect("decided");
         assert_eq!(r.decided_secs, Some(0.12));
         assert_eq!(r.to_secs, 0.2);

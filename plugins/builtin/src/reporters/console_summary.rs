@@ -271,6 +271,8 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
         lat(&mut o, "reasoning phase", s.reasoning_duration);
         lat(&mut o, "per token, reasoning", s.tpot_reasoning);
         lat(&mut o, "per token, answer", s.tpot_answer);
+        lat(&mut o, "inter-token, reasoning", s.itl_reasoning);
+        lat(&mut o, "inter-token, answer", s.itl_answer);
     }
     lat(&mut o, "inter-token", s.itl);
     intervals(&mut o, s.itl);
