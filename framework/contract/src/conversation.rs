@@ -72,6 +72,8 @@ pub struct Message {
     /// The signature the server put on that reasoning, where its API signs
     /// it (Anthropic's thinking blocks): sent back with it, unchanged.
     pub reasoning_signature: Option<Arc<str>>,
+    /// Reasoning the server sent encrypted, sent back unchanged after it.
+    pub redacted_reasoning: Vec<Arc<str>>,
     /// Tool calls of an assistant message.
     pub tool_calls: Vec<ToolCall>,
     /// The call a tool message answers.
@@ -92,6 +94,7 @@ impl Message {
             content: content.into(),
             reasoning: None,
             reasoning_signature: None,
+            redacted_reasoning: Vec::new(),
             tool_calls: Vec::new(),
             tool_call_id: None,
             response_id: None,

@@ -153,6 +153,10 @@ pub struct Reply {
     /// The server's signature of the reasoning, where its API signs it
     /// (Anthropic's thinking blocks).
     pub reasoning_signature: Option<String>,
+    /// Reasoning the server sent encrypted (Anthropic's `redacted_thinking`
+    /// blocks' `data`), in order: none of it is readable or counted, and it
+    /// goes back unchanged with the rest of the reasoning.
+    pub redacted_reasoning: Vec<String>,
     /// Usage, when the server reported it.
     pub usage: Option<Usage>,
     /// `finish_reason` of the first choice.
@@ -187,6 +191,11 @@ impl Reply {
         let mut m =
             crate::conversation::turn::assistant(self.content, self.reasoning.map(Into::into));
         m.reasoning_signature = self.reasoning_signature.map(Into::into);
+        m.redacted_reasoning = self
+            .redacted_reasoning
+            .into_iter()
+            .map(Into::into)
+            .collect();
         m.response_id = self.response_id.map(Into::into);
         m
     }
@@ -196,6 +205,7 @@ impl Reply {
     pub fn drop_reasoning(&mut self) {
         self.reasoning = None;
         self.reasoning_signature = None;
+        self.redacted_reasoning.clear();
     }
 }
 

@@ -565,6 +565,10 @@ pub struct WireMessage {
     /// those conversations as before).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_signature: Option<String>,
+    /// Reasoning the server sent encrypted (absent where it sent none, so a
+    /// codec built before it reads those conversations as before).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted_reasoning: Vec<String>,
     /// Tool calls of an assistant message: `(id, name, arguments)`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<(String, String, String)>,
@@ -617,6 +621,7 @@ impl WireEncodeRequest {
             content: m.content.to_string(),
             reasoning: m.reasoning.as_ref().map(|r| r.to_string()),
             reasoning_signature: m.reasoning_signature.as_ref().map(|r| r.to_string()),
+            redacted_reasoning: m.redacted_reasoning.iter().map(|r| r.to_string()).collect(),
             tool_calls: m
                 .tool_calls
                 .iter()
@@ -653,6 +658,11 @@ impl WireEncodeRequest {
             let mut msg = Message::new(r, m.content.as_str());
             msg.reasoning = m.reasoning.as_deref().map(Arc::from);
             msg.reasoning_signature = m.reasoning_signature.as_deref().map(Arc::from);
+            msg.redacted_reasoning = m
+                .redacted_reasoning
+                .iter()
+                .map(|r| Arc::from(r.as_str()))
+                .collect();
             msg.tool_calls = m
                 .tool_calls
                 .iter()
@@ -682,6 +692,9 @@ pub struct WireReply {
     /// The server's signature of the reasoning, where its API signs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_signature: Option<String>,
+    /// Reasoning the server sent encrypted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted_reasoning: Vec<String>,
     /// Usage, when the server reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
@@ -733,6 +746,7 @@ impl WireReply {
             content: r.content,
             reasoning: r.reasoning,
             reasoning_signature: r.reasoning_signature,
+            redacted_reasoning: r.redacted_reasoning,
             usage: r.usage,
             finish_reason: r.finish_reason,
         }
@@ -757,6 +771,7 @@ impl WireReply {
             content: self.content,
             reasoning: self.reasoning,
             reasoning_signature: self.reasoning_signature,
+            redacted_reasoning: self.redacted_reasoning,
             usage: self.usage,
             finish_reason: self.finish_reason,
         }

@@ -16,8 +16,8 @@ use crate::transport::Outcome;
 use batchbench_contract::conversation::Conversation;
 use batchbench_contract::plan::{PlannedRequest, Trajectory};
 use batchbench_contract::plugin::{
-    BodyWriter, EncodeRequest, Reply, RequestIds, RequestRecord, RouteContext, RouteExtras,
-    SendTiming, TrajectoryRecord,
+    BodyWriter, EncodeRequest, FailureKind, Reply, RequestIds, RequestRecord, RouteContext,
+    RouteExtras, SendTiming, TrajectoryRecord,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -309,6 +309,9 @@ pub(crate) async fn drive(
             }
             return Ok(false);
         }
+        if let Err((kind, msg)) = &mut result {
+            explain_refused_history(sh.reasoning_history, &conv, *kind, msg);
+        }
         let ok = result.is_ok();
         let ids = RequestIds {
             server_request_id,
@@ -461,6 +464,32 @@ pub(crate) async fn drive(
     }
 }
 
+/// A request refused as bad (HTTP 400) after it sent earlier reasoning back:
+/// the failure's message says so, and how to send the answers alone. A
+/// server that takes no reasoning in a conversation's history (a gateway in
+/// front of a model without thinking, a server whose Anthropic endpoint
+/// reads no thinking blocks) refuses every turn after the first under the
+/// `keep` default of chat completions and Anthropic's messages.
+fn explain_refused_history(
+    history: batchbench_contract::spec::ReasoningHistory,
+    conv: &Conversation,
+    kind: FailureKind,
+    msg: &mut String,
+) {
+    let sent_reasoning = conv
+        .messages
+        .iter()
+        .any(|m| m.reasoning.is_some() || !m.redacted_reasoning.is_empty());
+    if kind == FailureKind::Http(400)
+        && history == batchbench_contract::spec::ReasoningHistory::Keep
+        && sent_reasoning
+    {
+        msg.push_str(
+            " [this request sent earlier reasoning back (--reasoning-history keep); if the server takes none in a conversation's history, --reasoning-history drop sends the answers alone]",
+        );
+    }
+}
+
 /// When the reply's answer began: the codec's first answer token, else (a
 /// codec that does not tell) the first token of a reply without reasoning.
 fn first_answer_at(r: &Reply) -> Option<Instant> {
@@ -482,7 +511,8 @@ fn send_back(
 ) -> crate::synthesis::prefix::SentBack {
     let completion = reply.usage.map_or(0, |u| u.completion_tokens);
     let thought = reasoning.map_or(0, |(n, _)| n);
-    let shown = reply.reasoning.is_some();
+    // Encrypted reasoning goes back too, unread (its tokens are uncounted).
+    let shown = reply.reasoning.is_some() || !reply.redacted_reasoning.is_empty();
     let keep = history == batchbench_contract::spec::ReasoningHistory::Keep;
     if !keep {
         reply.drop_reasoning();
@@ -532,4 +562,45 @@ fn sent_ids(
         }
     }
     ids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use batchbench_contract::conversation::{Message, Role};
+    use batchbench_contract::spec::ReasoningHistory;
+
+    #[test]
+    fn a_refused_turn_that_sent_reasoning_back_says_how_to_drop_it() {
+        let mut conv = Conversation::default();
+        conv.messages.push(Message::new(Role::User, "q"));
+        let reply = Reply {
+            content: "a".into(),
+            reasoning: Some("because".into()),
+            ..Reply::default()
+        };
+        conv.messages.push(reply.into_message());
+        conv.messages.push(Message::new(Role::User, "more"));
+        let explained = |history, kind, conv: &Conversation| {
+            let mut msg = String::from("HTTP 400: thinking blocks are not supported");
+            explain_refused_history(history, conv, kind, &mut msg);
+            msg.contains("--reasoning-history drop")
+        };
+        let bad = FailureKind::Http(400);
+        assert!(explained(ReasoningHistory::Keep, bad, &conv));
+        // Not when nothing of the kind was sent, or the failure is another.
+        assert!(!explained(ReasoningHistory::Drop, bad, &conv));
+        assert!(!explained(
+            ReasoningHistory::Keep,
+            FailureKind::Http(503),
+            &conv
+        ));
+        conv.messages[1].reasoning = None;
+        assert!(!explained(ReasoningHistory::Keep, bad, &conv));
+        conv.messages[1].redacted_reasoning = vec!["Zm9v".into()];
+        assert!(
+            explained(ReasoningHistory::Keep, bad, &conv),
+            "encrypted too"
+        );
+    }
 }

@@ -232,7 +232,11 @@ fn write_assistant(out: &mut Vec<u8>, m: &Message, first: &mut bool) -> Result<(
     if !std::mem::take(first) {
         out.push(b',');
     }
-    if m.content.is_empty() && m.tool_calls.is_empty() && m.reasoning.is_none() {
+    if m.content.is_empty()
+        && m.tool_calls.is_empty()
+        && m.reasoning.is_none()
+        && m.redacted_reasoning.is_empty()
+    {
         // An empty reply: the API refuses an empty text block.
         w(out, "{\"role\":\"assistant\",\"content\":\"\"}");
         return Ok(());
@@ -248,6 +252,16 @@ fn write_assistant(out: &mut Vec<u8>, m: &Message, first: &mut bool) -> Result<(
             w(out, ",\"signature\":");
             json_str(out, sig)?;
         }
+        w(out, "}");
+        n += 1;
+    }
+    // Encrypted thinking goes back after it, as it came.
+    for data in &m.redacted_reasoning {
+        if n > 0 {
+            w(out, ",");
+        }
+        w(out, "{\"type\":\"redacted_thinking\",\"data\":");
+        json_str(out, data)?;
         w(out, "}");
         n += 1;
     }
@@ -385,6 +399,7 @@ impl RequestCodec for AnthropicMessages {
         let mut content = String::new();
         let mut reasoning = String::new();
         let mut signature = None;
+        let mut redacted = Vec::new();
         for b in &m.content {
             let text = |k: &str| b.get(k).and_then(Value::as_str).unwrap_or("");
             match b.get("type").and_then(Value::as_str) {
@@ -396,6 +411,7 @@ impl RequestCodec for AnthropicMessages {
                         .and_then(Value::as_str)
                         .map(str::to_owned);
                 }
+                Some("redacted_thinking") => redacted.push(text("data").to_owned()),
                 _ => {}
             }
         }
@@ -403,6 +419,7 @@ impl RequestCodec for AnthropicMessages {
             content,
             reasoning: (!reasoning.is_empty()).then_some(reasoning),
             reasoning_signature: signature,
+            redacted_reasoning: redacted,
             usage: m.usage.map(WireUsage::into_usage),
             finish_reason: m.stop_reason,
             id: m.id,
@@ -468,6 +485,7 @@ struct Event {
     #[serde(rename = "type")]
     kind: String,
     message: Option<WireStart>,
+    content_block: Option<Value>,
     delta: Option<Value>,
     usage: Option<WireUsage>,
     error: Option<Value>,
@@ -513,6 +531,18 @@ impl MessagesEvents {
                     .and_then(|d| d.get("stop_reason")?.as_str())
                 {
                     self.reply.finish_reason = Some(r.to_owned());
+                }
+            }
+            // Encrypted thinking comes whole in its block's start: reasoning
+            // with no readable text (no chunk, no token counted), kept to be
+            // sent back.
+            "content_block_start" => {
+                let block = e.content_block.unwrap_or_default();
+                if block.get("type").and_then(Value::as_str) == Some("redacted_thinking") {
+                    let data = block.get("data").and_then(Value::as_str).unwrap_or("");
+                    self.reply.redacted_reasoning.push(data.to_owned());
+                    self.reply.first_reasoning_at.get_or_insert(now);
+                    self.reply.first_token_at.get_or_insert(now);
                 }
             }
             "content_block_delta" => {
@@ -782,6 +812,94 @@ mod tests {
         assert_eq!(
             c.reasoning_history(Some(ReasoningHistory::Drop)),
             Ok(ReasoningHistory::Drop)
+        );
+    }
+
+    /// Redacted thinking as the Messages API documents it: a block whose
+    /// `data` is encrypted, whole in its `content_block_start` when streamed,
+    /// to be sent back unchanged.
+    #[test]
+    fn redacted_thinking_is_reasoning_kept_unread_and_sent_back_as_it_came() {
+        let data = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP";
+        let body = format!(
+            r#"{{"id":"msg_2","type":"message","content":[{{"type":"thinking","thinking":"hm","signature":"EqQB"}},{{"type":"redacted_thinking","data":"{data}"}},{{"type":"text","text":"hi"}}],"stop_reason":"end_turn","usage":{{"input_tokens":3,"output_tokens":9}}}}"#
+        );
+        let r = AnthropicMessages::default()
+            .decode(body.as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.reasoning.as_deref(), Some("hm"));
+        assert_eq!(r.redacted_reasoning, vec![data.to_owned()]);
+        // Streamed: the block starts whole, and carries no readable token.
+        let stream = format!(
+            concat!(
+                "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"msg_2\",\"usage\":{{\"input_tokens\":4,\"output_tokens\":1}}}}}}\n\n",
+                "event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"redacted_thinking\",\"data\":\"{}\"}}}}\n\n",
+                "event: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":0}}\n\n",
+                "event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":1,\"content_block\":{{\"type\":\"text\",\"text\":\"\"}}}}\n\n",
+                "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{{\"type\":\"text_delta\",\"text\":\"ab\"}}}}\n\n",
+                "event: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":1}}\n\n",
+                "event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"end_turn\"}},\"usage\":{{\"output_tokens\":9}}}}\n\n",
+                "event: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n",
+            ),
+            data
+        );
+        let mut d = AnthropicMessages::default().stream_decoder();
+        let t0 = Instant::now();
+        let t1 = t0 + std::time::Duration::from_millis(5);
+        let events: Vec<&str> = stream.split_inclusive("\n\n").collect();
+        for (i, e) in events.iter().enumerate() {
+            d.feed(e.as_bytes(), if i < 3 { t0 } else { t1 })
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let r = d.finish().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.redacted_reasoning, vec![data.to_owned()]);
+        assert_eq!(r.reasoning, None, "nothing of it is readable");
+        assert_eq!(r.chunks.len(), 1, "no token of it is counted");
+        assert_eq!(
+            (r.first_token_at, r.first_reasoning_at, r.first_answer_at),
+            (Some(t0), Some(t0), Some(t1)),
+            "the answer waited for it"
+        );
+        // Kept: back after the readable thinking, before the text; dropped:
+        // gone with it.
+        let mut conv = Conversation::default();
+        conv.messages.push(Message::new(Role::User, "q"));
+        let mut reply = Reply {
+            content: "a".into(),
+            reasoning: Some("because".into()),
+            reasoning_signature: Some("EqQB".into()),
+            redacted_reasoning: vec![data.to_owned(), "Zm9v".to_owned()],
+            ..Reply::default()
+        };
+        conv.messages.push(reply.clone().into_message());
+        conv.messages.push(Message::new(Role::User, "more"));
+        let v = encode(&conv, None);
+        assert_eq!(
+            v["messages"][1]["content"],
+            serde_json::json!([
+                {"type": "thinking", "thinking": "because", "signature": "EqQB"},
+                {"type": "redacted_thinking", "data": data},
+                {"type": "redacted_thinking", "data": "Zm9v"},
+                {"type": "text", "text": "a"}
+            ])
+        );
+        reply.drop_reasoning();
+        conv.messages[1] = reply.into_message();
+        let v = encode(&conv, None);
+        assert_eq!(
+            v["messages"][1]["content"],
+            serde_json::json!([{"type": "text", "text": "a"}])
+        );
+        // Only encrypted thinking, no text: still a message of blocks.
+        let only = Reply {
+            redacted_reasoning: vec!["Zm9v".to_owned()],
+            ..Reply::default()
+        };
+        conv.messages[1] = only.into_message();
+        let v = encode(&conv, None);
+        assert_eq!(
+            v["messages"][1]["content"],
+            serde_json::json!([{"type": "redacted_thinking", "data": "Zm9v"}])
         );
     }
 }
