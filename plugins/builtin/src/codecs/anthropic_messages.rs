@@ -781,19 +781,14 @@ mod tests {
 
     #[test]
     fn thinking_goes_back_first_with_its_signature() {
-        let mut conv = Conversation::default();
-        conv.messages.push(Message::new(Role::User, "q"));
         let mut reply = Reply {
             content: "a".into(),
             reasoning: Some("because".into()),
             reasoning_signature: Some("EqQB".into()),
             ..Reply::default()
         };
-        conv.messages.push(reply.clone().into_message());
-        conv.messages.push(Message::new(Role::User, "more"));
-        let v = encode(&conv, None);
         assert_eq!(
-            v["messages"][1]["content"],
+            sent_back(reply.clone()),
             serde_json::json!([
                 {"type": "thinking", "thinking": "because", "signature": "EqQB"},
                 {"type": "text", "text": "a"}
@@ -801,10 +796,8 @@ mod tests {
         );
         // Dropped: the answer alone.
         reply.drop_reasoning();
-        conv.messages[1] = reply.into_message();
-        let v = encode(&conv, None);
         assert_eq!(
-            v["messages"][1]["content"],
+            sent_back(reply),
             serde_json::json!([{"type": "text", "text": "a"}])
         );
         let c = AnthropicMessages::default();
@@ -862,8 +855,6 @@ mod tests {
         );
         // Kept: back after the readable thinking, before the text; dropped:
         // gone with it.
-        let mut conv = Conversation::default();
-        conv.messages.push(Message::new(Role::User, "q"));
         let mut reply = Reply {
             content: "a".into(),
             reasoning: Some("because".into()),
@@ -871,11 +862,8 @@ mod tests {
             redacted_reasoning: vec![data.to_owned(), "Zm9v".to_owned()],
             ..Reply::default()
         };
-        conv.messages.push(reply.clone().into_message());
-        conv.messages.push(Message::new(Role::User, "more"));
-        let v = encode(&conv, None);
         assert_eq!(
-            v["messages"][1]["content"],
+            sent_back(reply.clone()),
             serde_json::json!([
                 {"type": "thinking", "thinking": "because", "signature": "EqQB"},
                 {"type": "redacted_thinking", "data": data},
@@ -884,10 +872,8 @@ mod tests {
             ])
         );
         reply.drop_reasoning();
-        conv.messages[1] = reply.into_message();
-        let v = encode(&conv, None);
         assert_eq!(
-            v["messages"][1]["content"],
+            sent_back(reply),
             serde_json::json!([{"type": "text", "text": "a"}])
         );
         // Only encrypted thinking, no text: still a message of blocks.
@@ -895,11 +881,18 @@ mod tests {
             redacted_reasoning: vec!["Zm9v".to_owned()],
             ..Reply::default()
         };
-        conv.messages[1] = only.into_message();
-        let v = encode(&conv, None);
         assert_eq!(
-            v["messages"][1]["content"],
+            sent_back(only),
             serde_json::json!([{"type": "redacted_thinking", "data": "Zm9v"}])
         );
+    }
+
+    /// The content of `reply` as the next turn sends it back.
+    fn sent_back(reply: Reply) -> Value {
+        let mut conv = Conversation::default();
+        conv.messages.push(Message::new(Role::User, "q"));
+        conv.messages.push(reply.into_message());
+        conv.messages.push(Message::new(Role::User, "more"));
+        encode(&conv, None)["messages"][1]["content"].clone()
     }
 }
