@@ -171,4 +171,25 @@ pub struct Analysis {
     pub global: CacheFigures,
     /// Per-rank caches: ideal first, then each capacity.
     pub caches: Vec<CacheRow>,
+    /// With replies assumed to reason (`--assume-reasoning-tokens`): the
+    /// ideal per-rank caches' figures under each choice of what goes back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_history: Option<HistoryChoices>,
+}
+
+/// The ideal per-rank caches under each choice of what an agent loop sends
+/// back of a reply that reasoned: the whole reply, which the server cached
+/// as it generated it (`keep`), or its answer alone, new to the server
+/// (`drop`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HistoryChoices {
+    /// Reasoning tokens assumed per reply (part of its output tokens).
+    pub reasoning_tokens: u32,
+    /// The choice the run makes (`keep` or `drop`), whose figures the
+    /// analysis's other cache rows are.
+    pub run: String,
+    /// Every reply sent back whole.
+    pub keep: CacheFigures,
+    /// Every reply sent back without its reasoning.
+    pub drop: CacheFigures,
 }

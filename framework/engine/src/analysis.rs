@@ -15,11 +15,12 @@
 use crate::options::EngineError;
 use crate::synthesis::prefix::{HashMapById, LruCache, Overheads, Shape};
 use batchbench_contract::analysis::{
-    Analysis, Arrivals, CacheFigures, CacheRow, Dist, Interval, SharedPrefix, Sharing,
-    SharingBucket,
+    Analysis, Arrivals, CacheFigures, CacheRow, Dist, HistoryChoices, Interval, SharedPrefix,
+    Sharing, SharingBucket,
 };
 use batchbench_contract::plan::{PlannedRequest, RequestIter, Trajectory};
 use batchbench_contract::plugin::WorkloadSource;
+use batchbench_contract::spec::ReasoningHistory;
 use hdrhistogram::Histogram;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -93,6 +94,10 @@ pub struct AnalyzeOptions {
     pub top: usize,
     /// The run seed: it orders sends due at the same moment.
     pub seed: u64,
+    /// Replies assumed to reason: their reasoning tokens (part of their
+    /// output) and whether the run sends it back. The analysis is the run's
+    /// choice, and the ideal per-rank caches are taken under the other too.
+    pub reasoning: Option<(u32, ReasoningHistory)>,
 }
 
 impl Default for AnalyzeOptions {
@@ -110,6 +115,24 @@ impl Default for AnalyzeOptions {
             latency_ms: 1000.0,
             top: 10,
             seed: 0,
+            reasoning: None,
+        }
+    }
+}
+
+/// What goes back of a reply of `output` tokens, `reasoning` of them first:
+/// the whole reply (`keep`, or nothing to drop), which the server cached as
+/// it generated it, or the answer alone, new to the server.
+fn sent_back(output: u32, reasoning: u32, keep: bool) -> crate::synthesis::prefix::SentBack {
+    if keep || reasoning == 0 {
+        crate::synthesis::prefix::SentBack {
+            tokens: output,
+            whole: true,
+        }
+    } else {
+        crate::synthesis::prefix::SentBack {
+            tokens: output.saturating_sub(reasoning),
+            whole: false,
         }
     }
 }
@@ -181,6 +204,9 @@ struct Active {
     next: Option<PlannedRequest>,
     prev: Option<PlannedRequest>,
     shape: Shape,
+    /// The same prompts under the other choice of what goes back of a
+    /// reasoning reply (with `AnalyzeOptions::reasoning`).
+    other: Option<Shape>,
     turns: u64,
 }
 
@@ -217,6 +243,9 @@ pub fn analyze(
     let mut lrus: Vec<HashMap<u64, LruCache>> =
         opts.capacities.iter().map(|_| HashMap::new()).collect();
     let mut ideal_rank_counts: HashMap<u64, RankCounts> = HashMap::new();
+    // The ideal per-rank caches under the other choice of what goes back.
+    let mut other_rank_ideal: HashMap<u64, crate::synthesis::prefix::IdealCache> = HashMap::new();
+    let mut other_counts = RankCounts::default();
     let mut lru_counts: Vec<HashMap<u64, RankCounts>> =
         opts.capacities.iter().map(|_| HashMap::new()).collect();
     let (mut global_cached, mut shape_tokens) = (0u64, 0u64);
@@ -307,6 +336,7 @@ pub fn analyze(
                     next: first,
                     prev: None,
                     shape: Shape::new(block),
+                    other: opts.reasoning.map(|_| Shape::new(block)),
                     turns: 0,
                 },
             );
@@ -324,14 +354,31 @@ pub fn analyze(
         let Some(req) = a.next.take() else { continue };
         // A planned reply goes back as the server made it (a plan knows
         // of no reasoning): the server's cache holds it after its prompt.
-        let reply = a.prev.as_ref().and_then(|p| p.output_tokens).map(|tokens| {
-            crate::synthesis::prefix::SentBack {
-                tokens,
-                whole: true,
-            }
-        });
-        a.shape
-            .advance(a.ord, index, a.prev.as_ref(), &req, reply, opts.overheads);
+        // Assumed to reason, it goes back as the run's choice says, and
+        // under the other choice in the other shape.
+        let out = a.prev.as_ref().and_then(|p| p.output_tokens);
+        let (run_keeps, thought) = match opts.reasoning {
+            Some((tokens, history)) => (history == ReasoningHistory::Keep, tokens),
+            None => (true, 0),
+        };
+        a.shape.advance(
+            a.ord,
+            index,
+            a.prev.as_ref(),
+            &req,
+            out.map(|t| sent_back(t, thought, run_keeps)),
+            opts.overheads,
+        );
+        if let Some(other) = a.other.as_mut() {
+            other.advance(
+                a.ord,
+                index,
+                a.prev.as_ref(),
+                &req,
+                out.map(|t| sent_back(t, thought, !run_keeps)),
+                opts.overheads,
+            );
+        }
         a.turns += 1;
         requests += 1;
         if requests % 65_536 == 0 {
@@ -430,6 +477,12 @@ pub fn analyze(
         c.requests += 1;
         c.prompt += tokens;
         c.cached += cached;
+        if let Some(other) = a.other.as_mut() {
+            let ideal = other_rank_ideal.entry(rank).or_default();
+            other_counts.cached += other.lookup_ideal(ideal, rank);
+            other_counts.prompt += other.tokens();
+            other_counts.requests += 1;
+        }
         for (i, cap_tokens) in opts.capacities.iter().enumerate() {
             let lru = lrus[i]
                 .entry(rank)
@@ -485,6 +538,24 @@ pub fn analyze(
     };
     let mut caches = Vec::new();
     let (total, per) = rows(&ideal_rank_counts);
+    let reasoning_history = opts.reasoning.map(|(tokens, history)| {
+        let other = CacheFigures::new(
+            None,
+            other_counts.requests,
+            other_counts.prompt,
+            other_counts.cached,
+        );
+        let (keep, drop) = match history {
+            ReasoningHistory::Keep => (total.clone(), other),
+            ReasoningHistory::Drop => (other, total.clone()),
+        };
+        HistoryChoices {
+            reasoning_tokens: tokens,
+            run: history.as_str().to_owned(),
+            keep,
+            drop,
+        }
+    });
     caches.push(CacheRow {
         capacity_tokens: None,
         total,
@@ -517,6 +588,7 @@ pub fn analyze(
         sharing,
         global: CacheFigures::new(None, requests, shape_tokens, global_cached),
         caches,
+        reasoning_history,
     })
 }
 

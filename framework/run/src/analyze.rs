@@ -49,6 +49,13 @@ pub struct AnalyzeArgs {
     /// How many of the longest shared prefixes to list.
     #[arg(long, value_name = "N", default_value_t = 10, help_heading = "Analyze")]
     pub top: usize,
+    /// Reasoning tokens each reply is assumed to make before its answer (part
+    /// of its output tokens, as on every API): the ideal caches' hit rates
+    /// are then given for both choices of --reasoning-history, keep (the
+    /// reply goes back whole, as the server cached it) and drop (the answer
+    /// alone); the other figures follow the run's choice.
+    #[arg(long, value_name = "N", help_heading = "Analyze")]
+    pub assume_reasoning_tokens: Option<u32>,
     /// Write the analysis as JSON to FILE (- for stdout, instead of the
     /// tables; with --quiet and a FILE, no tables).
     #[arg(long, value_name = "FILE", help_heading = "Analyze")]
@@ -213,6 +220,7 @@ pub fn settings(a: &AnalyzeArgs) -> Result<AnalyzeSettings, Failure> {
         routing: a.routing.clone(),
         latency_ms: a.assume_latency_ms,
         top: a.top,
+        reasoning_tokens: a.assume_reasoning_tokens,
     })
 }
 
@@ -391,6 +399,26 @@ pub fn render(a: &Analysis) -> String {
                     thousands(r.requests)
                 ),
                 cache_cells(r)
+            );
+        }
+    }
+    if let Some(h) = &a.reasoning_history {
+        let _ = writeln!(
+            o,
+            "\nreasoning sent back: {} reasoning tokens per reply, ideal per-rank caches (this run: {})",
+            thousands(u64::from(h.reasoning_tokens)),
+            h.run
+        );
+        for (name, figures) in [
+            ("keep (whole replies)", &h.keep),
+            ("drop (answers alone)", &h.drop),
+        ] {
+            let _ = writeln!(
+                o,
+                "  {:<34} {}  of {} prompt tokens",
+                name,
+                cache_cells(figures),
+                thousands(figures.prompt_tokens)
             );
         }
     }

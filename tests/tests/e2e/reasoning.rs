@@ -201,13 +201,15 @@ fn an_agent_loop_keeps_or_drops_its_reasoning_and_the_cache_estimate_follows() {
         record_requests: true,
         ..SimConfig::default()
     };
+    let workload = "--agents 3 --tool-invocations 5 --input-tokens 200 --output-tokens 48 --environment-tokens 64 --ignore-eos --seed 3";
     for codec in ["openai_chat", "anthropic_messages"] {
         let mut cached = Vec::new();
+        let mut analyzed = Vec::new();
         for history in ["keep", "drop"] {
             let what = format!("{codec}, --reasoning-history {history}");
             let sim = SimServer::start(cfg.clone(), "qwen");
             let r = sim.agent(
-                "--codec {} --reasoning-history {} --agents 3 --tool-invocations 5 --input-tokens 200 --output-tokens 48 --environment-tokens 64 --ignore-eos --seed 3",
+                &format!("--codec {{}} --reasoning-history {{}} {workload}"),
                 &[codec, history],
             );
             assert_eq!(r.code, 0, "{what}");
@@ -239,7 +241,34 @@ fn an_agent_loop_keeps_or_drops_its_reasoning_and_the_cache_estimate_follows() {
                 "{what}: server {server} under the estimate {estimate} by more than {short}"
             );
             cached.push((estimate, server));
+            // analyze, told of the 32 reasoning tokens a reply makes, gives
+            // both choices; each is the run's estimate across trajectories
+            // (one ideal cache in whole blocks) under that choice.
+            let tok = batchbench_tests::tokenizer_path("qwen")
+                .display()
+                .to_string();
+            let (code, a) = crate::analyze::analyze(
+                "batchbench-agent",
+                &batchbench_tests::cmd(
+                    &format!(
+                        "--host {{}} --tokenizer-model {{}} --codec {{}} --reasoning-history {{}} {workload} --assume-reasoning-tokens 32"
+                    ),
+                    &[&sim.url(), &tok, codec, history],
+                ),
+            );
+            assert_eq!(code, 0, "{what}: analyze");
+            let choices = &a.unwrap_or_default()["reasoning_history"];
+            assert_eq!(choices["run"], history, "{what}: {choices}");
+            assert_eq!(
+                choices[history]["cached_tokens"].as_u64(),
+                Some(r.count("global_estimated_cached_input_tokens")),
+                "{what}: {choices}"
+            );
+            analyzed.push(choices.clone());
         }
+        // Both analyses agree on both choices, whichever the run made.
+        assert_eq!(analyzed[0]["keep"], analyzed[1]["keep"], "{codec}");
+        assert_eq!(analyzed[0]["drop"], analyzed[1]["drop"], "{codec}");
         // Kept, each turn's reply (32 reasoning tokens, then 16 of answer:
         // the cap counts both) is found again after the prompt it answered.
         let (keep, drop) = (cached[0], cached[1]);

@@ -109,6 +109,19 @@ pub fn analyze(
     if settings.ranks == Some(0) {
         return Err(Failure::bad("--ranks must be at least 1"));
     }
+    // Replies assumed to reason: the run's choice of what goes back (its
+    // codec's default unless it says), and the other beside it.
+    let reasoning = match settings.reasoning_tokens {
+        Some(tokens) => {
+            let codec = registry::codec(&spec.codec.name, &spec.codec.config, &ctx)
+                .map_err(plugin_failure)?;
+            Some((
+                tokens,
+                super::execute::reasoning_history(&spec, codec.as_ref())?,
+            ))
+        }
+        None => None,
+    };
     let opts = AnalyzeOptions {
         block_tokens: spec.target.cache_block_tokens(),
         overheads: batchbench_engine::synthesis::prefix::Overheads {
@@ -130,6 +143,7 @@ pub fn analyze(
         latency_ms: settings.latency_ms,
         top: settings.top,
         seed: ctx.seed,
+        reasoning,
     };
     let total = info.planned_requests.unwrap_or(0);
     let hook = prep.hook();

@@ -268,18 +268,7 @@ fn codec(
         })?;
     // What goes back of earlier reasoning: refused here, before anything is
     // sent, where the API has no place for it (the engine asks again).
-    codec
-        .reasoning_history(spec.target.reasoning.history)
-        .map_err(|e| {
-            Failure::bad(format!(
-                "target.reasoning.history (--reasoning-history {}): the {} codec: {e}",
-                spec.target
-                    .reasoning
-                    .history
-                    .map_or("", batchbench_contract::spec::ReasoningHistory::as_str),
-                spec.codec.name
-            ))
-        })?;
+    reasoning_history(spec, codec.as_ref())?;
     if spec.target.endpoint.is_empty() {
         spec.target.endpoint = codec.endpoint().to_owned();
     }
@@ -414,6 +403,26 @@ async fn run_source(engine: Engine, source: Box<dyn WorkloadSource>) -> Result<R
 }
 
 /// The reasoning flags a spec's knobs stand for, for an error naming them.
+/// What the run sends back of earlier reasoning: its choice, else its
+/// codec's default; a choice the codec's API cannot carry is bad input.
+pub(super) fn reasoning_history(
+    spec: &RunSpec,
+    codec: &dyn RequestCodec,
+) -> Result<batchbench_contract::spec::ReasoningHistory, Failure> {
+    codec
+        .reasoning_history(spec.target.reasoning.history)
+        .map_err(|e| {
+            Failure::bad(format!(
+                "target.reasoning.history (--reasoning-history {}): the {} codec: {e}",
+                spec.target
+                    .reasoning
+                    .history
+                    .map_or("", batchbench_contract::spec::ReasoningHistory::as_str),
+                spec.codec.name
+            ))
+        })
+}
+
 fn knob_flags(k: &batchbench_contract::spec::ReasoningKnobs) -> String {
     let mut flags = Vec::new();
     if k.effort.is_some() {

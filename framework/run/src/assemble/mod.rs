@@ -112,6 +112,9 @@ pub struct AnalyzeSettings {
     pub latency_ms: f64,
     /// The longest shared prefixes listed.
     pub top: usize,
+    /// Reasoning tokens assumed per reply (part of its output): the cache
+    /// figures are then taken under both choices of what goes back.
+    pub reasoning_tokens: Option<u32>,
 }
 
 /// What every use of a spec starts with: the spec checked and its target
