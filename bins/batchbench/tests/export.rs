@@ -192,7 +192,7 @@ fn llm_d_reports_of_a_run_and_an_agent_run_validate_with_the_schema_package() {
     run(
         "batchbench-agent",
         &cmd(
-            "--quiet --host sim:// --tokenizer-model {} --agents 3 --tool-invocations 3 --input-tokens 64 --environment-tokens 16 --output-tokens 4 --session-rate 20 --stream --output-dir {}",
+            "--quiet --host sim://?reasoning-tokens=8 --tokenizer-model {} --agents 3 --tool-invocations 3 --input-tokens 64 --environment-tokens 16 --output-tokens 12 --session-rate 20 --stream --output-dir {}",
             &[&tok, &agent_dir],
         ),
     );
@@ -209,6 +209,11 @@ fn llm_d_reports_of_a_run_and_an_agent_run_validate_with_the_schema_package() {
     let text = std::fs::read_to_string(&yaml).unwrap_or_default();
     assert!(
         text.contains("\"multi_turn\":") && text.contains("\"rate_qps\": 20.0"),
+        "{text}"
+    );
+    // Its replies reasoned: the description says where the answer began.
+    assert!(
+        text.contains("the first answer token (TTFAT, no field in schema 0.2.1) came at p50"),
         "{text}"
     );
 }

@@ -13,7 +13,10 @@
 //! | `results.observability.components` | the schema's resource metrics (KV cache usage, prefix-cache hit rate, GPU utilization, memory and power, running and waiting requests), per URL scraped and per GPU, statistics and series |
 //!
 //! Left out because a client cannot know it: the serving stack
-//! (`scenario.stack`: engine, accelerators, parallelism).
+//! (`scenario.stack`: engine, accelerators, parallelism). Left out because
+//! the schema has no room: the time to the first answer token of reasoning
+//! replies (the latency block takes only its own fields); the run's
+//! description gives its p50 and p99 instead.
 
 use crate::RunDir;
 use batchbench_contract::results::bucket_quantile;
@@ -124,6 +127,21 @@ fn seq_len(values: &[f64]) -> Option<Value> {
 }
 
 /// `PT12.5S`.
+/// What the description adds for a run whose replies reasoned: the schema's
+/// latency block has no field for the time to the first answer token (and
+/// takes no other), so its TTFT is the first token of either kind, and the
+/// wait for the answer is said here, in seconds as the block's figures are.
+fn reasoning_note(s: &batchbench_contract::record::Summary) -> String {
+    match (&s.ttfrt, &s.ttfat) {
+        (Some(_), Some(a)) => format!(
+            "; its replies reasoned: time_to_first_token is the first token of either kind, and the first answer token (TTFAT, no field in schema {SCHEMA_VERSION}) came at p50 {:.4} s, p99 {:.4} s",
+            a.p50_ms / 1000.0,
+            a.p99_ms / 1000.0
+        ),
+        _ => String::new(),
+    }
+}
+
 fn iso_duration(secs: f64) -> String {
     format!("PT{}S", (secs.max(0.0) * 1e6).round() / 1e6)
 }
@@ -272,8 +290,11 @@ pub fn report(r: &RunDir, tool_version: &str) -> Value {
                 "duration": iso_duration(s.total_duration_seconds),
             },
             "description": format!(
-                "batchbench {} run of {} against {}",
-                run.workload.mode, run.model, run.url
+                "batchbench {} run of {} against {}{}",
+                run.workload.mode,
+                run.model,
+                run.url,
+                reasoning_note(s)
             ),
             "keywords": ["batchbench", run.workload.mode],
         },
