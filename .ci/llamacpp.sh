@@ -15,8 +15,10 @@
 # `tool_calls`); and embeddings (mean pooling) on PORT+1, since llama.cpp serves
 # one or the other; a second generation server on PORT+2, for a fleet of two; and
 # on PORT+3 one whose template has a thinking section (.ci/chatml-think.jinja:
-# an assistant's reasoning_content in <think> tags), so that llama.cpp's
-# reasoning parser splits a reply's <think>...</think> into reasoning_content.
+# an assistant's reasoning_content in <think> tags, rendered back exactly as the
+# model wrote it, with no space or newline added, so that a reply sent back whole
+# is the prefix the server cached), so that llama.cpp's reasoning parser splits a
+# reply's <think>...</think> into reasoning_content.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${BATCHBENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/batchbench}/llamacpp"

@@ -748,3 +748,89 @@ fn a_thinking_template_and_a_grammar_give_reasoning_then_an_answer() {
     );
     assert!(out.summary("ttfat").is_object());
 }
+
+/// An agent loop against a reasoning model on a real server, keeping or
+/// dropping its reasoning: the server's template renders kept reasoning
+/// back as the model wrote it (`<think>...</think>` before the answer), so a
+/// reply sent back whole is the prefix the server cached after its prompt,
+/// and a reply without its reasoning is not. The cache estimate follows the
+/// choice and is an upper bound: the server's cached tokens reach it, short
+/// by the reply's last token (never evaluated) and, where llama.cpp puts a
+/// turn on another slot, by what that slot lacks.
+///
+/// A grammar makes SmolLM2 reason (`<think>`, some `think`s, `</think>`,
+/// more of them), with a bias towards the token `think` and `</`: under a
+/// grammar a model may spell a word in pieces (`t`, `h`, `ink`) that the
+/// text sent back does not tokenize to, and the server's cache would then
+/// stop at the reply's first token whatever the client sends.
+#[test]
+#[ignore = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh start)\""]
+fn an_agent_loop_keeps_or_drops_its_reasoning_and_the_servers_cache_follows() {
+    let s = server();
+    let url = std::env::var("BATCHBENCH_LLAMACPP_THINK_URL")
+        .unwrap_or_else(|_| panic!("BATCHBENCH_LLAMACPP_THINK_URL is not set: this test {NEEDS}"));
+    let piece = |text: &str| -> u64 {
+        match tokenize(&url, text).as_slice() {
+            [id] => *id,
+            ids => panic!("{text:?} is not one token: {ids:?}"),
+        }
+    };
+    let fields = json!({"fields": {
+        "grammar": r#"root ::= "<think>" "think"{4,8} "</think>" "think"{2,4}"#,
+        "logit_bias": [[piece("think"), 12], [piece("</"), 12]],
+    }});
+    // Per choice: (cached tokens beyond the previous prompt, the reply tokens
+    // that went back), over the turns that continue a conversation.
+    let mut beyond = Vec::new();
+    for (history, seed) in [("keep", "3"), ("drop", "4")] {
+        let (out, lines, _dir) = run_with_requests(
+            true,
+            &cmd(
+                "--host {} --model smollm2 --tokenizer-model {} --reasoning-history {} --router body_fields --router-config {} --agents 2 --tool-invocations 3 --input-tokens 200 --output-tokens 32 --environment-tokens 50 --tool-call-latency-ms 0 --seed {}",
+                &[&url, &model_arg(s), history, &fields.to_string(), seed],
+            ),
+        );
+        assert_eq!(out.code, 0, "{history}");
+        assert_eq!(lines.len(), 6, "{history}");
+        let (mut server, mut estimate, mut past_prompt, mut replies, mut continued) =
+            (0u64, 0u64, 0u64, 0u64, 0u64);
+        eprintln!("{history}: agent turn  prompt  reasoning  server cached  estimate");
+        for agent in 0..2u64 {
+            let mut turns: Vec<&Value> = lines.iter().filter(|l| l["agent_id"] == agent).collect();
+            turns.sort_by_key(|l| l["request_index"].as_u64());
+            for (i, l) in turns.iter().enumerate() {
+                let n = |k: &str| l[k].as_u64().unwrap_or_else(|| panic!("{k}: {l}"));
+                assert!(n("reasoning_tokens") >= 4, "{history}: it reasoned: {l}");
+                eprintln!(
+                    "{agent:>5} {i:>4}  {:>6}  {:>9}  {:>13}  {:>8}",
+                    n("prompt_tokens"),
+                    n("reasoning_tokens"),
+                    n("server_cached_tokens"),
+                    n("estimated_cached_tokens")
+                );
+                if i > 0 {
+                    let before = turns[i - 1];
+                    let prompt = before["prompt_tokens"].as_u64().unwrap_or(0);
+                    server += n("server_cached_tokens");
+                    estimate += n("estimated_cached_tokens");
+                    past_prompt += n("server_cached_tokens").saturating_sub(prompt);
+                    replies += before["completion_tokens"].as_u64().unwrap_or(0);
+                    continued += 1;
+                }
+            }
+        }
+        // Never above the estimate; short of it by at most the template's
+        // tokens and one cache block per request, or 2%.
+        let slack = (continued * (s.overhead + 16)).max(estimate / 50);
+        assert!(
+            server <= estimate && estimate - server <= slack,
+            "{history}: server {server}, estimate {estimate}, slack {slack}"
+        );
+        beyond.push((past_prompt, replies, continued));
+    }
+    // Kept, the server found most of each reply after the prompt it
+    // answered; dropped, none of it (the answer alone starts differently).
+    let (keep, drop) = (beyond[0], beyond[1]);
+    assert!(2 * keep.0 >= keep.1, "keep: {keep:?}");
+    assert!(drop.0 <= drop.2, "drop: {drop:?}");
+}

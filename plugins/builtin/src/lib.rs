@@ -23,6 +23,7 @@
 //! | router | `user_tag` | `user` field + `X-SMG-Routing-Key`, stable per agent |
 //! | router | `dp_rank` | `X-SMG-Target-Worker: slot % ranks` |
 //! | router | `request_ids` | a seeded `X-Request-Id` and W3C `traceparent` per request |
+//! | router | `body_fields` | fixed fields in every request body (a server's own parameters) |
 //! | router | `round_robin` | routing policy: each request to the next endpoint |
 //! | router | `random` | routing policy: a seeded random endpoint per request |
 //! | router | `least_outstanding` | routing policy: the fewest requests in flight |
@@ -62,6 +63,7 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("codec", "openai_embeddings"),
     ("codec", "openai_responses"),
     ("codec", "sglang_generate"),
+    ("router", "body_fields"),
     ("router", "dp_rank"),
     ("router", "least_outstanding"),
     ("router", "prefix_affinity"),

@@ -17,6 +17,7 @@
 //! | `session_affinity` | policy | a conversation stays on one endpoint |
 //! | `prefix_affinity` | policy | a shared prompt prefix goes to one endpoint |
 //! | `request_ids` | decorator | a seeded `X-Request-Id` and W3C `traceparent` per request |
+//! | `body_fields` | decorator | fixed fields in every body, for a server's own parameters |
 //!
 //! Which policies depend on the client's own state: `round_robin` (a counter)
 //! and `least_outstanding` (this client's in-flight counts), and
@@ -25,6 +26,7 @@
 //! load bound pick from the request alone, so a sharded run routes every
 //! request as the whole run would.
 
+pub mod body_fields;
 pub mod dp_rank;
 pub mod least_outstanding;
 pub mod prefix_affinity;
