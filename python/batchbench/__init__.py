@@ -192,6 +192,7 @@ _BENCHMARK_KEYS: Dict[str, Tuple[type, ...]] = {
     "load": (dict,),
     "slo": (str, list, tuple),
     "reasoning": (dict,),
+    "response_format": (dict,),
 }
 
 
@@ -285,6 +286,17 @@ def _validate_benchmark(config: Mapping[str, Any]) -> Dict[str, Any]:
                 raise ConfigurationError(
                     f"config key 'reasoning': {key} {knobs[key]!r} is not one of {', '.join(choices)}"
                 )
+    if "response_format" in out:
+        fmt = out["response_format"]
+        _check_keys("response_format", fmt, {"type": (str,), "schemas": (list, tuple)})
+        if fmt.get("type") not in ("json_object", "json_schema"):
+            raise ConfigurationError(
+                f"config key 'response_format': type {fmt.get('type')!r} is not one of json_object, json_schema"
+            )
+        if fmt["type"] == "json_schema" and not fmt.get("schemas"):
+            raise ConfigurationError("config key 'response_format': json_schema needs 'schemas', a list of files")
+        if "schemas" in fmt:
+            out["response_format"] = {**fmt, "schemas": [str(p) for p in fmt["schemas"]]}
     return out
 
 
@@ -348,6 +360,12 @@ def run_benchmark(config: Mapping[str, Any]) -> Dict[str, Any]:
     ``{"budget_tokens": 2048}`` (Anthropic's messages), ``{"off": True}``,
     ``{"history": "drop"}``. A knob the codec's API cannot carry raises
     ``ConfigurationError`` before anything is sent.
+
+    ``response_format`` asks for structured outputs, with the keys of a run
+    spec's ``[target.response_format]`` table: ``{"type": "json_object"}``, or
+    ``{"type": "json_schema", "schemas": ["pet.json"]}`` (several rotate over
+    the requests). Every answer is validated: the report's ``structured``
+    holds the valid share, its interval and the invalid answers by reason.
 
     ``slo`` judges the run against latency bounds, as ``--slo`` does: a string
     ``"ttft_p99<=500ms,e2e<=20s"`` or a list of bounds. The report's ``slo`` then

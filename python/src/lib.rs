@@ -348,6 +348,11 @@ struct BenchmarkConfig {
     /// `[target.reasoning]` table (`effort`, `budget_tokens`, `off`, `history`).
     #[serde(default)]
     reasoning: batchbench_contract::spec::ReasoningKnobs,
+    /// Structured outputs, with the keys of a run spec's
+    /// `[target.response_format]` table: `{"type": "json_object"}`, or
+    /// `{"type": "json_schema", "schemas": ["pet.json"]}`.
+    #[serde(default)]
+    response_format: Option<batchbench_contract::spec::ResponseFormatSpec>,
 }
 
 /// Collects every request as a record (the report's `records`), with the
@@ -522,6 +527,7 @@ fn benchmark_spec(cfg: &BenchmarkConfig) -> Result<RunSpec, Outcome> {
     spec.load.duration_secs = duration_secs;
     spec.slo.clone_from(&cfg.slo);
     spec.target.reasoning = cfg.reasoning;
+    spec.target.response_format.clone_from(&cfg.response_format);
     spec.seed = Some(cfg.seed.unwrap_or_else(assemble::fresh_seed));
     if let Some(name) = &cfg.routing {
         spec.routers

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import _thread
+import json
 import signal
 import threading
 import time
@@ -413,3 +414,36 @@ def test_reasoning_knobs_reach_a_simulator_that_thinks(qwen):
             )
             assert report["successful_requests"] == 4, knobs
             assert [r.get("reasoning_tokens") or 0 for r in report["records"]] == [reasoning] * 4, knobs
+
+
+def test_structured_outputs_are_validated_against_their_schema(qwen, tmp_path):
+    """``response_format`` takes the keys of a run spec's
+    ``[target.response_format]``: every answer is validated, and the report's
+    ``structured`` says how many were valid and why the rest were not."""
+    schema = tmp_path / "pet.json"
+    schema.write_text(
+        json.dumps(
+            {
+                "type": "object",
+                "properties": {"kind": {"enum": ["cat", "dog"]}, "name": {"type": "string", "maxLength": 12}},
+                "required": ["kind", "name"],
+            }
+        )
+    )
+    with batchbench.Simulator(qwen, invalid_json_rate=0.5) as s:
+        report = batchbench.run_benchmark(
+            {
+                "endpoint": s.endpoint,
+                "user_count": 2,
+                "mode": batchbench.finite_mode(requests_per_user=20),
+                # Bodies of their own: the simulator breaks an answer by its
+                # request's body, as a server decodes one prompt alike.
+                "requests": [batchbench.request_entry(body(f"q{i}", max_tokens=96), line_idx=i) for i in range(40)],
+                "response_format": {"type": "json_schema", "schemas": [schema]},
+                "seed": 3,
+            }
+        )
+    st = report["structured"]
+    assert st["format"] == "json_schema" and st["schemas"] == ["pet"]
+    assert st["checked"] == 40 and 0 < st["valid"] < 40, st
+    assert st["invalid"] == {"not_json": 40 - st["valid"]}, st

@@ -657,3 +657,18 @@ pub fn run_series<S: AsRef<str>>(program: &str, kind: &str, args: &[S]) -> Serie
         _tmp: tmp,
     }
 }
+
+/// A small JSON Schema for structured outputs: its strings an enum or bounded
+/// by `maxLength`, a boolean, nothing else allowed.
+pub fn pet_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "kind": {"type": "string", "enum": ["cat", "dog", "fish"]},
+            "name": {"type": "string", "maxLength": 12},
+            "friendly": {"type": "boolean"},
+        },
+        "required": ["kind", "name", "friendly"],
+        "additionalProperties": false,
+    })
+}

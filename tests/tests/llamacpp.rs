@@ -834,3 +834,42 @@ fn an_agent_loop_keeps_or_drops_its_reasoning_and_the_servers_cache_follows() {
     assert!(2 * keep.0 >= keep.1, "keep: {keep:?}");
     assert!(drop.0 <= drop.2, "drop: {drop:?}");
 }
+
+/// Structured outputs on a real server: llama.cpp enforces the JSON Schema
+/// of `response_format` by grammar, so every answer of a small schema (its
+/// strings an enum or bounded by `maxLength`, a boolean) is valid, with no
+/// output length forced and a cap above the schema's longest answer.
+#[test]
+#[ignore = "needs a llama.cpp server: eval \"$(bash .ci/llamacpp.sh start)\""]
+fn structured_outputs_under_the_servers_grammar_are_all_valid() {
+    let s = server();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let schema = dir.path().join("pet.json");
+    std::fs::write(&schema, batchbench_tests::pet_schema().to_string())
+        .expect("the schema written");
+    let format = format!("json_schema:{}", schema.display());
+    for stream in ["", "--stream"] {
+        let (out, lines, _dir) = run_with_requests(
+            false,
+            &cmd(
+                &format!(
+                    "--host {{}} --model smollm2 --tokenizer-model {{}} --users 2 --requests-per-user 4 --input-tokens 64 --output-tokens 96 --response-format {{}} --seed 9 {stream}"
+                ),
+                &[&s.url, &model_arg(s), &format],
+            ),
+        );
+        assert_eq!(out.code, 0, "{stream}");
+        let st = out.summary("structured");
+        assert_eq!(
+            (st["checked"].as_u64(), st["valid"].as_u64()),
+            (Some(8), Some(8)),
+            "{stream}: {st}"
+        );
+        for l in &lines {
+            assert_eq!(l["structured_schema"], 0, "{l}");
+            assert!(l.get("structured_invalid").is_none(), "{l}");
+            // The answer ended where its JSON did, under the cap.
+            assert!(l["completion_tokens"].as_u64().unwrap_or(96) < 96, "{l}");
+        }
+    }
+}

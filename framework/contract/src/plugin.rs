@@ -326,6 +326,19 @@ pub trait RequestCodec: Send + Sync {
             Ok(Vec::new())
         }
     }
+    /// The top-level body fields that ask this API for an answer of
+    /// `format` (structured outputs), or why it cannot (the run is refused
+    /// before anything is sent, naming the flag). The default has none.
+    fn response_format_fields(
+        &self,
+        format: &crate::spec::ResponseFormat,
+    ) -> Result<Vec<(String, serde_json::Value)>, String> {
+        let _ = format;
+        Err(
+            "this API carries no structured outputs here (openai_chat and openai_responses do)"
+                .into(),
+        )
+    }
     /// What this API sends back of earlier reasoning when the run asks
     /// `asked` (absent: the API's own default, which must be `Ok`), or why it
     /// cannot (the run is refused before anything is sent). The engine drops
@@ -538,6 +551,58 @@ impl std::fmt::Display for FailureKind {
     }
 }
 
+/// How a structured answer was checked: the schema it was asked for (its
+/// index among the run's), and why it was not valid, if it was not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StructuredCheck {
+    /// The schema's index (0 for `json_object`).
+    pub schema: u16,
+    /// Why the answer is not valid (`None`: valid).
+    pub invalid: Option<InvalidOutput>,
+}
+
+/// Why a structured answer is not valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum InvalidOutput {
+    /// No answer at all (a reply of reasoning alone, or nothing).
+    Empty,
+    /// Not JSON, and the output reached its cap: cut short.
+    Truncated,
+    /// Not JSON.
+    NotJson,
+    /// JSON, but not an object (`json_object`).
+    NotObject,
+    /// JSON that the schema does not allow.
+    Schema,
+}
+
+impl InvalidOutput {
+    /// Every reason, by name.
+    pub const ALL: [(&'static str, Self); 5] = [
+        ("empty", Self::Empty),
+        ("truncated", Self::Truncated),
+        ("not_json", Self::NotJson),
+        ("not_object", Self::NotObject),
+        ("schema", Self::Schema),
+    ];
+
+    /// The reason's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Empty => "empty",
+            Self::Truncated => "truncated",
+            Self::NotJson => "not_json",
+            Self::NotObject => "not_object",
+            Self::Schema => "schema",
+        }
+    }
+
+    /// The reason named `s`.
+    pub fn named(s: &str) -> Option<Self> {
+        Self::ALL.iter().find(|(n, _)| *n == s).map(|(_, r)| *r)
+    }
+}
+
 /// A request outcome, as reporters see it.
 #[derive(Debug, Clone, Default)]
 pub struct RequestRecord<'a> {
@@ -595,6 +660,9 @@ pub struct RequestRecord<'a> {
     pub tpot: Option<std::time::Duration>,
     /// The longest per-token gap between two streamed chunks.
     pub itl_max: Option<std::time::Duration>,
+    /// A structured answer's check (runs with `--response-format`; absent
+    /// for failed requests).
+    pub structured: Option<StructuredCheck>,
     /// When each chunk that carried tokens arrived, from the send of the last
     /// attempt (streamed; empty unless the run records token times).
     pub token_times: Vec<std::time::Duration>,

@@ -247,6 +247,23 @@ impl RunInfo {
         ] {
             map.insert(k.to_owned(), opt(v));
         }
+        // Structured outputs, where the run asked for a format.
+        let st = s.structured.as_ref();
+        for (k, v) in [
+            ("response_format", st.map(|t| t.format.clone())),
+            ("structured_checked", st.map(|t| t.checked.to_string())),
+            ("structured_valid_share", st.map(|t| fixed6(t.valid_share))),
+            (
+                "structured_valid_share_ci_low",
+                st.and_then(|t| t.valid_share_ci).map(|c| fixed6(c[0])),
+            ),
+            (
+                "structured_valid_share_ci_high",
+                st.and_then(|t| t.valid_share_ci).map(|c| fixed6(c[1])),
+            ),
+        ] {
+            map.insert(k.to_owned(), opt(v));
+        }
         // Reasoning, where replies reasoned.
         for (k, v) in [
             (
@@ -457,6 +474,39 @@ pub struct FailureExample {
     pub message: String,
 }
 
+/// The structured answers of a run: every successful reply's answer parsed
+/// and validated against the format it asked for.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StructuredSummary {
+    /// `json_schema` or `json_object`.
+    pub format: String,
+    /// The schemas' names (their files' stems), in rotation order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub schemas: Vec<String>,
+    /// Answers checked (measured successes).
+    pub checked: u64,
+    /// Of which valid.
+    pub valid: u64,
+    /// `valid / checked`.
+    pub valid_share: f64,
+    /// Its 95% interval (Wilson's, answers taken as independent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub valid_share_ci: Option<[f64; 2]>,
+    /// The invalid answers by reason (`empty`, `truncated`, `not_json`,
+    /// `not_object`, `schema`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub invalid: BTreeMap<String, u64>,
+    /// The latency of the first checked request of each schema (a server
+    /// compiles a schema's grammar once): their mean, and the p50 of the
+    /// rest, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_latency_mean_ms: Option<f64>,
+    /// The p50 latency of the requests after each schema's first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub later_latency_p50_ms: Option<f64>,
+}
+
 /// The results of a run: what the console, CSV and Python report.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -576,6 +626,10 @@ pub struct Summary {
     /// was spent on reasoning (no time to first answer token).
     #[serde(skip_serializing_if = "is_zero")]
     pub reasoning_only_replies: u64,
+    /// Structured outputs (runs with `--response-format`): how many answers
+    /// were valid, and why the others were not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<StructuredSummary>,
     /// Inputs answered (embeddings: one vector each), where the API counts them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub total_items: Option<u64>,

@@ -131,6 +131,54 @@ pub struct TargetSpec {
     /// The ids that join each request with a server's logs and traces.
     #[serde(default, skip_serializing_if = "RequestIdSpec::is_default")]
     pub ids: RequestIdSpec,
+    /// Structured outputs: the answer the run asks for (any JSON object, or
+    /// JSON valid against a schema), in the API's own field; every reply is
+    /// validated (absent: free text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<ResponseFormatSpec>,
+}
+
+/// What a run asks of every answer's shape (`--response-format`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ResponseFormatSpec {
+    /// Any JSON object (`json_object`).
+    JsonObject,
+    /// JSON valid against a JSON Schema, one of `schemas` per request (they
+    /// rotate: request `i` of trajectory `t` gets schema `(t + i) mod n`).
+    JsonSchema {
+        /// JSON Schema files.
+        schemas: Vec<std::path::PathBuf>,
+    },
+}
+
+impl std::str::FromStr for ResponseFormatSpec {
+    type Err = String;
+    /// `json_object`, or `json_schema:FILE[,FILE...]`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once(':') {
+            None if s == "json_object" => Ok(Self::JsonObject),
+            Some(("json_schema", files)) if !files.trim().is_empty() => Ok(Self::JsonSchema {
+                schemas: files
+                    .split(',')
+                    .map(|f| std::path::PathBuf::from(f.trim()))
+                    .collect(),
+            }),
+            _ => Err(format!(
+                "'{s}' is not a response format: json_object, or json_schema:FILE[,FILE...]"
+            )),
+        }
+    }
+}
+
+/// One answer format as a codec writes it: `schema` absent for any JSON
+/// object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResponseFormat {
+    /// The schema's name (its file's stem), where the API names it.
+    pub name: String,
+    /// The JSON Schema, or `None` for any JSON object.
+    pub schema: Option<serde_json::Value>,
 }
 
 /// The ids of every request: the header a server's id of a request is read
@@ -325,6 +373,7 @@ impl Default for TargetSpec {
             cache_block_tokens: None,
             reasoning: ReasoningKnobs::default(),
             ids: RequestIdSpec::default(),
+            response_format: None,
         }
     }
 }

@@ -262,6 +262,13 @@ pub struct WireRequestRecord {
     /// The longest per-token gap between streamed chunks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub itl_max_ms: Option<f64>,
+    /// A structured answer's schema index (present when it was checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_schema: Option<u16>,
+    /// Why that answer was not valid (`empty`, `truncated`, `not_json`,
+    /// `not_object`, `schema`; absent: valid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_invalid: Option<String>,
     /// When each chunk that carried tokens arrived, from the last attempt's
     /// send (present when the run records token times).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -349,6 +356,11 @@ impl WireRequestRecord {
             image_bytes: r.image_bytes,
             tpot_ms: r.tpot.map(ms),
             itl_max_ms: r.itl_max.map(ms),
+            structured_schema: r.structured.map(|s| s.schema),
+            structured_invalid: r
+                .structured
+                .and_then(|s| s.invalid)
+                .map(|i| i.as_str().to_owned()),
             token_ms: r.token_times.iter().copied().map(ms).collect(),
             slo_met: r.slo_met,
             failure_kind: r.failure.map(|(k, _)| k.to_string()),
@@ -397,6 +409,15 @@ impl WireRequestRecord {
             image_bytes: self.image_bytes,
             tpot: self.tpot_ms.map(from_ms),
             itl_max: self.itl_max_ms.map(from_ms),
+            structured: self
+                .structured_schema
+                .map(|schema| crate::plugin::StructuredCheck {
+                    schema,
+                    invalid: self
+                        .structured_invalid
+                        .as_deref()
+                        .and_then(crate::plugin::InvalidOutput::named),
+                }),
             token_times: self.token_ms.iter().copied().map(from_ms).collect(),
             slo_met: self.slo_met,
             failure: self.failure_kind.as_deref().map(|k| {
@@ -469,6 +490,10 @@ mod tests {
             image_bytes: 0,
             tpot: Some(Duration::from_micros(1_250)),
             itl_max: Some(Duration::from_millis(3)),
+            structured: Some(crate::plugin::StructuredCheck {
+                schema: 1,
+                invalid: Some(crate::plugin::InvalidOutput::Schema),
+            }),
             token_times: Vec::new(),
             slo_met: Some(false),
             failure: Some((FailureKind::Http(429), "slow down")),

@@ -99,6 +99,9 @@ pub struct EngineOptions {
     /// What goes back of a reply's reasoning in the turns after it (absent:
     /// the codec's default for its API).
     pub reasoning_history: Option<batchbench_contract::spec::ReasoningHistory>,
+    /// Structured outputs: the formats requests ask for, in rotation, and
+    /// every answer checked against its own (absent: free text).
+    pub structured: Option<std::sync::Arc<crate::measurement::structured::Structured>>,
 }
 
 pub use batchbench_contract::spec::AdmissionMode as Admission;
@@ -129,6 +132,7 @@ impl Default for EngineOptions {
             images: None,
             token_times: false,
             reasoning_history: None,
+            structured: None,
         }
     }
 }

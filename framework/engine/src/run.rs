@@ -287,6 +287,8 @@ impl Engine {
             .load
             .duration_secs
             .map(std::time::Duration::from_secs_f64);
+        let structured =
+            crate::measurement::structured::StructuredCounts::of(self.opts.structured.as_deref());
         let shared = Arc::new(Shared {
             opts: self.opts,
             in_flight: self
@@ -315,6 +317,7 @@ impl Engine {
             collector: Mutex::new(Collector {
                 metrics: Metrics {
                     cache_block_tokens: block_tokens,
+                    structured,
                     endpoints,
                     ..Metrics::default()
                 },

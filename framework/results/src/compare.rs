@@ -81,6 +81,7 @@ pub fn metric_names() -> Vec<String> {
         "output_tokens_per_second",
         "goodput",
         "failure_rate",
+        "structured_valid_share",
     ]
     .iter()
     .map(|s| (*s).to_owned())
@@ -291,6 +292,16 @@ pub fn rows(base: &RunDir, new: &RunDir) -> Vec<Row> {
         failure_rate(n),
         Better::Lower,
     );
+    // Structured outputs, where both runs asked for a format.
+    if let (Some(x), Some(y)) = (&b.structured, &n.structured) {
+        rate(
+            "structured_valid_share",
+            "share",
+            x.valid_share,
+            y.valid_share,
+            Better::Higher,
+        );
+    }
     // The GPUs' energy, where both runs scraped an exporter that reports it.
     let energy = |s: &batchbench_contract::record::Summary| {
         s.server_metrics.as_ref().and_then(|m| m.energy.clone())
@@ -360,7 +371,7 @@ pub fn judge(rows: &[Row], thresholds: &[Threshold], alpha: f64) -> Result<Vec<B
     for t in thresholds {
         let row = rows.iter().find(|r| r.metric == t.metric).ok_or_else(|| {
             format!(
-                "--fail-if '{}': the runs do not both have {} (streamed figures need --stream, goodput an --slo)",
+                "--fail-if '{}': the runs do not both have {} (streamed figures need --stream, goodput an --slo, structured_valid_share a --response-format)",
                 t.text, t.metric
             )
         })?;

@@ -280,9 +280,20 @@ pub const PHASE_ITL_COLUMNS: &[Column] = records![
     itl_answer_p99_ms,
 ];
 
+/// Structured outputs, last of all (empty for a run that asked for none):
+/// the format, the answers checked and the valid share with its 95%
+/// interval.
+pub const STRUCTURED_COLUMNS: &[Column] = records![
+    response_format,
+    structured_checked,
+    structured_valid_share,
+    structured_valid_share_ci_low,
+    structured_valid_share_ci_high,
+];
+
 /// The columns after the load model's: the SLO's, the cache estimates', the
 /// truth columns, the intervals, the energy, reasoning, the client's load
-/// and each phase's inter-token latency.
+/// each phase's inter-token latency and the structured outputs.
 pub const OUTCOME_COLUMNS: &[Column] = &[
     Column::Group(SLO_COLUMNS),
     Column::Group(CACHE_COLUMNS),
@@ -292,6 +303,7 @@ pub const OUTCOME_COLUMNS: &[Column] = &[
     Column::Group(REASONING_COLUMNS),
     Column::Group(CLIENT_COLUMNS),
     Column::Group(PHASE_ITL_COLUMNS),
+    Column::Group(STRUCTURED_COLUMNS),
 ];
 
 #[cfg(test)]

@@ -142,6 +142,31 @@ pub struct Request {
     pub user: Option<String>,
     /// What the request asks of the model's reasoning.
     pub thinking: Thinking,
+    /// Structured outputs: the answer is JSON (`Some(None)`: any object;
+    /// `Some(Some(schema))`: an instance of the schema).
+    pub structured: Option<Option<Value>>,
+}
+
+/// The answer format a request asks for: chat completions'
+/// `response_format`, the Responses API's `text.format`.
+fn structured(req: &Value) -> Result<Option<Option<Value>>, String> {
+    let (f, at) = match (req.get("response_format"), req.pointer("/text/format")) {
+        (Some(f), _) => (f, "response_format"),
+        (None, Some(f)) => (f, "text.format"),
+        (None, None) => return Ok(None),
+    };
+    match f.get("type").and_then(Value::as_str) {
+        None | Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(None)),
+        Some("json_schema") => f
+            .pointer("/json_schema/schema")
+            .or_else(|| f.get("schema"))
+            .map(|s| Some(Some(s.clone())))
+            .ok_or_else(|| format!("{at}.json_schema.schema: Field required")),
+        Some(other) => Err(format!(
+            "{at}.type: Input should be 'text', 'json_object' or 'json_schema', got '{other}'"
+        )),
+    }
 }
 
 /// What a request asks of the model's reasoning, in any API's words:
@@ -302,6 +327,7 @@ fn common(req: &Value, prompt: Prompt, items: u64) -> Result<Request, String> {
         store: false,
         user: req.get("user").and_then(Value::as_str).map(str::to_owned),
         thinking: thinking(req)?,
+        structured: structured(req)?,
     })
 }
 

@@ -161,6 +161,12 @@ pub struct SimConfig {
     /// `reasoning_tokens` detail do): the client counts the reasoning text.
     #[arg(long)]
     pub omit_reasoning_usage: bool,
+    /// Structured outputs (a request's `response_format` or `text.format`):
+    /// the share of answers that are not JSON (an object never closed),
+    /// drawn per request, seeded by its arrival. The others are instances of
+    /// the request's schema, as a grammar-constrained decoder makes them.
+    #[arg(long, default_value_t = 0.0)]
+    pub invalid_json_rate: f64,
     /// Reject prompts longer than this with HTTP 400 (0: no limit).
     #[arg(long, default_value_t = 0)]
     pub max_context_tokens: u32,

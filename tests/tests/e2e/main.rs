@@ -24,5 +24,6 @@ mod slo;
 mod snapshots;
 mod spans;
 mod spec;
+mod structured;
 mod tokens;
 mod warmup;

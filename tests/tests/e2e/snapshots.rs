@@ -106,6 +106,14 @@ fn snapshot<S: AsRef<str>>(name: &str, agent: bool, flags: &[S], empty: &[&str])
         "itl_answer_p50_ms",
         "itl_answer_p99_ms",
     ];
+    // No response format was asked for.
+    let free_text = [
+        "response_format",
+        "structured_checked",
+        "structured_valid_share",
+        "structured_valid_share_ci_low",
+        "structured_valid_share_ci_high",
+    ];
     let closed_loop = ["request_rate", "session_rate"]
         .into_iter()
         .chain(names(LOAD_COLUMNS))
@@ -114,6 +122,7 @@ fn snapshot<S: AsRef<str>>(name: &str, agent: bool, flags: &[S], empty: &[&str])
         .chain(names(ENERGY_COLUMNS))
         .chain(truthful)
         .chain(unreasoned)
+        .chain(free_text)
         // The client was not the limit of these short runs; a closed loop
         // has no load report, so none of its arrivals waited too long.
         .chain(["client_bound", "dropped_waiting"]);

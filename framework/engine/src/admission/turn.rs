@@ -202,6 +202,12 @@ pub(crate) async fn drive(
         for r in &sh.routers {
             r.decorate(&ctx, &mut extras)?;
         }
+        // The answer format this request asks for, where the run asks for one.
+        let format = sh.opts.structured.as_ref().map(|s| {
+            let k = s.pick(agent_id, index);
+            extras.body_fields.extend(s.fields(k).iter().cloned());
+            k
+        });
         let stream = cur.stream.unwrap_or(sh.opts.stream);
         let mut body = BodyWriter::default();
         sh.codec
@@ -209,7 +215,12 @@ pub(crate) async fn drive(
                 &EncodeRequest {
                     model: &sh.opts.model,
                     conversation: &conv,
-                    output: cur.output_bounds(),
+                    // A structured answer ends where its JSON does: the
+                    // output count is its cap alone.
+                    output: match (&sh.opts.structured, cur.output_bounds()) {
+                        (Some(_), Some((_, max))) => Some((0, max)),
+                        (_, bounds) => bounds,
+                    },
                     stream,
                     extra_fields: &extras.body_fields,
                     raw_body: raw.as_ref().map(|b| &*b.0),
@@ -401,6 +412,10 @@ pub(crate) async fn drive(
                 reasoning_counted: reasoning.is_some_and(|(_, counted)| counted),
                 images,
                 image_bytes,
+                structured: match (&sh.opts.structured, format, &result) {
+                    (Some(s), Some(k), Ok(reply)) => Some(s.check(k, reply)),
+                    _ => None,
+                },
                 tpot: stream_figures.0,
                 itl_max: stream_figures.1,
                 token_times: match &result {

@@ -94,6 +94,8 @@ pub struct Metrics {
     pub reasoning_completion_tokens: u64,
     /// Successes that reasoned and gave no answer.
     pub reasoning_only: u64,
+    /// Structured answers checked (runs with a response format).
+    pub structured: crate::measurement::structured::StructuredCounts,
     /// Inputs answered (embeddings), where the API counts them.
     pub items: Option<u64>,
     /// Images sent (every request, failures included).
@@ -378,6 +380,9 @@ impl Metrics {
                 if let Some(t) = rec.ttfat {
                     self.ttfat.record_at(t, at);
                     self.ttfat_from_intended.record_at(t + behind, at);
+                }
+                if let Some(c) = rec.structured {
+                    self.structured.record(c, rec.latency);
                 }
                 if let Some(r) = rec.reasoning_tokens {
                     self.reasoning_tokens += r;
@@ -809,6 +814,7 @@ impl Metrics {
                     .saturating_sub(m.reasoning_tokens)
             }),
             reasoning_only_replies: m.reasoning_only,
+            structured: m.structured.summary(),
             total_items: m.items,
             images_sent: (m.images > 0).then_some(m.images),
             total_image_bytes: (m.images > 0).then_some(m.image_bytes),
@@ -886,6 +892,7 @@ mod tests {
             image_bytes: 0,
             tpot: None,
             itl_max: None,
+            structured: None,
             token_times: Vec::new(),
             slo_met: None,
             failure: None,
@@ -974,6 +981,7 @@ mod tests {
                 image_bytes: 0,
                 tpot: None,
                 itl_max: None,
+                structured: None,
                 token_times: Vec::new(),
                 slo_met: None,
                 failure: None,
@@ -1026,6 +1034,7 @@ mod tests {
             image_bytes: 0,
             tpot: None,
             itl_max: None,
+            structured: None,
             token_times: Vec::new(),
             slo_met: None,
             failure: None,

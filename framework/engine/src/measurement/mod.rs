@@ -2,7 +2,8 @@
 //! histograms ([`metrics`]), a latency's batches over time, 95% intervals
 //! ([`interval`]), the end of the transient (`steady`), runs that stop once
 //! sure ([`converge`]), SLO verdicts ([`slo`]), the summary and its load
-//! report, and the figures per endpoint ([`endpoints`]).
+//! report, the figures per endpoint ([`endpoints`]), and structured answers
+//! checked against their schemas ([`structured`]).
 
 pub mod client_bound;
 pub mod converge;
@@ -13,4 +14,5 @@ pub(crate) mod load_report;
 pub mod metrics;
 pub mod slo;
 pub(crate) mod steady;
+pub mod structured;
 pub(crate) mod summary;

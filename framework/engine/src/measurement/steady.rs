@@ -270,6 +270,7 @@ fn detached(rec: &RequestRecord<'_>) -> RequestRecord<'static> {
         image_bytes: rec.image_bytes,
         tpot: rec.tpot,
         itl_max: rec.itl_max,
+        structured: rec.structured,
         token_times: rec.token_times.clone(),
         slo_met: rec.slo_met,
         failure: None,

@@ -39,6 +39,7 @@ pub fn check(spec: &RunSpec) -> Result<Target, Failure> {
         batchbench_plugins::reporters::otlp_spans::Endpoint::parse(url)
             .map_err(|e| Failure::bad(format!("output.otlp_endpoint (--otlp-endpoint): {e}")))?;
     }
+    response_formats(spec)?;
     check_shard(spec)?;
     let converging = spec.load.target_ci.is_some() || spec.load.until_decided;
     if converging && spec.shard.is_some() {
@@ -149,6 +150,57 @@ fn check_shard(spec: &RunSpec) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// The answer formats of a run with `--response-format`, its schema files
+/// read and checked: one that cannot be read, is not JSON or is not a JSON
+/// Schema is bad input naming the file (and the line of a JSON error), as is
+/// `--ignore-eos` beside a format (it would force text past the answer).
+pub(crate) fn response_formats(
+    spec: &RunSpec,
+) -> Result<Option<Vec<batchbench_contract::spec::ResponseFormat>>, Failure> {
+    use batchbench_contract::spec::{ResponseFormat, ResponseFormatSpec};
+    let Some(asked) = &spec.target.response_format else {
+        return Ok(None);
+    };
+    let flag = "target.response_format (--response-format)";
+    if spec.codec.config.get("ignore_eos") == Some(&serde_json::Value::Bool(true)) {
+        return Err(Failure::bad(format!(
+            "{flag} and --ignore-eos: a structured answer ends where its JSON does, and --ignore-eos would force text past it: drop one"
+        )));
+    }
+    let formats = match asked {
+        ResponseFormatSpec::JsonObject => vec![ResponseFormat {
+            name: "json_object".into(),
+            schema: None,
+        }],
+        ResponseFormatSpec::JsonSchema { schemas } => schemas
+            .iter()
+            .map(|path| {
+                let at = || format!("{flag}: {}", path.display());
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| Failure::bad(format!("{}: {e}", at())))?;
+                let schema: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+                    Failure::bad(format!(
+                        "{}: line {}, column {}: not JSON: {e}",
+                        at(),
+                        e.line(),
+                        e.column()
+                    ))
+                })?;
+                batchbench_engine::measurement::structured::check_schema(&schema)
+                    .map_err(|e| Failure::bad(format!("{}: {e}", at())))?;
+                let name = path
+                    .file_stem()
+                    .map_or_else(|| "schema".into(), |s| s.to_string_lossy().into_owned());
+                Ok(ResponseFormat {
+                    name,
+                    schema: Some(schema),
+                })
+            })
+            .collect::<Result<Vec<_>, Failure>>()?,
+    };
+    Ok(Some(formats))
 }
 
 /// A results directory must be creatable and must not hold a complete run: no

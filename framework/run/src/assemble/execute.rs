@@ -76,6 +76,7 @@ pub fn execute(
     let info = source.info();
     check_endless(&spec, &info)?;
     let (codec, knobs) = codec(&mut spec, &ctx)?;
+    let structured = structured(&spec, codec.as_ref())?;
     let mut routers = build_routers(&spec.routers, &ctx)?;
     // This client's own request ids and trace context, where asked for.
     let ids = &spec.target.ids;
@@ -183,6 +184,7 @@ pub fn execute(
             images: spec.images,
             token_times: spec.output.token_times,
             reasoning_history: spec.target.reasoning.history,
+            structured,
             slo: spec.slo.clone(),
             max_failure_rate: spec.max_failure_rate,
             fail_if_client_bound: spec.fail_if_client_bound,
@@ -403,6 +405,33 @@ async fn run_source(engine: Engine, source: Box<dyn WorkloadSource>) -> Result<R
 }
 
 /// The reasoning flags a spec's knobs stand for, for an error naming them.
+/// The answer formats of a run with `--response-format` (read and checked
+/// by [`response_formats`](super::check::response_formats)), each with its
+/// codec's body fields: a codec whose API has no structured outputs is bad
+/// input, before anything is sent.
+fn structured(
+    spec: &RunSpec,
+    codec: &dyn RequestCodec,
+) -> Result<Option<Arc<batchbench_engine::measurement::structured::Structured>>, Failure> {
+    use batchbench_engine::measurement::structured::Structured;
+    let Some(formats) = super::check::response_formats(spec)? else {
+        return Ok(None);
+    };
+    let flag = "target.response_format (--response-format)";
+    let with_fields = formats
+        .into_iter()
+        .map(|f| {
+            let fields = codec
+                .response_format_fields(&f)
+                .map_err(|e| Failure::bad(format!("{flag}: the {} codec: {e}", spec.codec.name)))?;
+            Ok((f, fields))
+        })
+        .collect::<Result<Vec<_>, Failure>>()?;
+    Structured::new(with_fields)
+        .map(|s| Some(Arc::new(s)))
+        .map_err(|e| Failure::bad(format!("{flag}: {e}")))
+}
+
 /// What the run sends back of earlier reasoning: its choice, else its
 /// codec's default; a choice the codec's API cannot carry is bad input.
 pub(super) fn reasoning_history(

@@ -118,6 +118,15 @@ pub struct TargetArgs {
     /// others drop). The prefix-cache estimate follows the choice.
     #[arg(long, value_name = "CHOICE", value_parser = parse_history, help_heading = "Reasoning")]
     pub reasoning_history: Option<ReasoningHistory>,
+    /// Structured outputs: json_object (any JSON object), or
+    /// json_schema:FILE[,FILE...] (JSON valid against a JSON Schema; several
+    /// rotate over the requests), in the API's own field (chat
+    /// `response_format`, Responses `text.format`). Every answer is parsed
+    /// and validated: the summary gives the valid share. --output-tokens is
+    /// then the cap alone (no min_tokens: the answer ends where its JSON
+    /// does), and --ignore-eos is refused.
+    #[arg(long, value_name = "FORMAT", value_parser = parse_response_format, help_heading = "Protocol")]
+    pub response_format: Option<batchbench_contract::spec::ResponseFormatSpec>,
     /// Synthetic images on each conversation's first user message (vision models;
     /// openai_chat, openai_responses, anthropic_messages).
     #[arg(long, value_name = "N", help_heading = "Images")]
@@ -229,6 +238,9 @@ impl TargetArgs {
         if g.has("reasoning_history") {
             r.history = self.reasoning_history;
         }
+        if g.has("response_format") {
+            spec.target.response_format = self.response_format.clone();
+        }
         // The flags set the codec's own fields of those names (every built-in
         // generating codec has `ignore_eos`; the OpenAI ones `sglang`); a codec without
         // them refuses the field, naming it.
@@ -244,6 +256,11 @@ impl TargetArgs {
 
 /// `--reasoning-effort`'s value.
 fn parse_effort(s: &str) -> Result<ReasoningEffort, String> {
+    s.parse()
+}
+
+/// `--response-format`'s value.
+fn parse_response_format(s: &str) -> Result<batchbench_contract::spec::ResponseFormatSpec, String> {
     s.parse()
 }
 

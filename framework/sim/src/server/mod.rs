@@ -28,6 +28,7 @@ mod metrics;
 mod prompt;
 mod respond;
 mod stream;
+mod structured;
 
 use metrics::{error, metrics, models, requests, sha256_hex, stats};
 use prompt::{Counted, prompt_tokens};
@@ -434,6 +435,9 @@ struct Plan {
     /// The prompt's ids on its worker, to cache the reply after them (a
     /// templated API's, read; see [`respond::hold_reply`]).
     held: Option<Vec<u32>>,
+    /// Structured outputs: the answer's text, decided with the plan (its
+    /// tokens are the answer's).
+    answer: Option<String>,
 }
 
 /// The handler of one API's generation endpoint.
@@ -544,6 +548,28 @@ async fn serve(
     } else {
         drawn.min(max - reasoning)
     };
+    // A structured answer is as long as its JSON, cut at the cap.
+    let (answer, answer_text) = match parsed
+        .structured
+        .as_ref()
+        .filter(|_| api != Api::Embeddings)
+    {
+        Some(schema) => {
+            let mut text = structured::answer(schema.as_ref(), &st.tok, &mut rng);
+            let mut brng = Stream::at(st.cfg.seed ^ 0x150B_AD0A, &[fnv(&body)]);
+            if st.cfg.invalid_json_rate > 0.0 && brng.next_f64() < st.cfg.invalid_json_rate {
+                text = structured::broken(&text);
+            }
+            let tokens = match st.ids(&text) {
+                Ok(ids) => ids.len(),
+                Err(e) => return error(StatusCode::BAD_REQUEST, &e),
+            };
+            let room = (max - reasoning) as usize;
+            let n = tokens.min(room);
+            (n as u32, Some(structured::cut(&text, tokens, n)))
+        }
+        None => (answer, None),
+    };
     let completion = reasoning + answer;
     let stream = parsed.stream;
     let usage_in_stream = parsed.usage_in_stream;
@@ -629,6 +655,7 @@ async fn serve(
         && !ids.is_empty())
     .then_some(ids);
     let plan = Plan {
+        answer: answer_text,
         held,
         api,
         seq,

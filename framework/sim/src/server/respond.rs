@@ -60,9 +60,15 @@ pub(super) async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Resp
         let mut think = String::new();
         st.tok
             .push_words(&mut rng, p.reasoning as usize, &mut think);
-        let mut text = String::new();
-        st.tok
-            .push_words(&mut rng, (p.completion - p.reasoning) as usize, &mut text);
+        let text = match &p.answer {
+            Some(a) => a.clone(),
+            None => {
+                let mut text = String::new();
+                st.tok
+                    .push_words(&mut rng, (p.completion - p.reasoning) as usize, &mut text);
+                text
+            }
+        };
         if p.fault.is_none() {
             store(&st, &p, &text);
             hold_reply(&st, &p, &think, &text);
@@ -193,7 +199,11 @@ pub(super) async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Resp
                 text.push_str(apis::THINK_CLOSE);
             }
             let from = text.len();
-            st.tok.push_words(&mut rng, n as usize, &mut text);
+            match (&p.answer, reasoning) {
+                // A structured answer's text, in even shares per token.
+                (Some(a), false) => text.push_str(&answer_piece(a, &p, sent, n)),
+                _ => st.tok.push_words(&mut rng, n as usize, &mut text),
+            }
             if reasoning {
                 think.push_str(&text[from..]);
             } else {
@@ -316,4 +326,15 @@ pub(super) fn hold_reply(st: &AppState, p: &Plan, think: &str, answer: &str) {
     lock(&st.workers[p.worker as usize])
         .0
         .lookup_and_insert(&ids);
+}
+
+/// The part of a structured answer `a` that tokens `sent..sent + n` of the
+/// output carry (the answer's share of its characters: its tokens are about
+/// as long as each other).
+fn answer_piece(a: &str, p: &Plan, sent: u32, n: u32) -> String {
+    let tokens = (p.completion - p.reasoning).max(1) as usize;
+    let chars = a.chars().count();
+    let from = (sent - p.reasoning) as usize;
+    let (lo, hi) = (chars * from / tokens, chars * (from + n as usize) / tokens);
+    a.chars().skip(lo).take(hi - lo).collect()
 }

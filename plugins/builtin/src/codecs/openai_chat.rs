@@ -182,6 +182,22 @@ impl RequestCodec for OpenAiChat {
     /// `reasoning_effort`, and thinking off through the chat template's
     /// switch (`chat_template_kwargs.enable_thinking`, vLLM's and SGLang's);
     /// chat completions have no thinking budget.
+    /// `response_format`: `json_object`, or `json_schema` with the schema
+    /// (strict), as OpenAI, vLLM, SGLang and llama.cpp read it.
+    fn response_format_fields(
+        &self,
+        format: &batchbench_contract::spec::ResponseFormat,
+    ) -> Result<Vec<(String, Value)>, String> {
+        let value = match &format.schema {
+            None => serde_json::json!({"type": "json_object"}),
+            Some(schema) => serde_json::json!({
+                "type": "json_schema",
+                "json_schema": {"name": format.name, "schema": schema, "strict": true},
+            }),
+        };
+        Ok(vec![("response_format".to_owned(), value)])
+    }
+
     fn reasoning_fields(&self, knobs: &ReasoningKnobs) -> Result<Vec<(String, Value)>, String> {
         if knobs.budget_tokens.is_some() {
             return Err("chat completions have no thinking budget (Anthropic's messages have: --codec anthropic_messages); bound the reasoning with --reasoning-effort".into());

@@ -187,6 +187,24 @@ fn write_all_items(out: &mut BodyWriter, conv: &Conversation) -> Result<(), Code
 }
 
 impl RequestCodec for OpenAiResponses {
+    /// `text.format`: `json_object`, or `json_schema` with the schema
+    /// (strict).
+    fn response_format_fields(
+        &self,
+        format: &batchbench_contract::spec::ResponseFormat,
+    ) -> Result<Vec<(String, serde_json::Value)>, String> {
+        let value = match &format.schema {
+            None => serde_json::json!({"type": "json_object"}),
+            Some(schema) => serde_json::json!({
+                "type": "json_schema", "name": format.name, "schema": schema, "strict": true,
+            }),
+        };
+        Ok(vec![(
+            "text".to_owned(),
+            serde_json::json!({ "format": value }),
+        )])
+    }
+
     /// `reasoning.effort`; thinking off is the effort `none`, and the API has
     /// no thinking budget.
     fn reasoning_fields(

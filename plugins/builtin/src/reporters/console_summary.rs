@@ -203,6 +203,9 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
             "reasoning only", s.reasoning_only_replies
         );
     }
+    if let Some(st) = &s.structured {
+        structured(&mut o, st);
+    }
     if s.planned_prompt_tokens > 0 {
         let _ = writeln!(
             o,
@@ -725,6 +728,38 @@ batchbench_contract::register_reporter! {
     build: ConsoleSummary::new,
 }
 
+/// The structured outputs' lines: the valid share with its interval, the
+/// invalid answers by reason, and the first request of each schema apart.
+fn structured(o: &mut String, st: &batchbench_contract::record::StructuredSummary) {
+    let interval = st
+        .valid_share_ci
+        .map(|[lo, hi]| format!(", 95% interval {:.1}-{:.1}%", 100.0 * lo, 100.0 * hi))
+        .unwrap_or_default();
+    let against = if st.schemas.is_empty() {
+        st.format.clone()
+    } else {
+        format!("{} {}", st.format, st.schemas.join(", "))
+    };
+    let _ = writeln!(
+        o,
+        "  {:<22} {} of {} answers valid ({:.1}%{interval}) against {against}",
+        "structured outputs",
+        st.valid,
+        st.checked,
+        100.0 * st.valid_share
+    );
+    if !st.invalid.is_empty() {
+        let reasons: Vec<String> = st.invalid.iter().map(|(r, n)| format!("{r} {n}")).collect();
+        let _ = writeln!(o, "  {:<22} {}", "invalid answers", reasons.join(", "));
+    }
+    if let (Some(first), Some(later)) = (st.first_latency_mean_ms, st.later_latency_p50_ms) {
+        let _ = writeln!(
+            o,
+            "  {:<22} {first:.2} ms mean over each schema's first request (a server compiles its grammar), {later:.2} ms p50 after",
+            "schema's first request"
+        );
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -781,5 +816,31 @@ mod tests {
         let mut o = String::new();
         delivery(&mut o, &d);
         assert!(o.ends_with("; 3 DROPPED (connection refused)\n"), "{o}");
+    }
+
+    #[test]
+    fn structured_outputs_say_their_valid_share_and_why_the_rest_failed() {
+        let st = batchbench_contract::record::StructuredSummary {
+            format: "json_schema".into(),
+            schemas: vec!["pet".into(), "order".into()],
+            checked: 200,
+            valid: 183,
+            valid_share: 0.915,
+            valid_share_ci: Some([0.868, 0.946]),
+            invalid: [("not_json".to_owned(), 17)].into_iter().collect(),
+            first_latency_mean_ms: Some(5.67),
+            later_latency_p50_ms: Some(2.16),
+        };
+        let mut o = String::new();
+        structured(&mut o, &st);
+        assert!(
+            o.contains("183 of 200 answers valid (91.5%, 95% interval 86.8-94.6%) against json_schema pet, order"),
+            "{o}"
+        );
+        assert!(o.contains("invalid answers        not_json 17"), "{o}");
+        assert!(
+            o.contains("5.67 ms mean over each schema's first request"),
+            "{o}"
+        );
     }
 }

@@ -56,6 +56,12 @@ struct Line<'a> {
     tpot_ms: Option<f64>,
     /// The longest per-token gap between streamed chunks.
     itl_max_ms: Option<f64>,
+    /// With `--response-format`: the schema the answer was checked against
+    /// (its index), and why it was not valid (absent: valid).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    structured_schema: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    structured_invalid: Option<&'static str>,
     /// When each chunk that carried tokens arrived, from the send (with
     /// `--token-times`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -209,6 +215,8 @@ fn line<'a>(rec: &'a RequestRecord<'a>, epoch_ms: Option<f64>) -> Line<'a> {
         ttfat_ms: rec.ttfat.map(ms),
         tpot_ms: rec.tpot.map(ms),
         itl_max_ms: rec.itl_max.map(ms),
+        structured_schema: rec.structured.map(|s| s.schema),
+        structured_invalid: rec.structured.and_then(|s| s.invalid).map(|i| i.as_str()),
         token_ms: rec.token_times.iter().copied().map(ms).collect(),
         slo_met: rec.slo_met,
         planned_prompt_tokens: rec.planned_prompt_tokens,
@@ -282,6 +290,10 @@ pub struct RecordLine {
     pub tpot_ms: Option<f64>,
     /// Longest per-token gap.
     pub itl_max_ms: Option<f64>,
+    /// The schema a structured answer was checked against.
+    pub structured_schema: Option<u16>,
+    /// Why it was not valid.
+    pub structured_invalid: Option<String>,
     /// Token arrival times from the send.
     pub token_ms: Vec<f64>,
     /// Met every per-request SLO bound.
@@ -389,6 +401,8 @@ impl RecordLine {
             image_bytes: self.image_bytes,
             tpot_ms: self.tpot_ms,
             itl_max_ms: self.itl_max_ms,
+            structured_schema: self.structured_schema,
+            structured_invalid: self.structured_invalid,
             token_ms: self.token_ms,
             slo_met: self.slo_met,
             failure_kind: self.failure_kind,
@@ -507,6 +521,7 @@ mod tests {
             image_bytes: 0,
             tpot: Some(Duration::from_micros(1_100)),
             itl_max: Some(Duration::from_millis(2)),
+            structured: None,
             token_times: Vec::new(),
             slo_met: Some(true),
             failure: None,
