@@ -26,6 +26,19 @@ pub enum Api {
     Generate,
     /// `/v1/embeddings`.
     Embeddings,
+    /// `/v1/rerank` and `/v2/rerank` (vLLM, Jina, Cohere): a query and
+    /// documents, answered with each document's relevance.
+    Rerank,
+    /// `/v1/score` (vLLM): a text scored against each of several.
+    Score,
+}
+
+impl Api {
+    /// Whether the API generates text (the others answer their inputs:
+    /// vectors, relevance, scores).
+    pub fn generates(self) -> bool {
+        !matches!(self, Self::Embeddings | Self::Rerank | Self::Score)
+    }
 }
 
 /// One message of a templated prompt.
@@ -340,6 +353,8 @@ pub fn parse(api: Api, req: &Value, headers: &axum::http::HeaderMap) -> Result<R
         Api::Messages => messages(req, headers),
         Api::Generate => generate(req),
         Api::Embeddings => embeddings(req),
+        Api::Rerank => pairs(req, "query", "documents"),
+        Api::Score => pairs(req, "text_1", "text_2"),
     }
 }
 
@@ -464,6 +479,42 @@ fn embeddings(req: &Value) -> Result<Request, String> {
         return Err("field 'input' must not be empty".into());
     }
     let n = inputs.len() as u64;
+    let mut r = common(req, Prompt::Inputs(inputs), n)?;
+    r.stream = false;
+    Ok(r)
+}
+
+/// A query (`first`) and the texts it is ranked or scored against (`rest`):
+/// the query counted once, then each text; the inputs are the texts.
+fn pairs(req: &Value, first: &str, rest: &str) -> Result<Request, String> {
+    let query = req
+        .get(first)
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("field '{first}' must be a string"))?;
+    let text = |v: &Value| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(o) => o.get("text").and_then(Value::as_str).map(str::to_owned),
+        _ => None,
+    };
+    let docs: Vec<String> = match req.get(rest) {
+        Some(Value::Array(a)) if a.is_empty() => {
+            return Err(format!("field '{rest}' must not be empty"));
+        }
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(text)
+            .collect::<Option<_>>()
+            .ok_or_else(|| format!("field '{rest}' must be an array of strings"))?,
+        Some(v) => vec![
+            text(v)
+                .ok_or_else(|| format!("field '{rest}' must be a string or an array of strings"))?,
+        ],
+        None => return Err(format!("field '{rest}' is required")),
+    };
+    let n = docs.len() as u64;
+    let inputs = std::iter::once(Prompt::Text(query.to_owned()))
+        .chain(docs.into_iter().map(Prompt::Text))
+        .collect();
     let mut r = common(req, Prompt::Inputs(inputs), n)?;
     r.stream = false;
     Ok(r)
@@ -918,6 +969,35 @@ fn plain_body(api: Api, f: &ReplyFacts<'_>, think: &str, text: &str) -> Value {
             json!({"object": "list", "model": f.model, "data": data,
                 "usage": {"prompt_tokens": f.prompt, "total_tokens": f.prompt}})
         }
+        Api::Rerank => {
+            // Relevance a function of the response id and the document,
+            // most relevant first.
+            let mut results: Vec<(u64, f64)> = (0..f.items)
+                .map(|i| {
+                    (
+                        i,
+                        ((fnv_str(f.id) ^ i.wrapping_mul(0x9E37)) % 1000) as f64 / 1000.0,
+                    )
+                })
+                .collect();
+            results.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let results: Vec<Value> = results
+                .into_iter()
+                .map(|(i, s)| json!({"index": i, "relevance_score": s}))
+                .collect();
+            json!({"id": f.id, "model": f.model, "results": results,
+                "usage": {"prompt_tokens": f.prompt, "total_tokens": f.prompt}})
+        }
+        Api::Score => {
+            let data: Vec<Value> = (0..f.items)
+                .map(|i| {
+                    let s = ((fnv_str(f.id) ^ i.wrapping_mul(0x9E37)) % 1000) as f64 / 1000.0;
+                    json!({"index": i, "object": "score", "score": s})
+                })
+                .collect();
+            json!({"id": f.id, "object": "list", "model": f.model, "data": data,
+                "usage": {"prompt_tokens": f.prompt, "total_tokens": f.prompt}})
+        }
     }
 }
 
@@ -987,7 +1067,7 @@ pub fn stream_start(api: Api, f: &ReplyFacts<'_>) -> Vec<String> {
                 },
             ),
         ],
-        Api::Completions | Api::Generate | Api::Embeddings => Vec::new(),
+        Api::Completions | Api::Generate | Api::Embeddings | Api::Rerank | Api::Score => Vec::new(),
     }
 }
 
@@ -1022,7 +1102,7 @@ pub fn stream_reasoning(
         }
         Api::Messages => json!({"type": "content_block_delta", "index": 0,
             "delta": {"type": "thinking_delta", "thinking": text}}),
-        Api::Completions | Api::Generate | Api::Embeddings => {
+        Api::Completions | Api::Generate | Api::Embeddings | Api::Rerank | Api::Score => {
             return stream_delta(api, f, text, so_far, sent);
         }
     };
@@ -1058,7 +1138,12 @@ pub fn stream_answer_start(api: Api, f: &ReplyFacts<'_>, think: &str) -> Vec<Str
                 &json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
             ),
         ],
-        Api::Chat | Api::Completions | Api::Generate | Api::Embeddings => Vec::new(),
+        Api::Chat
+        | Api::Completions
+        | Api::Generate
+        | Api::Embeddings
+        | Api::Rerank
+        | Api::Score => Vec::new(),
     }
 }
 
@@ -1077,7 +1162,7 @@ pub fn stream_delta(api: Api, f: &ReplyFacts<'_>, text: &str, so_far: &str, sent
         Api::Messages => json!({"type": "content_block_delta", "index": answer_index(f),
             "delta": {"type": "text_delta", "text": text}}),
         // SGLang streams the whole output so far.
-        Api::Generate | Api::Embeddings => {
+        Api::Generate | Api::Embeddings | Api::Rerank | Api::Score => {
             json!({"text": so_far, "meta_info": generate_meta(f, sent, false), "index": 0})
         }
     };
@@ -1150,7 +1235,7 @@ pub fn stream_end(
             ),
             event(api, &json!({"type": "message_stop"})),
         ],
-        Api::Generate | Api::Embeddings => vec![
+        Api::Generate | Api::Embeddings | Api::Rerank | Api::Score => vec![
             event(
                 api,
                 &timed(
@@ -1171,6 +1256,8 @@ pub fn response_id(api: Api, seq: u64) -> String {
         Api::Messages => format!("msg_sim{seq}"),
         Api::Generate => format!("gen-sim-{seq}"),
         Api::Embeddings => format!("embd-sim-{seq}"),
+        Api::Rerank => format!("rerank-sim-{seq}"),
+        Api::Score => format!("score-sim-{seq}"),
     }
 }
 

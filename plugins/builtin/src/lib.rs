@@ -20,6 +20,7 @@
 //! | codec | `anthropic_messages` | Anthropic Messages: content blocks, `tool_use`, `tool_result` |
 //! | codec | `sglang_generate` | SGLang's native `/generate` |
 //! | codec | `openai_embeddings` | OpenAI embeddings: each message one input |
+//! | codec | `rerank` | rerank (`/v1/rerank`, `/v2/rerank`) and score (`/v1/score`): a query and documents |
 //! | router | `user_tag` | `user` field + `X-SMG-Routing-Key`, stable per agent |
 //! | router | `dp_rank` | `X-SMG-Target-Worker: slot % ranks` |
 //! | router | `request_ids` | a seeded `X-Request-Id` and W3C `traceparent` per request |
@@ -62,6 +63,7 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("codec", "openai_completions"),
     ("codec", "openai_embeddings"),
     ("codec", "openai_responses"),
+    ("codec", "rerank"),
     ("codec", "sglang_generate"),
     ("router", "body_fields"),
     ("router", "dp_rank"),

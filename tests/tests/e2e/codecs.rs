@@ -187,6 +187,95 @@ fn embeddings_send_a_batch_of_exact_inputs_and_report_items() {
 }
 
 #[test]
+fn rerank_and_score_send_a_query_and_exact_documents_and_count_documents() {
+    let sim = SimServer::recording("qwen");
+    for (api, endpoint, kind) in [
+        ("rerank", "/v1/rerank", Api::Rerank),
+        ("rerank_v2", "/v2/rerank", Api::Rerank),
+        ("score", "/v1/score", Api::Score),
+    ] {
+        let before = sim.requests().len();
+        let r = sim.batchbench(
+            "--codec rerank --codec-config {} --query-tokens 24 --batch-size 8 --input-tokens 64 --users 2 --requests-per-user 3 --seed 4",
+            &[&format!(r#"{{"api": "{api}"}}"#)],
+        );
+        assert_eq!(r.code, 0, "{api}");
+        let url = r
+            .json
+            .as_ref()
+            .map(|j| j["run"]["url"].to_string())
+            .unwrap_or_default();
+        assert!(url.contains(endpoint), "{api}: {url}");
+        let log = sim.requests();
+        assert_eq!(log.len() - before, 6, "{api}");
+        for e in &log[before..] {
+            // Eight documents, and the query and each document counted once.
+            assert_eq!(
+                (e.api, e.messages, e.prompt_tokens),
+                (kind, 8, 24 + 8 * 64),
+                "{api}"
+            );
+        }
+        // Documents per second is the documents ranked over the run's time.
+        assert_eq!(r.count("total_items"), 6 * 8, "{api}");
+        let per_s = r.summary("items_per_second").as_f64().unwrap_or(0.0);
+        let secs = r.summary("total_duration_seconds").as_f64().unwrap_or(0.0);
+        assert!(
+            (per_s * secs - 48.0).abs() < 1e-6,
+            "{api}: {per_s} x {secs}"
+        );
+        assert_eq!(r.count("planned_prompt_tokens"), 6 * (24 + 8 * 64), "{api}");
+    }
+    // The texts, read back by the full tokenizer: a query of 24 tokens and
+    // documents of 64, each its own text.
+    let bodies: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>> = Default::default();
+    let kept = bodies.clone();
+    let addr = batchbench_tests::http::serve(move |req| {
+        let v: serde_json::Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        let n = v["documents"].as_array().map_or(0, Vec::len);
+        kept.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(v);
+        let results: Vec<serde_json::Value> = (0..n)
+            .map(|i| serde_json::json!({"index": i, "relevance_score": 0.5}))
+            .collect();
+        let body =
+            serde_json::json!({"id": "r", "results": results, "usage": {"total_tokens": 10}});
+        ("200 OK", "application/json", body.to_string().into_bytes())
+    });
+    let path = batchbench_tests::tokenizer_path("qwen");
+    let r = run_batchbench(&cmd(
+        "--host {} --tokenizer-model {} --codec rerank --query-tokens 24 --batch-size 8 --input-tokens 64 --users 2 --requests-per-user 2 --seed 4",
+        &[&format!("http://{addr}"), &path.display().to_string()],
+    ));
+    assert_eq!(r.code, 0);
+    let full = batchbench_engine::tokens::TokenizerHandle::from_file_uncached("qwen", &path)
+        .and_then(batchbench_engine::tokens::TokenizerHandle::without_proof)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let count = |t: &serde_json::Value| full.count(t.as_str().unwrap_or_default()).unwrap_or(0);
+    let bodies = bodies
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    assert_eq!(bodies.len(), 4);
+    for b in bodies.iter() {
+        assert_eq!(count(&b["query"]), 24, "{b}");
+        let docs = b["documents"].as_array().cloned().unwrap_or_default();
+        assert_eq!(docs.len(), 8, "{b}");
+        assert!(docs.iter().all(|d| count(d) == 64), "{b}");
+        let mut distinct = docs.clone();
+        distinct.sort_by_key(ToString::to_string);
+        distinct.dedup();
+        assert_eq!(distinct.len(), 8, "each document its own text");
+    }
+    // No documents at all is bad input, and nothing is sent.
+    let bad = run_batchbench(&cmd(
+        "--host {} --codec rerank --query-tokens 24 --batch-size 0 --input-tokens 64",
+        &[&sim.url()],
+    ));
+    assert_eq!(bad.code, 2);
+}
+
+#[test]
 fn images_ride_on_the_first_user_message_in_every_api_that_takes_them() {
     let cfg = SimConfig::default();
     let template = u64::from(cfg.template_overhead_tokens + cfg.message_overhead_tokens);

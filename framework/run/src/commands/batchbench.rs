@@ -55,6 +55,10 @@ pub struct BenchArgs {
     /// one request's inputs).
     #[arg(long, default_value = "1", value_parser = clap::value_parser!(u32).range(1..=65_536), help_heading = "Workload")]
     pub batch_size: u32,
+    /// A query of this many exact tokens before the --batch-size prompts
+    /// (a reranker's query; the prompts are its documents: --codec rerank).
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Workload")]
+    pub query_tokens: Option<u32>,
     /// Fraction of each prompt shared as a common prefix across prompts (0.0-1.0).
     #[arg(long, default_value = "0.0", value_parser = flags::finite, help_heading = "Workload")]
     pub input_prefix_overlap: f64,
@@ -223,6 +227,7 @@ pub fn default_spec() -> RunSpec {
         output: None,
         prefix_overlap: 0.0,
         batch_size: 1,
+        query_tokens: None,
     };
     RunSpec::new(
         PluginSpec::typed(FINITE_BATCH, &cfg)
@@ -269,6 +274,11 @@ fn validate(a: &BenchArgs) -> Result<Lengths, Failure> {
             "--batch-size above 1 needs --input-tokens (or the --input-lognorm-* family) and no --input-prefix-overlap",
         ));
     }
+    if a.query_tokens.is_some() && (input.is_none() || a.input_prefix_overlap > 0.0) {
+        return Err(Failure::bad(
+            "--query-tokens needs --input-tokens (the documents' length) and no --input-prefix-overlap",
+        ));
+    }
     Ok(Lengths { input, output })
 }
 
@@ -305,6 +315,7 @@ pub fn resolve(
             ("--output-tokens", lengths.output.is_some()),
             ("--input-prefix-overlap", a.input_prefix_overlap != 0.0),
             ("--batch-size", a.batch_size != 1),
+            ("--query-tokens", a.query_tokens.is_some()),
         ];
         if let Some((flag, _)) = synthetic.iter().find(|(_, given)| *given) {
             return Err(Failure::bad(format!(
@@ -340,6 +351,9 @@ pub fn resolve(
         if g.has("batch_size") {
             c.batch_size = a.batch_size;
         }
+        if g.has("query_tokens") {
+            c.query_tokens = a.query_tokens;
+        }
         spec.workload = PluginSpec::typed(FINITE_BATCH, &c).map_err(Failure::failed_msg)?;
     } else {
         // A plugin workload from the file: --users is its concurrency, as with
@@ -347,11 +361,16 @@ pub fn resolve(
         if g.explicit("users") {
             spec.admission.max_active = Some(a.users);
         }
-        let shape = ["requests_per_user", "input_prefix_overlap", "batch_size"]
-            .iter()
-            .chain(INPUT_FLAGS)
-            .chain(OUTPUT_FLAGS)
-            .find(|f| g.explicit(f));
+        let shape = [
+            "requests_per_user",
+            "input_prefix_overlap",
+            "batch_size",
+            "query_tokens",
+        ]
+        .iter()
+        .chain(INPUT_FLAGS)
+        .chain(OUTPUT_FLAGS)
+        .find(|f| g.explicit(f));
         if let Some(f) = shape {
             return Err(Failure::bad(format!(
                 "--{} shapes the {FINITE_BATCH} workload, and the config file's workload is {}",

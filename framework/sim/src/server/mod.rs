@@ -301,6 +301,11 @@ impl Sim {
             .route("/generate", handler(Api::Generate))
             .route("/v1/embeddings", handler(Api::Embeddings))
             .route("/embeddings", handler(Api::Embeddings))
+            .route("/v1/rerank", handler(Api::Rerank))
+            .route("/v2/rerank", handler(Api::Rerank))
+            .route("/rerank", handler(Api::Rerank))
+            .route("/v1/score", handler(Api::Score))
+            .route("/score", handler(Api::Score))
             .route("/v1/models", get(models))
             .route("/health", get(|| async { "ok" }))
             .route("/metrics", get(metrics))
@@ -526,7 +531,7 @@ async fn serve(
     // Output length and text are a function of the request (like greedy decoding:
     // the same prompt gets the same reply), never of arrival order.
     let mut rng = Stream::at(st.cfg.seed, &[fnv(&body)]);
-    let drawn = if api == Api::Embeddings {
+    let drawn = if !api.generates() {
         0
     } else if ignore_eos || min >= max {
         max
@@ -535,7 +540,7 @@ async fn serve(
     };
     // Reasoning comes first and counts in the cap: the answer is what is left
     // of it (all of it with ignore_eos).
-    let reasoning = if api == Api::Embeddings {
+    let reasoning = if !api.generates() {
         0
     } else {
         parsed
@@ -549,11 +554,7 @@ async fn serve(
         drawn.min(max - reasoning)
     };
     // A structured answer is as long as its JSON, cut at the cap.
-    let (answer, answer_text) = match parsed
-        .structured
-        .as_ref()
-        .filter(|_| api != Api::Embeddings)
-    {
+    let (answer, answer_text) = match parsed.structured.as_ref().filter(|_| api.generates()) {
         Some(schema) => {
             let mut text = structured::answer(schema.as_ref(), &st.tok, &mut rng);
             let mut brng = Stream::at(st.cfg.seed ^ 0x150B_AD0A, &[fnv(&body)]);
@@ -590,8 +591,8 @@ async fn serve(
         0
     } else {
         let mut w = lock(&st.workers[worker as usize]);
-        // An embedding model keeps no prefix cache.
-        let cached = if api == Api::Embeddings {
+        // An embedding or ranking model keeps no prefix cache.
+        let cached = if !api.generates() {
             0
         } else {
             w.0.lookup_and_insert(&ids).min(prompt)

@@ -9,5 +9,6 @@ pub mod openai_chat;
 pub mod openai_completions;
 pub mod openai_embeddings;
 pub mod openai_responses;
+pub mod rerank;
 pub mod sglang_generate;
 pub mod wire;

@@ -7,14 +7,13 @@
 //! vectors returned, reported as items. There is no streaming in this API: a
 //! run that streams reads the body whole all the same.
 
-use super::wire::{error_in_200, fields, json_str, raw_with_fields, w};
+use super::wire::{WholeBody, fields, items_reply, json_str, raw_with_fields, texts, w};
 use batchbench_contract::plugin::{
-    BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, StreamDecoder, Usage,
+    BodyWriter, CodecError, EncodeRequest, PluginError, Reply, RequestCodec, StreamDecoder,
 };
 use batchbench_contract::registry::BuildContext;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::time::Instant;
 
 /// Config of [`OpenAiEmbeddings`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -84,81 +83,18 @@ impl RequestCodec for OpenAiEmbeddings {
         }
         w(out, "{\"model\":");
         json_str(out, req.model)?;
-        w(out, ",\"input\":[");
-        for (i, m) in req.conversation.messages.iter().enumerate() {
-            if i > 0 {
-                w(out, ",");
-            }
-            json_str(out, &m.content)?;
-        }
-        w(out, "]");
+        texts(out, "input", &req.conversation.messages)?;
         fields(out, &set)?;
         w(out, "}");
         Ok(())
     }
 
     fn decode(&self, body: &[u8]) -> Result<Reply, CodecError> {
-        let r: Response = serde_json::from_slice(body)
-            .map_err(|e| CodecError(format!("invalid response JSON: {e}")))?;
-        if let Some(e) = &r.error {
-            return Err(error_in_200(e));
-        }
-        let items = r.data.len() as u64;
-        if items == 0 {
-            return Err(CodecError("the response holds no embeddings".into()));
-        }
-        Ok(Reply {
-            usage: r.usage.map(|u| Usage {
-                prompt_tokens: u.prompt_tokens,
-                completion_tokens: 0,
-                cached_tokens: None,
-                reasoning_tokens: None,
-                items: Some(items),
-            }),
-            finish_reason: Some("stop".into()),
-            ..Reply::default()
-        })
+        items_reply(body, "embeddings")
     }
 
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
-        Box::new(WholeBody {
-            codec: self.clone(),
-            body: Vec::new(),
-        })
-    }
-}
-
-#[derive(Debug, Deserialize)]
-struct Response {
-    #[serde(default)]
-    data: Vec<serde::de::IgnoredAny>,
-    #[serde(default)]
-    usage: Option<WireUsage>,
-    #[serde(default)]
-    error: Option<Value>,
-}
-
-#[derive(Debug, Deserialize)]
-struct WireUsage {
-    #[serde(default)]
-    prompt_tokens: u64,
-}
-
-/// The body read whole, for a run that streams (the API does not).
-#[derive(Debug)]
-struct WholeBody {
-    codec: OpenAiEmbeddings,
-    body: Vec<u8>,
-}
-
-impl StreamDecoder for WholeBody {
-    fn feed(&mut self, bytes: &[u8], _now: Instant) -> Result<(), CodecError> {
-        self.body.extend_from_slice(bytes);
-        Ok(())
-    }
-
-    fn finish(&mut self) -> Result<Reply, CodecError> {
-        self.codec.decode(&std::mem::take(&mut self.body))
+        Box::new(WholeBody::new(self.clone()))
     }
 }
 
@@ -174,6 +110,7 @@ batchbench_contract::register_codec! {
 mod tests {
     use super::*;
     use batchbench_contract::conversation::{Conversation, Message, Role};
+    use std::time::Instant;
 
     #[test]
     fn each_message_is_an_input_and_the_reply_counts_vectors() {

@@ -4,11 +4,12 @@
 
 use batchbench_contract::conversation::Conversation;
 use batchbench_contract::plugin::{
-    BodyWriter, CodecError, Reply, ServerTiming, StreamDecoder, Usage,
+    BodyWriter, CodecError, Reply, RequestCodec, ServerTiming, StreamDecoder, Usage,
 };
 use serde::Deserialize;
 use serde_json::Value;
 use std::io::Write;
+use std::time::Instant;
 
 /// Writes `s` (writing to memory cannot fail).
 pub(crate) fn w<W: Write>(out: &mut W, s: &str) {
@@ -584,6 +585,102 @@ impl ThinkTags {
     }
 }
 
+/// A body read whole by its codec's `decode`, for a run that streams against
+/// an API that does not (embeddings, rerank, score).
+#[derive(Debug)]
+pub(crate) struct WholeBody<C> {
+    codec: C,
+    body: Vec<u8>,
+}
+
+impl<C> WholeBody<C> {
+    /// A decoder of one body for `codec`.
+    pub(crate) fn new(codec: C) -> Self {
+        Self {
+            codec,
+            body: Vec::new(),
+        }
+    }
+}
+
+impl<C: RequestCodec + Send> StreamDecoder for WholeBody<C> {
+    fn feed(&mut self, bytes: &[u8], _now: Instant) -> Result<(), CodecError> {
+        self.body.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<Reply, CodecError> {
+        self.codec.decode(&std::mem::take(&mut self.body))
+    }
+}
+
+/// The body of an API that answers its inputs, not with text: embeddings'
+/// `data`, rerank's `results`, score's `data`; usage in prompt tokens (or
+/// total tokens, where that is all it says).
+#[derive(Debug, Deserialize)]
+struct ItemsBody {
+    #[serde(default)]
+    data: Vec<serde::de::IgnoredAny>,
+    #[serde(default)]
+    results: Vec<serde::de::IgnoredAny>,
+    #[serde(default)]
+    usage: Option<ItemsUsage>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ItemsUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    total_tokens: u64,
+}
+
+/// The reply of such a body: its inputs answered as items; `none` says what
+/// a body that answers none lacks.
+pub(crate) fn items_reply(body: &[u8], none: &str) -> Result<Reply, CodecError> {
+    let r: ItemsBody = serde_json::from_slice(body)
+        .map_err(|e| CodecError(format!("invalid response JSON: {e}")))?;
+    if let Some(e) = &r.error {
+        return Err(error_in_200(e));
+    }
+    let items = r.data.len().max(r.results.len()) as u64;
+    if items == 0 {
+        return Err(CodecError(format!("the response holds no {none}")));
+    }
+    Ok(Reply {
+        usage: r.usage.map(|u| Usage {
+            prompt_tokens: u.prompt_tokens.unwrap_or(u.total_tokens),
+            completion_tokens: 0,
+            cached_tokens: None,
+            reasoning_tokens: None,
+            items: Some(items),
+        }),
+        finish_reason: Some("stop".into()),
+        ..Reply::default()
+    })
+}
+
+/// `"name":[...]`, the texts of `messages` as a JSON array of strings, after
+/// a comma (an input list: embeddings' `input`, rerank's `documents`).
+pub(crate) fn texts(
+    out: &mut BodyWriter,
+    name: &str,
+    messages: &[batchbench_contract::conversation::Message],
+) -> Result<(), CodecError> {
+    w(out, ",");
+    json_str(out, name)?;
+    w(out, ":[");
+    for (i, m) in messages.iter().enumerate() {
+        if i > 0 {
+            w(out, ",");
+        }
+        json_str(out, &m.content)?;
+    }
+    w(out, "]");
+    Ok(())
+}
 #[cfg(test)]
 mod tests {
     #[test]

@@ -31,6 +31,10 @@ pub struct FiniteBatchConfig {
     /// batch of inputs); 1: one prompt.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub batch_size: u32,
+    /// A query of this many tokens before the batch's prompts, its own
+    /// message (a reranker's query: the prompts are its documents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_tokens: Option<u32>,
 }
 
 fn one() -> u32 {
@@ -44,6 +48,7 @@ fn is_one(n: &u32) -> bool {
 const PURPOSE_SHAPE: u64 = 0x5348_4150; // "SHAP"
 const PURPOSE_SHARED: u64 = 0x5348_5244; // "SHRD"
 const PURPOSE_ITEM: u64 = 0x4954_454d; // "ITEM"
+const PURPOSE_QUERY: u64 = 0x5155_4552; // "QUER"
 
 /// The finite users x requests workload.
 #[derive(Debug)]
@@ -77,7 +82,12 @@ impl FiniteBatch {
         if cfg.batch_size == 0 {
             return Err(bad("batch_size must be at least 1".into()));
         }
-        if cfg.batch_size > 1 && (cfg.input.is_none() || cfg.prefix_overlap > 0.0) {
+        if cfg.query_tokens == Some(0) {
+            return Err(bad("query_tokens must be at least 1".into()));
+        }
+        if (cfg.batch_size > 1 || cfg.query_tokens.is_some())
+            && (cfg.input.is_none() || cfg.prefix_overlap > 0.0)
+        {
             return Err(bad(
                 "batch_size above 1 needs an input length and no prefix_overlap".into(),
             ));
@@ -111,27 +121,30 @@ impl FiniteBatch {
             }),
             _ => None,
         };
-        // A batch: that many prompts, each a user message of its own seed.
+        // A batch: that many prompts, each a user message of its own seed,
+        // after the query where there is one.
+        let message = |purpose: u64, k: u64, tokens: u32| Block {
+            seed: format!("{:016x}", rng::derive(seed, &[purpose, user, index, k])).into(),
+            tokens,
+            role: BlockRole::User,
+            live: false,
+            text: None,
+        };
         let blocks = match prompt {
-            Some(p) if cfg.batch_size > 1 => Some(Blocks::from(
-                (0..u64::from(cfg.batch_size))
-                    .map(|k| Block {
-                        seed: format!(
-                            "{:016x}",
-                            rng::derive(seed, &[PURPOSE_ITEM, user, index, k])
-                        )
-                        .into(),
-                        tokens: p,
-                        role: BlockRole::User,
-                        live: false,
-                        text: None,
-                    })
+            Some(p) if cfg.batch_size > 1 || cfg.query_tokens.is_some() => Some(Blocks::from(
+                cfg.query_tokens
+                    .map(|q| message(PURPOSE_QUERY, 0, q))
+                    .into_iter()
+                    .chain((0..u64::from(cfg.batch_size)).map(|k| message(PURPOSE_ITEM, k, p)))
                     .collect::<Vec<_>>(),
             )),
             _ => None,
         };
         PlannedRequest {
-            prompt_tokens: prompt.map(|p| p.saturating_mul(cfg.batch_size)),
+            prompt_tokens: prompt.map(|p| {
+                p.saturating_mul(cfg.batch_size)
+                    .saturating_add(cfg.query_tokens.unwrap_or(0))
+            }),
             output_tokens: output,
             overhead_tokens: Some(0),
             shared_prefix,
@@ -203,6 +216,7 @@ mod tests {
             output: Some(LengthDist::fixed(8)),
             prefix_overlap: 0.5,
             batch_size: 1,
+            query_tokens: None,
         }
     }
 
@@ -238,6 +252,28 @@ mod tests {
             )
             .is_err(),
             "with a shared prefix"
+        );
+        // A query first, then the batch (a reranker's documents).
+        let q = FiniteBatchConfig {
+            query_tokens: Some(12),
+            ..c.clone()
+        };
+        let r = FiniteBatch::request(&q, 9, 1, 2);
+        let qb = r.blocks.clone().unwrap_or_else(|| panic!("blocks"));
+        assert_eq!(qb.len(), 4);
+        assert_eq!(qb[0].tokens, 12);
+        assert_eq!(qb[1].seed, blocks[0].seed, "the documents are the batch's");
+        assert_eq!(r.prompt_tokens, Some(12 + 3 * qb[1].tokens));
+        assert!(
+            FiniteBatch::new(
+                FiniteBatchConfig {
+                    query_tokens: Some(0),
+                    prefix_overlap: 0.0,
+                    ..cfg()
+                },
+                &ctx
+            )
+            .is_err()
         );
         assert!(
             FiniteBatch::new(
