@@ -194,6 +194,29 @@ fn a_gate_fails_a_run_whose_valid_share_fell() {
         )
     };
     assert_eq!(compare(&outs[0], &outs[0]), 0, "the same run passes");
+    // The report's summary table says it too.
+    let page = dir.path().join("report.html");
+    let code = batchbench_run::commands::batchbench::run(
+        [
+            "batchbench",
+            "report",
+            &outs[1],
+            "-o",
+            &page.display().to_string(),
+        ]
+        .map(std::ffi::OsString::from)
+        .to_vec(),
+    );
+    assert_eq!(code, 0);
+    let html = std::fs::read_to_string(&page).unwrap_or_default();
+    assert!(
+        html.contains("structured outputs valid"),
+        "a row of its own"
+    );
+    assert!(
+        html.contains("invalid: not_json"),
+        "and why the rest failed"
+    );
     assert_eq!(
         compare(&outs[0], &outs[1]),
         1,

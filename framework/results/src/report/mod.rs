@@ -205,7 +205,7 @@ fn p50_p99(v: Option<LatencyStats>) -> String {
 
 fn summary_section(shown: &[Shown<'_>]) -> String {
     type Row = (&'static str, fn(&RunDir) -> String);
-    let rows: [Row; 26] = [
+    let rows: [Row; 28] = [
         ("model", |r| esc(&r.doc.run.model)),
         ("target", |r| esc(&r.doc.run.url)),
         ("workload", |r| esc(&r.doc.run.workload.mode)),
@@ -240,6 +240,13 @@ fn summary_section(shown: &[Shown<'_>]) -> String {
         }),
         ("latency p50 / p99 (ms)", |r| p50_p99(r.doc.summary.latency)),
         ("TTFT p50 / p99 (ms)", |r| p50_p99(r.doc.summary.ttft)),
+        ("TTFAT p50 / p99 (ms)", |r| {
+            // The first answer token, where replies reasoned (else the TTFT).
+            match r.doc.summary.ttfrt {
+                Some(_) => p50_p99(r.doc.summary.ttfat),
+                None => "&ndash;".to_owned(),
+            }
+        }),
         ("ITL p50 / p99 (ms)", |r| p50_p99(r.doc.summary.itl)),
         ("TPOT p50 / p99 (ms)", |r| p50_p99(r.doc.summary.tpot)),
         ("client minus server p50 / p99 (ms)", |r| {
@@ -313,6 +320,32 @@ fn summary_section(shown: &[Shown<'_>]) -> String {
                 .slo
                 .as_ref()
                 .map_or_else(|| "&ndash;".to_owned(), |s| format!("{:.2}", s.goodput))
+        }),
+        ("structured outputs valid", |r| {
+            r.doc.summary.structured.as_ref().map_or_else(
+                || "&ndash;".to_owned(),
+                |s| {
+                    let share = format!(
+                        "{} of {} ({:.1}%{})",
+                        s.valid,
+                        s.checked,
+                        100.0 * s.valid_share,
+                        s.valid_share_ci
+                            .map(|[lo, hi]| format!(", 95% {:.1}-{:.1}%", 100.0 * lo, 100.0 * hi))
+                            .unwrap_or_default()
+                    );
+                    if s.invalid.is_empty() {
+                        share
+                    } else {
+                        let why: Vec<String> =
+                            s.invalid.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                        format!(
+                            "<span class=\"bad\">{share}; invalid: {}</span>",
+                            why.join(", ")
+                        )
+                    }
+                },
+            )
         }),
         ("failures by kind", |r| {
             let f = &r.doc.summary.failures_by_kind;
