@@ -828,10 +828,12 @@ fn an_agent_loop_keeps_or_drops_its_reasoning_and_the_servers_cache_follows() {
         );
         beyond.push((past_prompt, replies, continued));
     }
-    // Kept, the server found most of each reply after the prompt it
-    // answered; dropped, none of it (the answer alone starts differently).
+    // Kept, the server found each reply after the prompt it answered (all
+    // but its last token on an idle server; a quarter at least, where the
+    // tests beside this one took a conversation's slot between two turns);
+    // dropped, none of it (the answer alone starts differently).
     let (keep, drop) = (beyond[0], beyond[1]);
-    assert!(2 * keep.0 >= keep.1, "keep: {keep:?}");
+    assert!(4 * keep.0 >= keep.1, "keep: {keep:?}");
     assert!(drop.0 <= drop.2, "drop: {drop:?}");
 }
 
