@@ -9,6 +9,7 @@ pub mod client_bound;
 pub mod converge;
 pub mod endpoints;
 pub mod interval;
+pub mod itl;
 pub(crate) mod latency;
 pub(crate) mod load_report;
 pub mod metrics;

@@ -307,7 +307,7 @@ pub(crate) fn settle(
             if let Some(t) = rec.tpot {
                 metrics.tpot.record_at(t, sent);
             }
-            h.itl.record(metrics, sent);
+            metrics.record_gaps(&h.itl, sent);
         }
         metrics.record_outcome(&mut rec, load, slo);
         notify(&rec);

@@ -150,9 +150,9 @@ pub struct StructuredCounts {
     /// The formats whose first answer was seen.
     seen: Vec<bool>,
     /// Latency of each format's first answer.
-    first: crate::measurement::metrics::Latency,
+    first: crate::measurement::latency::Latency,
     /// Latency of the rest.
-    later: crate::measurement::metrics::Latency,
+    later: crate::measurement::latency::Latency,
 }
 
 impl StructuredCounts {
