@@ -341,6 +341,11 @@ pub(crate) async fn drive(
             Ok(r) => reasoning_tokens(&sh.synth, r).await,
             Err(_) => None,
         };
+        // A structured answer parsed and validated, before the lock too.
+        let structured = match (&sh.opts.structured, format, &result) {
+            (Some(s), Some(k), Ok(reply)) => Some(s.check(k, reply)),
+            _ => None,
+        };
         {
             let mut c = sh.collector();
             let c = &mut *c;
@@ -412,10 +417,7 @@ pub(crate) async fn drive(
                 reasoning_counted: reasoning.is_some_and(|(_, counted)| counted),
                 images,
                 image_bytes,
-                structured: match (&sh.opts.structured, format, &result) {
-                    (Some(s), Some(k), Ok(reply)) => Some(s.check(k, reply)),
-                    _ => None,
-                },
+                structured,
                 tpot: stream_figures.0,
                 itl_max: stream_figures.1,
                 token_times: match &result {

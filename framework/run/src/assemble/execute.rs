@@ -93,7 +93,9 @@ pub fn execute(
     }
     // The reasoning knobs, in the codec's own fields, on every request.
     if !knobs.is_empty() {
-        routers.push(Arc::new(BodyFields(knobs)));
+        routers.push(Arc::new(
+            batchbench_plugins::routers::body_fields::BodyFields::of_run(knobs),
+        ));
     }
     let routing = routing_policy(&mut spec, &mut routers, &ctx, target.endpoints())?;
     // The GPUs beside the client: refused here, before anything is sent,
@@ -468,18 +470,3 @@ fn knob_flags(k: &batchbench_contract::spec::ReasoningKnobs) -> String {
 
 /// Top-level body fields, by name.
 type BodyFieldList = Vec<(String, serde_json::Value)>;
-
-/// Fields set on every request's body (the codec's fields for the run's
-/// reasoning knobs).
-struct BodyFields(BodyFieldList);
-
-impl batchbench_contract::plugin::Router for BodyFields {
-    fn decorate(
-        &self,
-        _ctx: &batchbench_contract::plugin::RouteContext<'_>,
-        out: &mut batchbench_contract::plugin::RouteExtras,
-    ) -> Result<(), batchbench_contract::plugin::PluginError> {
-        out.body_fields.extend(self.0.iter().cloned());
-        Ok(())
-    }
-}

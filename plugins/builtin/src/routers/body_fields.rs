@@ -65,6 +65,13 @@ impl BodyFields {
             fields: cfg.fields.into_iter().collect(),
         })
     }
+
+    /// Fields the run itself writes from its flags, in its codec's own
+    /// words (the reasoning knobs): not checked against the run's fields,
+    /// since they are some of them.
+    pub fn of_run(fields: Vec<(String, Value)>) -> Self {
+        Self { fields }
+    }
 }
 
 impl Router for BodyFields {
