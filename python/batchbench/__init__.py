@@ -193,6 +193,7 @@ _BENCHMARK_KEYS: Dict[str, Tuple[type, ...]] = {
     "slo": (str, list, tuple),
     "reasoning": (dict,),
     "response_format": (dict,),
+    "model_mix": (dict,),
 }
 
 
@@ -297,6 +298,29 @@ def _validate_benchmark(config: Mapping[str, Any]) -> Dict[str, Any]:
             raise ConfigurationError("config key 'response_format': json_schema needs 'schemas', a list of files")
         if "schemas" in fmt:
             out["response_format"] = {**fmt, "schemas": [str(p) for p in fmt["schemas"]]}
+    if "model_mix" in out:
+        mix = out["model_mix"]
+        _check_keys("model_mix", mix, {"models": (list, tuple), "selection": (str,), "adapter_field": (str,)})
+        if not mix.get("models"):
+            raise ConfigurationError("config key 'model_mix': models needs at least one model")
+        for i, m in enumerate(mix["models"]):
+            _check_keys(
+                f"model_mix.models[{i}]",
+                m,
+                {"name": (str,), "weight": (int, float), "base": (str,), "tokenizer": (str,)},
+            )
+            for key in ("name", "weight"):
+                if key not in m:
+                    raise ConfigurationError(f"config key 'model_mix': models[{i}] needs '{key}'")
+        for key, choices in (
+            ("selection", ("random", "round_robin", "session")),
+            ("adapter_field", ("model", "lora_path", "lora_id")),
+        ):
+            if mix.get(key) is not None and mix[key] not in choices:
+                raise ConfigurationError(
+                    f"config key 'model_mix': {key} {mix[key]!r} is not one of {', '.join(choices)}"
+                )
+        out["model_mix"] = {**mix, "models": [dict(m) for m in mix["models"]]}
     return out
 
 
@@ -366,6 +390,14 @@ def run_benchmark(config: Mapping[str, Any]) -> Dict[str, Any]:
     ``{"type": "json_schema", "schemas": ["pet.json"]}`` (several rotate over
     the requests). Every answer is validated: the report's ``structured``
     holds the valid share, its interval and the invalid answers by reason.
+
+    ``model_mix`` sends several models (base models and LoRA adapters), with
+    the keys of a run spec's ``[target.mix]`` table: ``{"models": [{"name":
+    "base", "weight": 0.5}, {"name": "sql-lora", "base": "base", "weight":
+    0.5}], "selection": "round_robin"}`` (``random``, the default,
+    ``round_robin`` or ``session``; ``adapter_field`` ``model``, ``lora_path``
+    or ``lora_id``). Each body's ``model`` is the one picked; the report's
+    ``models`` holds each model's share and each record its ``model``.
 
     ``slo`` judges the run against latency bounds, as ``--slo`` does: a string
     ``"ttft_p99<=500ms,e2e<=20s"`` or a list of bounds. The report's ``slo`` then

@@ -353,6 +353,11 @@ struct BenchmarkConfig {
     /// `{"type": "json_schema", "schemas": ["pet.json"]}`.
     #[serde(default)]
     response_format: Option<batchbench_contract::spec::ResponseFormatSpec>,
+    /// Several models, with the keys of a run spec's `[target.mix]` table:
+    /// `models` (each `name`, `weight`, and `base` for an adapter),
+    /// `selection`, `adapter_field`.
+    #[serde(default)]
+    model_mix: Option<batchbench_contract::models::ModelMixSpec>,
 }
 
 /// Collects every request as a record (the report's `records`), with the
@@ -528,6 +533,7 @@ fn benchmark_spec(cfg: &BenchmarkConfig) -> Result<RunSpec, Outcome> {
     spec.slo.clone_from(&cfg.slo);
     spec.target.reasoning = cfg.reasoning;
     spec.target.response_format.clone_from(&cfg.response_format);
+    spec.target.mix.clone_from(&cfg.model_mix);
     spec.seed = Some(cfg.seed.unwrap_or_else(assemble::fresh_seed));
     if let Some(name) = &cfg.routing {
         spec.routers

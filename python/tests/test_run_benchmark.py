@@ -447,3 +447,39 @@ def test_structured_outputs_are_validated_against_their_schema(qwen, tmp_path):
     assert st["format"] == "json_schema" and st["schemas"] == ["pet"]
     assert st["checked"] == 40 and 0 < st["valid"] < 40, st
     assert st["invalid"] == {"not_json": 40 - st["valid"]}, st
+
+
+def test_a_model_mix_sends_each_model_its_share(qwen):
+    """``model_mix`` takes the keys of a run spec's ``[target.mix]``: each
+    body's ``model`` is the model picked (in turn here), the report's
+    ``models`` adds up to the run, and the simulator loads the adapters."""
+    mix = {
+        "models": [{"name": "base", "weight": 1}, {"name": "sql", "base": "base", "weight": 1}],
+        "selection": "round_robin",
+    }
+    with batchbench.Simulator(qwen, lora_adapters=["sql"], record_requests=True) as s:
+        report = batchbench.run_benchmark(
+            {
+                "endpoint": s.endpoint,
+                "user_count": 1,
+                "mode": batchbench.finite_mode(requests_per_user=20),
+                "requests": [batchbench.request_entry(body(f"q{i}"), line_idx=i) for i in range(20)],
+                "model_mix": mix,
+                "seed": 3,
+            }
+        )
+        sent = [r.get("model") for r in s.requests()]
+    models = {m["model"]: m["requests"] for m in report["models"]}
+    assert models == {"base": 10, "sql": 10}, report["models"]
+    assert sorted(r["model"] for r in report["records"]) == ["base"] * 10 + ["sql"] * 10
+    assert sorted(sent) == ["base"] * 10 + ["sql"] * 10
+    with pytest.raises(batchbench.ConfigurationError, match="selection 'sticky' is not one of"):
+        batchbench.run_benchmark(
+            {
+                "endpoint": "http://localhost:1",
+                "user_count": 1,
+                "mode": batchbench.finite_mode(requests_per_user=1),
+                "requests": [batchbench.request_entry(body())],
+                "model_mix": {**mix, "selection": "sticky"},
+            }
+        )

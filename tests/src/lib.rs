@@ -177,6 +177,13 @@ pub struct SimServer {
 impl SimServer {
     /// Starts a simulator with `cfg` and the named tokenizer on a free port.
     pub fn start(cfg: SimConfig, tok: &str) -> Self {
+        Self::with_model_tokenizers(cfg, tok, &[])
+    }
+
+    /// Starts a simulator like [`SimServer::start`] that counts the prompts
+    /// of the models named in `models` with their own tokenizers (`(model,
+    /// tokenizer name)`).
+    pub fn with_model_tokenizers(cfg: SimConfig, tok: &str, models: &[(&str, &str)]) -> Self {
         batchbench_engine::transport::install_crypto_provider();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -185,10 +192,15 @@ impl SimServer {
             .unwrap_or_else(|e| panic!("{e}"));
         let path = tokenizer_path(tok).display().to_string();
         let tok = tokenizer(tok);
+        let own = models
+            .iter()
+            .map(|(m, t)| ((*m).to_owned(), tokenizer(t)))
+            .collect();
         let sim = rt
-            .block_on(Sim::start(
+            .block_on(Sim::start_with_models(
                 cfg,
                 tok,
+                own,
                 "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")),
             ))
             .unwrap_or_else(|e| panic!("{e}"));

@@ -175,6 +175,45 @@ pub struct Analysis {
     /// ideal per-rank caches' figures under each choice of what goes back.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_history: Option<HistoryChoices>,
+    /// A run of several models (`--model-mix`): each model's share of the
+    /// requests, in the mix's order, and the ideal per-rank cache of its own
+    /// (a server's prefix cache does not cross models).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<ModelFigures>,
+    /// The LoRA adapter loads the run will cause on servers that hold at
+    /// most so many adapters at once (`--max-loras`), least recently used
+    /// evicted, requests in the layout's order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub adapter_loads: Vec<AdapterLoads>,
+}
+
+/// One model's share of a mix's requests.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ModelFigures {
+    /// The model's name.
+    pub model: String,
+    /// The base model it is an adapter of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    /// Its requests.
+    pub requests: u64,
+    /// Their share of all requests.
+    pub share: f64,
+    /// Its ideal per-rank cache: prompt tokens and the cached share.
+    pub cache: CacheFigures,
+}
+
+/// Adapter loads under one adapter capacity.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct AdapterLoads {
+    /// Adapters resident at once per rank.
+    pub max_loras: u32,
+    /// Requests whose adapter was not resident (a load each).
+    pub loads: u64,
+    /// Requests for an adapter.
+    pub adapter_requests: u64,
+    /// `loads` over every request.
+    pub share: f64,
 }
 
 /// The ideal per-rank caches under each choice of what an agent loop sends

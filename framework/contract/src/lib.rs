@@ -6,6 +6,8 @@ pub mod analysis;
 pub mod conversation;
 pub mod dist;
 pub mod manifest;
+pub mod models;
+mod names;
 pub mod plan;
 pub mod plugin;
 pub mod prefix;

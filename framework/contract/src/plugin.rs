@@ -676,6 +676,8 @@ pub struct RequestRecord<'a> {
     /// The endpoint it went to, by index in the run's hosts: present only in
     /// a run against several (a fleet).
     pub endpoint: Option<u32>,
+    /// The model of the run's mix it went to (a run of several models).
+    pub model: Option<&'a str>,
     /// The ids that join the request with the server's logs and traces.
     pub ids: RequestIds,
 }

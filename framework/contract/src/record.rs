@@ -247,6 +247,15 @@ impl RunInfo {
         ] {
             map.insert(k.to_owned(), opt(v));
         }
+        // A run of several models: each one's successes, in the mix's order.
+        let models = (!s.models.is_empty()).then(|| {
+            s.models
+                .iter()
+                .map(|m| format!("{}={}", m.model, m.figures.successful_requests))
+                .collect::<Vec<_>>()
+                .join(";")
+        });
+        map.insert("models".to_owned(), opt(models));
         // Structured outputs, where the run asked for a format.
         let st = s.structured.as_ref();
         for (k, v) in [
@@ -707,6 +716,10 @@ pub struct Summary {
     /// in a run against a fleet. Its counts add up to the run's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<EndpointSummary>,
+    /// Each model's share of a run of several models (`--model-mix`), in
+    /// the mix's order. Its counts add up to the run's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<ModelSummary>,
     /// How hard the client itself worked over the run: its runtime's threads
     /// and how busy they were, and how late it ran its tasks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -806,7 +819,9 @@ impl ClientBound {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct EndpointSummary {
-    /// The endpoint's URL (credentials redacted).
+    /// The endpoint's URL (credentials redacted); empty in a model's row
+    /// ([`ModelSummary`]), which names its model instead.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub url: String,
     /// Requests sent to it (measured ones: warmup left out).
     pub requests: u64,
@@ -834,6 +849,18 @@ pub struct EndpointSummary {
     pub latency: Option<LatencyStats>,
     /// Time to first token of its successes (streamed).
     pub ttft: Option<LatencyStats>,
+}
+
+/// One model's share of a run of several models: the same figures as an
+/// endpoint's, under the model's name.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ModelSummary {
+    /// The model's name in the mix (an adapter's own name).
+    pub model: String,
+    /// Its figures.
+    #[serde(flatten)]
+    pub figures: EndpointSummary,
 }
 
 /// The server's own timings over a run's successes, beside the client's.

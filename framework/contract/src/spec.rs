@@ -6,6 +6,7 @@
 //!
 //! Defaults are defined here, once: the command-line flags show and use these.
 
+use crate::names::named;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -136,6 +137,11 @@ pub struct TargetSpec {
     /// validated (absent: free text).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_format: Option<ResponseFormatSpec>,
+    /// Several models in one run (`--model-mix`): base models and LoRA
+    /// adapters, each conversation sent to one picked by weight (absent:
+    /// `model` alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mix: Option<crate::models::ModelMixSpec>,
 }
 
 /// What a run asks of every answer's shape (`--response-format`).
@@ -299,14 +305,6 @@ impl std::str::FromStr for ReasoningHistory {
     }
 }
 
-/// The value of `all` named `s`, or an error saying it is not `what`.
-fn named<T: Copy>(all: &[(&str, T)], s: &str, what: &str) -> Result<T, String> {
-    all.iter()
-        .find(|(n, _)| *n == s)
-        .map(|(_, e)| *e)
-        .ok_or_else(|| format!("'{s}' is not {what}"))
-}
-
 /// A reasoning effort, as the OpenAI APIs name them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -374,6 +372,7 @@ impl Default for TargetSpec {
             reasoning: ReasoningKnobs::default(),
             ids: RequestIdSpec::default(),
             response_format: None,
+            mix: None,
         }
     }
 }

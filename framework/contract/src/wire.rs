@@ -305,6 +305,9 @@ pub struct WireRequestRecord {
     /// The endpoint of a fleet it went to, by index.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<u32>,
+    /// The model of the run's mix it went to (a run of several models).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// This client's id of the request, sent in its request-id header.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
@@ -374,6 +377,7 @@ impl WireRequestRecord {
             warmup: r.timing.warmup,
             arrival: r.timing.arrival,
             endpoint: r.endpoint,
+            model: r.model.map(str::to_owned),
             request_id: r.ids.request_id.clone(),
             server_request_id: r.ids.server_request_id.clone(),
             response_id: r.ids.response_id.clone(),
@@ -436,6 +440,7 @@ impl WireRequestRecord {
                 arrival: self.arrival,
             },
             endpoint: self.endpoint,
+            model: self.model.as_deref(),
             ids: crate::plugin::RequestIds {
                 request_id: self.request_id.clone(),
                 server_request_id: self.server_request_id.clone(),
@@ -507,6 +512,7 @@ mod tests {
                 arrival: true,
             },
             endpoint: None,
+            model: None,
             ids: crate::plugin::RequestIds {
                 request_id: Some("a-1".into()),
                 server_request_id: Some("s-1".into()),

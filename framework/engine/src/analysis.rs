@@ -12,6 +12,8 @@
 //! Memory grows with the distinct blocks (a few tens of bytes each) and the
 //! trajectories in flight, never with the requests.
 
+mod mix;
+
 use crate::options::EngineError;
 use crate::synthesis::prefix::{HashMapById, LruCache, Overheads, Shape};
 use batchbench_contract::analysis::{
@@ -98,6 +100,9 @@ pub struct AnalyzeOptions {
     /// output) and whether the run sends it back. The analysis is the run's
     /// choice, and the ideal per-rank caches are taken under the other too.
     pub reasoning: Option<(u32, ReasoningHistory)>,
+    /// A run of several models: its mix, and the adapter capacities per rank
+    /// to count LoRA adapter loads under.
+    pub models: Option<(batchbench_contract::models::ModelMixSpec, Vec<u32>)>,
 }
 
 impl Default for AnalyzeOptions {
@@ -116,6 +121,7 @@ impl Default for AnalyzeOptions {
             top: 10,
             seed: 0,
             reasoning: None,
+            models: None,
         }
     }
 }
@@ -208,6 +214,8 @@ struct Active {
     /// reasoning reply (with `AnalyzeOptions::reasoning`).
     other: Option<Shape>,
     turns: u64,
+    /// The model of its conversation (of a mix).
+    model: usize,
 }
 
 #[derive(Default)]
@@ -282,6 +290,10 @@ pub fn analyze(
     // Per endpoint of a policy's fleet: when its requests in service end.
     let mut in_service: Vec<BinaryHeap<Reverse<u64>>> =
         (0..ranks).map(|_| BinaryHeap::new()).collect();
+    let mut mix = opts
+        .models
+        .as_ref()
+        .map(|(spec, slots)| mix::Mix::new(spec, slots));
 
     loop {
         if pending.is_none() && !exhausted {
@@ -338,6 +350,7 @@ pub fn analyze(
                     shape: Shape::new(block),
                     other: opts.reasoning.map(|_| Shape::new(block)),
                     turns: 0,
+                    model: 0,
                 },
             );
             heap.push(Reverse((at, tie(ord, 0), 0, ord)));
@@ -473,6 +486,13 @@ pub fn analyze(
         // still (an ideal cache forgets nothing), whichever rank it used since.
         let ideal = rank_ideal.entry(rank).or_default();
         let cached = a.shape.lookup_ideal(ideal, rank);
+        if let Some(m) = mix.as_mut() {
+            // A conversation stays on the model its opening request picked.
+            if index == 0 || req.reset_before {
+                a.model = m.picker.pick(opts.seed, a.ord, index);
+            }
+            m.record(a.model, rank, &mut a.shape, tokens);
+        }
         let c = ideal_rank_counts.entry(rank).or_default();
         c.requests += 1;
         c.prompt += tokens;
@@ -589,6 +609,8 @@ pub fn analyze(
         global: CacheFigures::new(None, requests, shape_tokens, global_cached),
         caches,
         reasoning_history,
+        models: mix.as_ref().map_or_else(Vec::new, |m| m.figures(requests)),
+        adapter_loads: mix.as_ref().map_or_else(Vec::new, |m| m.loads(requests)),
     })
 }
 

@@ -6,6 +6,7 @@ pub mod analysis;
 mod dry_run;
 mod live;
 pub mod measurement;
+pub mod models;
 mod options;
 pub mod run;
 pub mod schedule;

@@ -102,6 +102,9 @@ pub struct EngineOptions {
     /// Structured outputs: the formats requests ask for, in rotation, and
     /// every answer checked against its own (absent: free text).
     pub structured: Option<std::sync::Arc<crate::measurement::structured::Structured>>,
+    /// Several models: each conversation's model, picked by weight (absent:
+    /// `model` alone).
+    pub models: Option<std::sync::Arc<crate::models::Models>>,
 }
 
 pub use batchbench_contract::spec::AdmissionMode as Admission;
@@ -133,6 +136,7 @@ impl Default for EngineOptions {
             token_times: false,
             reasoning_history: None,
             structured: None,
+            models: None,
         }
     }
 }

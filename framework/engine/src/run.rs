@@ -46,6 +46,8 @@ pub struct Engine {
     routers: Vec<Arc<dyn Router>>,
     reporters: Vec<Box<dyn Reporter>>,
     tokenizer: Option<Arc<TokenizerHandle>>,
+    /// A run of several models: each model's own tokenizer (`None`: the run's).
+    model_tokenizers: Vec<Option<Arc<TokenizerHandle>>>,
     cancel: CancellationToken,
     config: serde_json::Value,
     spec: Option<batchbench_contract::spec::RunSpec>,
@@ -70,6 +72,7 @@ impl Engine {
             routers: Vec::new(),
             reporters: Vec::new(),
             tokenizer: None,
+            model_tokenizers: Vec::new(),
             cancel: CancellationToken::new(),
             config: serde_json::Value::Null,
             spec: None,
@@ -106,6 +109,13 @@ impl Engine {
     /// The tokenizer used for synthetic text.
     pub fn tokenizer(mut self, t: Arc<TokenizerHandle>) -> Self {
         self.tokenizer = Some(t);
+        self
+    }
+
+    /// A run of several models ([`EngineOptions::models`]): each model's
+    /// tokenizer, in the mix's order (`None`: the run's own).
+    pub fn model_tokenizers(mut self, t: Vec<Option<Arc<TokenizerHandle>>>) -> Self {
+        self.model_tokenizers = t;
         self
     }
 
@@ -154,8 +164,14 @@ impl Engine {
             start_skew_ms: None,
             merged_shards: Vec::new(),
         };
+        let models = per_model_tokenizers(
+            self.opts.models.as_ref().map_or(0, |m| m.names.len()),
+            self.model_tokenizers,
+            self.tokenizer.as_ref(),
+        );
         let synth = Arc::new(Synth {
             seed: self.opts.seed,
+            models,
             tokenizer: self.tokenizer,
             pool: Semaphore::new(self.opts.synth_workers.max(1)),
             texts: blocks::TextCache::default(),
@@ -289,6 +305,12 @@ impl Engine {
             .map(std::time::Duration::from_secs_f64);
         let structured =
             crate::measurement::structured::StructuredCounts::of(self.opts.structured.as_deref());
+        let models = self.opts.models.as_ref().map_or_else(Vec::new, |m| {
+            m.names
+                .iter()
+                .map(|n| (n.clone(), Default::default()))
+                .collect()
+        });
         let shared = Arc::new(Shared {
             opts: self.opts,
             in_flight: self
@@ -319,6 +341,7 @@ impl Engine {
                     cache_block_tokens: block_tokens,
                     structured,
                     endpoints,
+                    models,
                     ..Metrics::default()
                 },
                 failed: reporters.iter().map(|_| None).collect(),
@@ -490,6 +513,16 @@ impl Engine {
                 })
                 .collect();
         }
+        let secs = elapsed.as_secs_f64();
+        summary.models = c
+            .metrics
+            .models
+            .iter()
+            .map(|(name, m)| batchbench_contract::record::ModelSummary {
+                model: name.clone(),
+                figures: m.summary(String::new(), secs),
+            })
+            .collect();
         if let (Some(l), Some(s)) = (summary.load.as_mut(), &c.steady) {
             l.steady = s.report(c.metrics.warmup_requests);
         }
@@ -552,4 +585,26 @@ async fn wait_for_start(at: i64, cancel: &CancellationToken) -> f64 {
         }
         std::hint::spin_loop();
     }
+}
+
+/// Each of `n` models' tokenizer and block texts: its own, else the run's
+/// (none without a mix, or without any tokenizer at all). Models that share
+/// a tokenizer share the texts made with it.
+fn per_model_tokenizers(
+    n: usize,
+    own: Vec<Option<Arc<TokenizerHandle>>>,
+    run: Option<&Arc<TokenizerHandle>>,
+) -> Vec<(Arc<TokenizerHandle>, Arc<blocks::TextCache>)> {
+    let mut out: Vec<(Arc<TokenizerHandle>, Arc<blocks::TextCache>)> = Vec::with_capacity(n);
+    for i in 0..n {
+        let Some(tok) = own.get(i).cloned().flatten().or_else(|| run.cloned()) else {
+            return Vec::new();
+        };
+        let texts = out
+            .iter()
+            .find(|(t, _)| Arc::ptr_eq(t, &tok))
+            .map_or_else(Default::default, |(_, c)| c.clone());
+        out.push((tok, texts));
+    }
+    out
 }

@@ -56,6 +56,12 @@ pub struct AnalyzeArgs {
     /// alone); the other figures follow the run's choice.
     #[arg(long, value_name = "N", help_heading = "Analyze")]
     pub assume_reasoning_tokens: Option<u32>,
+    /// A run of several models (--model-mix): the LoRA adapter loads the run
+    /// will cause on servers that hold at most so many adapters at once per
+    /// rank (vLLM's --max-loras), comma separated, least recently used
+    /// evicted, in the order the layout sends requests.
+    #[arg(long, value_name = "N,...", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..), help_heading = "Analyze")]
+    pub max_loras: Vec<u32>,
     /// Write the analysis as JSON to FILE (- for stdout, instead of the
     /// tables; with --quiet and a FILE, no tables).
     #[arg(long, value_name = "FILE", help_heading = "Analyze")]
@@ -221,6 +227,7 @@ pub fn settings(a: &AnalyzeArgs) -> Result<AnalyzeSettings, Failure> {
         latency_ms: a.assume_latency_ms,
         top: a.top,
         reasoning_tokens: a.assume_reasoning_tokens,
+        max_loras: a.max_loras.clone(),
     })
 }
 
@@ -401,6 +408,36 @@ pub fn render(a: &Analysis) -> String {
                 cache_cells(r)
             );
         }
+    }
+    if !a.models.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nmodels: each one's requests, and an ideal per-rank cache of its own (caches do not cross models)"
+        );
+        for m in &a.models {
+            let name = match &m.base {
+                Some(b) => format!("{} (adapter of {b})", m.model),
+                None => m.model.clone(),
+            };
+            let _ = writeln!(
+                o,
+                "  {:<34} {:>10} requests ({:.1}%)  {}",
+                name,
+                thousands(m.requests),
+                100.0 * m.share,
+                cache_cells(&m.cache)
+            );
+        }
+    }
+    for l in &a.adapter_loads {
+        let _ = writeln!(
+            o,
+            "  {:<34} {:>10} loads of {} adapter requests ({:.1}% of all requests)",
+            format!("max-loras {}", l.max_loras),
+            thousands(l.loads),
+            thousands(l.adapter_requests),
+            100.0 * l.share
+        );
     }
     if let Some(h) = &a.reasoning_history {
         let _ = writeln!(

@@ -291,6 +291,10 @@ pub const STRUCTURED_COLUMNS: &[Column] = records![
     structured_valid_share_ci_high,
 ];
 
+/// A run of several models: each model's successes, `name=count;...` in
+/// the mix's order (empty for a run of one model).
+pub const MODEL_COLUMNS: &[Column] = records![models];
+
 /// The columns after the load model's: the SLO's, the cache estimates', the
 /// truth columns, the intervals, the energy, reasoning, the client's load
 /// each phase's inter-token latency and the structured outputs.
@@ -304,6 +308,7 @@ pub const OUTCOME_COLUMNS: &[Column] = &[
     Column::Group(CLIENT_COLUMNS),
     Column::Group(PHASE_ITL_COLUMNS),
     Column::Group(STRUCTURED_COLUMNS),
+    Column::Group(MODEL_COLUMNS),
 ];
 
 #[cfg(test)]

@@ -21,6 +21,11 @@ struct Args {
     /// one, or a Hugging Face model id.
     #[arg(long)]
     tokenizer_model: String,
+    /// A served model's own tokenizer, NAME=TOKENIZER (repeatable): its
+    /// requests' prompts are counted with it (name an adapter too, where a
+    /// request names its adapter in `model`).
+    #[arg(long, value_name = "NAME=TOKENIZER")]
+    model_tokenizer: Vec<String>,
     #[command(flatten)]
     sim: SimConfig,
 }
@@ -49,6 +54,16 @@ fn serve(args: Args) -> anyhow::Result<()> {
     let rt = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     rt.block_on(async {
         let tok = batchbench_engine::tokens::load(&args.tokenizer_model).await?;
+        let mut own = Vec::new();
+        for pair in &args.model_tokenizer {
+            let (name, path) = pair.split_once('=').ok_or_else(|| {
+                anyhow::anyhow!("--model-tokenizer: '{pair}' is not NAME=TOKENIZER")
+            })?;
+            let t = batchbench_engine::tokens::load(path.trim())
+                .await
+                .with_context(|| format!("--model-tokenizer {pair}"))?;
+            own.push((name.trim().to_owned(), t));
+        }
         let addr: SocketAddr = format!("{}:{}", args.host, args.port)
             .parse()
             .with_context(|| format!("invalid address {}:{}", args.host, args.port))?;
@@ -61,7 +76,7 @@ fn serve(args: Args) -> anyhow::Result<()> {
                     .map_err(|_| anyhow::anyhow!("replica {i} would need a port above 65535"))?;
                 at.set_port(port);
             }
-            let sim = Sim::start(args.sim.replica(i), tok.clone(), at)
+            let sim = Sim::start_with_models(args.sim.replica(i), tok.clone(), own.clone(), at)
                 .await
                 .with_context(|| format!("cannot listen on {at}"))?;
             eprintln!("batchbench-sim listening on {}", sim.url());

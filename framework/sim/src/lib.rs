@@ -167,6 +167,19 @@ pub struct SimConfig {
     /// the request's schema, as a grammar-constrained decoder makes them.
     #[arg(long, default_value_t = 0.0)]
     pub invalid_json_rate: f64,
+    /// LoRA adapters it serves, by name (comma separated): a request names
+    /// one by its `model` (vLLM), `lora_path` (SGLang) or `lora` list of ids
+    /// (llama.cpp; the ids are places in this list).
+    #[arg(long, value_delimiter = ',')]
+    pub lora_adapters: Vec<String>,
+    /// LoRA adapters resident on a worker at once (vLLM's `--max-loras`); a
+    /// request for another evicts the least recently used.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_loras: u32,
+    /// What loading an adapter that is not resident costs, in milliseconds,
+    /// before the request's first token.
+    #[arg(long, default_value_t = 0.0)]
+    pub lora_load_ms: f64,
     /// Reject prompts longer than this with HTTP 400 (0: no limit).
     #[arg(long, default_value_t = 0)]
     pub max_context_tokens: u32,
@@ -318,6 +331,7 @@ impl SimConfig {
             ("drip-ms", self.drip_ms),
             ("step-base-ms", self.step_base_ms),
             ("step-ms-per-seq", self.step_ms_per_seq),
+            ("lora-load-ms", self.lora_load_ms),
         ] {
             if !v.is_finite() || v < 0.0 {
                 return Err(format!("{name} must be a finite number >= 0, got {v}"));

@@ -14,6 +14,7 @@ mod faults;
 mod fleet;
 mod live;
 mod load;
+mod models;
 mod reasoning;
 mod replay;
 mod results;

@@ -113,6 +113,8 @@ fn snapshot<S: AsRef<str>>(name: &str, agent: bool, flags: &[S], empty: &[&str])
         "structured_valid_share",
         "structured_valid_share_ci_low",
         "structured_valid_share_ci_high",
+        // One model: no mix.
+        "models",
     ];
     let closed_loop = ["request_rate", "session_rate"]
         .into_iter()

@@ -181,7 +181,15 @@ pub(crate) async fn drive(
             index,
             &mut state,
         );
-
+        // A run of several models: a conversation goes to the model picked
+        // when it opened (see `job`, which made its text with that model's
+        // tokenizer).
+        let model = sh.opts.models.as_deref().map(|m| {
+            if fresh {
+                state.model = m.pick(sh.opts.seed, agent_id, index);
+            }
+            (m, state.model)
+        });
         // The images this request carries (the conversation's, resent each turn).
         let (images, image_bytes) = if sh.opts.images.is_some() {
             conv.messages
@@ -209,11 +217,26 @@ pub(crate) async fn drive(
             k
         });
         let stream = cur.stream.unwrap_or(sh.opts.stream);
+        let model_field = match model {
+            Some((m, k)) => {
+                let (name, fields) = m.wire(k);
+                extras.body_fields.extend(fields.iter().cloned());
+                // A verbatim body keeps its own `model` over the run's: the
+                // mix's pick replaces it, as the run asked for the mix.
+                if raw.as_ref().is_some_and(|b| b.0.contains_key("model")) {
+                    extras
+                        .body_fields
+                        .push(("model".to_owned(), serde_json::Value::from(name)));
+                }
+                name
+            }
+            None => &sh.opts.model,
+        };
         let mut body = BodyWriter::default();
         sh.codec
             .encode(
                 &EncodeRequest {
-                    model: &sh.opts.model,
+                    model: model_field,
                     conversation: &conv,
                     // A structured answer ends where its JSON does: the
                     // output count is its cap alone.
@@ -432,6 +455,7 @@ pub(crate) async fn drive(
                 failure,
                 timing,
                 endpoint: endpoint.map(|e| u32::try_from(e).unwrap_or(u32::MAX)),
+                model: model.map(|(m, k)| m.names[k].as_str()),
                 ids,
             };
             let itl = || match &result {

@@ -19,6 +19,9 @@ pub use crate::measurement::latency::{HISTOGRAM_BOUNDS, Latency};
 pub struct Metrics {
     /// Per endpoint of a fleet (empty against one server).
     pub endpoints: Vec<crate::measurement::endpoints::EndpointTally>,
+    /// Per model of a run of several models, by name in the mix's order
+    /// (empty for one model).
+    pub models: Vec<(String, crate::measurement::endpoints::EndpointTally)>,
     /// Requests that ended (success or failure).
     pub requests: u64,
     /// Successful requests.
@@ -318,6 +321,11 @@ impl Metrics {
             .and_then(|i| self.endpoints.get_mut(i as usize))
         {
             e.record(rec);
+        }
+        if let Some(name) = rec.model
+            && let Some((_, m)) = self.models.iter_mut().find(|(n, _)| n == name)
+        {
+            m.record(rec);
         }
         self.requests += 1;
         self.retries += u64::from(rec.retries);
@@ -774,6 +782,7 @@ mod tests {
             failure: None,
             timing: SendTiming::default(),
             endpoint: None,
+            model: None,
             ids: Default::default(),
         }
     }
@@ -836,6 +845,7 @@ mod tests {
         let mut rec = |sent: Duration, arrival: bool| {
             let rec = RequestRecord {
                 endpoint: None,
+                model: None,
                 agent_id: 0,
                 trajectory_id: "t",
                 request_index: 0,
@@ -889,6 +899,7 @@ mod tests {
         let ms = Duration::from_millis;
         let rec = RequestRecord {
             endpoint: None,
+            model: None,
             agent_id: 0,
             trajectory_id: "t",
             request_index: 0,

@@ -97,6 +97,8 @@ struct Held {
     rec: RequestRecord<'static>,
     trajectory_id: String,
     failure: Option<(FailureKind, String)>,
+    /// The model of a mix it went to.
+    model: Option<String>,
     itl: StreamGaps,
 }
 
@@ -206,6 +208,7 @@ impl Steady {
             rec: detached(rec),
             trajectory_id: rec.trajectory_id.to_owned(),
             failure,
+            model: rec.model.map(str::to_owned),
             itl,
         });
         self.held_bytes > self.hold_limit
@@ -276,6 +279,7 @@ fn detached(rec: &RequestRecord<'_>) -> RequestRecord<'static> {
         failure: None,
         timing: rec.timing,
         endpoint: None,
+        model: None,
         ids: rec.ids.clone(),
     }
 }
@@ -298,6 +302,7 @@ pub(crate) fn settle(
         let mut rec = RequestRecord {
             trajectory_id: &h.trajectory_id,
             failure: h.failure.as_ref().map(|(k, m)| (*k, m.as_str())),
+            model: h.model.as_deref(),
             ..h.rec
         };
         rec.timing.warmup = rec.timing.intended < cut;

@@ -24,6 +24,9 @@ pub const TOOL_CALL_NAME: &str = turn::BLOCK_TOOL;
 pub(crate) struct BlockState {
     texts: HashMap<Arc<str>, Arc<str>>,
     reasoning: HashMap<Arc<str>, Arc<str>>,
+    /// The model (of a mix) the conversation went to: the one its later
+    /// requests go to too.
+    pub(crate) model: usize,
 }
 
 impl BlockState {

@@ -26,6 +26,10 @@ pub(crate) struct Synth {
     pub(crate) tokenizer: Option<Arc<TokenizerHandle>>,
     pub(crate) pool: Semaphore,
     pub(crate) texts: blocks::TextCache,
+    /// A run of several models: each model's tokenizer, and the block texts
+    /// made with it (models that share a tokenizer share them); empty: the
+    /// run's for every request.
+    pub(crate) models: Vec<(Arc<TokenizerHandle>, Arc<blocks::TextCache>)>,
     pub(crate) images: Option<batchbench_contract::spec::ImageSpec>,
     /// Makes the images (a PNG's shared body is compressed on first use).
     pub(crate) image_maker: std::sync::OnceLock<crate::synthesis::images::ImageMaker>,
@@ -74,6 +78,8 @@ pub(crate) struct PrepJob {
     trajectory_id: Arc<str>,
     agent_id: u64,
     request_index: u64,
+    /// The model (of a mix) whose tokenizer makes the text.
+    model: usize,
     kind: PrepKind,
 }
 
@@ -108,6 +114,12 @@ pub(crate) fn job(
     state: &BlockState,
 ) -> Result<PrepJob, EngineError> {
     let continues = prev.is_some() && !req.reset_before;
+    // A conversation stays on the model its opening request was sent to.
+    let model = match &opts.models {
+        Some(_) if continues => state.model,
+        Some(m) => m.pick(opts.seed, agent_id, index),
+        None => 0,
+    };
     let kind = match req.prompt_plan(continues) {
         PromptPlan::Raw(body) => PrepKind::Raw(body.clone()),
         PromptPlan::Blocks(bs) => {
@@ -147,6 +159,7 @@ pub(crate) fn job(
         trajectory_id: id.clone(),
         agent_id,
         request_index: index,
+        model,
         kind,
     })
 }
@@ -264,6 +277,15 @@ impl NextPrep {
 }
 
 impl Synth {
+    /// The tokenizer that makes model `model`'s text (of a mix; else the
+    /// run's), and the block texts made with it.
+    fn tokenizer_of(&self, model: usize) -> (Option<&Arc<TokenizerHandle>>, &blocks::TextCache) {
+        match self.models.get(model) {
+            Some((tok, texts)) => (Some(tok), texts),
+            None => (self.tokenizer.as_ref(), &self.texts),
+        }
+    }
+
     /// Whether a job's text is made in place on the async thread: nothing to
     /// make, or plain text of at most [`INLINE_TOKENS`] on the proven path.
     /// Anything else goes to the blocking pool.
@@ -272,8 +294,8 @@ impl Synth {
             PrepKind::Fixed | PrepKind::Raw(_) => true,
             PrepKind::Blocks { needs, .. } if needs.is_empty() => true,
             _ => {
-                self.tokenizer
-                    .as_ref()
+                self.tokenizer_of(job.model)
+                    .0
                     .is_some_and(|t| t.synthesis_path() == crate::tokens::SynthesisPath::Proven)
                     && job.inline_tokens().is_some_and(|n| n <= INLINE_TOKENS)
             }
@@ -341,7 +363,8 @@ async fn prepare_text(sh: &Arc<Synth>, job: PrepJob) -> Result<Prepared, EngineE
         }
         _ => {}
     }
-    let Some(tok) = sh.tokenizer.clone() else {
+    let (tok, texts) = sh.tokenizer_of(job.model);
+    let Some(tok) = tok.cloned() else {
         return Err(EngineError::Plan(format!(
             "trajectory {}: a prompt-length target needs a tokenizer (--tokenizer-model)",
             job.trajectory_id
@@ -350,7 +373,7 @@ async fn prepare_text(sh: &Arc<Synth>, job: PrepJob) -> Result<Prepared, EngineE
     // On the proven path a plain-text piece is a few nanoseconds per token:
     // making it here costs less than handing it to the blocking pool.
     if sh.makes_in_place(&job) {
-        return synthesise(&tok, seed, &sh.texts, &job);
+        return synthesise(&tok, seed, texts, &job);
     }
     let _permit = sh
         .pool
@@ -360,7 +383,7 @@ async fn prepare_text(sh: &Arc<Synth>, job: PrepJob) -> Result<Prepared, EngineE
     let synth = sh.clone();
     tokio::task::spawn_blocking(move || {
         crate::schedule::pacer::background_priority();
-        synthesise(&tok, seed, &synth.texts, &job)
+        synthesise(&tok, seed, synth.tokenizer_of(job.model).1, &job)
     })
     .await
     .map_err(|e| EngineError::Internal(e.to_string()))?

@@ -122,6 +122,17 @@ pub fn analyze(
         }
         None => None,
     };
+    if !settings.max_loras.is_empty()
+        && spec
+            .target
+            .mix
+            .as_ref()
+            .is_none_or(|m| m.adapters().next().is_none())
+    {
+        return Err(Failure::bad(
+            "--max-loras counts the loads of a mix's LoRA adapters: give --model-mix with adapters (ADAPTER@BASE=WEIGHT)",
+        ));
+    }
     let opts = AnalyzeOptions {
         block_tokens: spec.target.cache_block_tokens(),
         overheads: batchbench_engine::synthesis::prefix::Overheads {
@@ -144,6 +155,11 @@ pub fn analyze(
         top: settings.top,
         seed: ctx.seed,
         reasoning,
+        models: spec
+            .target
+            .mix
+            .clone()
+            .map(|m| (m, settings.max_loras.clone())),
     };
     let total = info.planned_requests.unwrap_or(0);
     let hook = prep.hook();

@@ -40,6 +40,10 @@ pub fn check(spec: &RunSpec) -> Result<Target, Failure> {
             .map_err(|e| Failure::bad(format!("output.otlp_endpoint (--otlp-endpoint): {e}")))?;
     }
     response_formats(spec)?;
+    if let Some(m) = &spec.target.mix {
+        m.check()
+            .map_err(|e| Failure::bad(format!("target.mix (--model-mix): {e}")))?;
+    }
     check_shard(spec)?;
     let converging = spec.load.target_ci.is_some() || spec.load.until_decided;
     if converging && spec.shard.is_some() {

@@ -147,7 +147,13 @@ pub fn execute(
             Some(_) | None if !needs_tokens => None,
             _ => Some(load_tokenizer(&spec).await?),
         };
-        let sims = start_sims(&target, tokenizer.as_ref()).await?;
+        let model_toks = model_tokenizers(&spec).await?;
+        let sims = start_sims(
+            &target,
+            tokenizer.as_ref(),
+            sim_tokenizers(&spec, &model_toks),
+        )
+        .await?;
         let bases: Vec<String> = match &target {
             Target::Sim(_) => sims.iter().map(Sim::url).collect(),
             Target::Servers(urls) => urls.clone(),
@@ -170,7 +176,15 @@ pub fn execute(
             cancel_on_ctrl_c(c.clone());
             c
         });
+        let models = spec
+            .target
+            .mix
+            .as_ref()
+            .map(|m| batchbench_engine::models::Models::new(m).map(Arc::new))
+            .transpose()
+            .map_err(|e| Failure::bad(format!("--model-mix: {e}")))?;
         let opts = EngineOptions {
+            models,
             model: spec.target.model.clone(),
             seed: ctx.seed,
             max_active: usize::try_from(sizes.cap).unwrap_or(usize::MAX),
@@ -215,6 +229,7 @@ pub fn execute(
         if let Some(t) = tokenizer {
             engine = engine.tokenizer(t);
         }
+        engine = engine.model_tokenizers(model_toks);
         let out = run_source(engine, source).await;
         for sim in sims {
             sim.stop().await;
@@ -320,6 +335,7 @@ impl Sizes {
 async fn start_sims(
     target: &Target,
     tokenizer: Option<&Arc<TokenizerHandle>>,
+    own: Vec<(String, Arc<TokenizerHandle>)>,
 ) -> Result<Vec<Sim>, Failure> {
     let Target::Sim(cfg) = target else {
         return Ok(Vec::new());
@@ -331,7 +347,7 @@ async fn start_sims(
     let mut sims = Vec::with_capacity(cfg.replicas as usize);
     for i in 0..cfg.replicas {
         sims.push(
-            Sim::start(cfg.replica(i), tok.clone(), addr)
+            Sim::start_with_models(cfg.replica(i), tok.clone(), own.clone(), addr)
                 .await
                 .map_err(|e| Failure::failed(anyhow::anyhow!("cannot start the simulator: {e}")))?,
         );
@@ -470,3 +486,60 @@ fn knob_flags(k: &batchbench_contract::spec::ReasoningKnobs) -> String {
 
 /// Top-level body fields, by name.
 type BodyFieldList = Vec<(String, serde_json::Value)>;
+
+/// A run of several models: each model's own tokenizer, in the mix's order
+/// (`None`: the run's), loaded once per distinct name. One that cannot be
+/// loaded is bad input naming its model.
+async fn model_tokenizers(spec: &RunSpec) -> Result<Vec<Option<Arc<TokenizerHandle>>>, Failure> {
+    let Some(mix) = &spec.target.mix else {
+        return Ok(Vec::new());
+    };
+    let mut loaded: Vec<(&str, Arc<TokenizerHandle>)> = Vec::new();
+    let mut out = Vec::with_capacity(mix.models.len());
+    for (i, m) in mix.models.iter().enumerate() {
+        let Some(name) = mix.tokenizer(i) else {
+            out.push(None);
+            continue;
+        };
+        if let Some((_, t)) = loaded.iter().find(|(n, _)| *n == name) {
+            out.push(Some(t.clone()));
+            continue;
+        }
+        let t = batchbench_engine::tokens::load(name).await.map_err(|e| {
+            Failure::bad(format!(
+                "--model-tokenizer {}={name} (the tokenizer of model '{}'): {e}",
+                m.base
+                    .as_deref()
+                    .filter(|_| m.tokenizer.is_none())
+                    .unwrap_or(&m.name),
+                m.name
+            ))
+        })?;
+        loaded.push((name, t.clone()));
+        out.push(Some(t));
+    }
+    Ok(out)
+}
+
+/// The simulator's tokenizer for each name a request of the mix may carry
+/// in its `model` field (the models, and the bases of adapters named by
+/// another field), where the model has one of its own.
+fn sim_tokenizers(
+    spec: &RunSpec,
+    own: &[Option<Arc<TokenizerHandle>>],
+) -> Vec<(String, Arc<TokenizerHandle>)> {
+    let Some(mix) = &spec.target.mix else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (m, t) in mix.models.iter().zip(own) {
+        let Some(t) = t else { continue };
+        out.push((m.name.clone(), t.clone()));
+        if let Some(b) = &m.base
+            && mix.index(b).is_none()
+        {
+            out.push((b.clone(), t.clone()));
+        }
+    }
+    out
+}

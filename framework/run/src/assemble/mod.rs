@@ -115,6 +115,8 @@ pub struct AnalyzeSettings {
     /// Reasoning tokens assumed per reply (part of its output): the cache
     /// figures are then taken under both choices of what goes back.
     pub reasoning_tokens: Option<u32>,
+    /// LoRA adapter capacities per rank to count a mix's adapter loads under.
+    pub max_loras: Vec<u32>,
 }
 
 /// What every use of a spec starts with: the spec checked and its target

@@ -30,6 +30,28 @@ pub struct TargetArgs {
     /// a .gguf model file (its embedded byte-level BPE tokenizer).
     #[arg(long, help_heading = "Target")]
     pub tokenizer_model: Option<String>,
+    /// Several models in one run: NAME=WEIGHT or ADAPTER@BASE=WEIGHT (a LoRA
+    /// adapter of BASE), comma separated, for example
+    /// 'base=0.5,sql-lora@base=0.3,chat-lora@base=0.2'. Each conversation
+    /// goes to one model, picked by --model-selection; the summary gives
+    /// each model's figures.
+    #[arg(long, value_name = "MIX", help_heading = "Models")]
+    pub model_mix: Option<String>,
+    /// How each conversation's model is picked: random (by weight, seeded),
+    /// round_robin (by weight, in turn) or session (every request of an
+    /// agent to one model) [default: random].
+    #[arg(long, value_name = "POLICY", value_parser = parse_selection, help_heading = "Models")]
+    pub model_selection: Option<batchbench_contract::models::ModelSelection>,
+    /// Where an adapter's name goes: model (the request's model, as vLLM
+    /// serves adapters), lora_path (SGLang; model is the base), lora_id
+    /// (llama.cpp's per-request lora list; ids are the adapters' order in
+    /// the mix) [default: model].
+    #[arg(long, value_name = "FIELD", value_parser = parse_adapter_field, help_heading = "Models")]
+    pub adapter_field: Option<batchbench_contract::models::AdapterField>,
+    /// A model's own tokenizer, NAME=TOKENIZER (repeatable); a model without
+    /// one takes its base's, else the run's (--tokenizer-model).
+    #[arg(long, value_name = "NAME=TOKENIZER", help_heading = "Models")]
+    pub model_tokenizer: Vec<String>,
     /// Bearer token; else read from the variable named by --api-key-env.
     #[arg(long, help_heading = "Target")]
     pub api_key: Option<String>,
@@ -241,6 +263,7 @@ impl TargetArgs {
         if g.has("response_format") {
             spec.target.response_format = self.response_format.clone();
         }
+        self.apply_mix(spec, g)?;
         // The flags set the codec's own fields of those names (every built-in
         // generating codec has `ignore_eos`; the OpenAI ones `sglang`); a codec without
         // them refuses the field, naming it.
@@ -252,6 +275,67 @@ impl TargetArgs {
         }
         Ok(())
     }
+}
+
+impl TargetArgs {
+    /// The model mix flags.
+    fn apply_mix(&self, spec: &mut RunSpec, g: &Given) -> Result<(), Failure> {
+        use batchbench_contract::models::ModelMixSpec;
+        if let Some(given) = &self.model_mix {
+            let models = &batchbench_contract::models::parse_mix(given)
+                .map_err(|e| Failure::bad(format!("--model-mix: {e}")))?;
+            let mix = spec.target.mix.get_or_insert_with(ModelMixSpec::default);
+            mix.models.clone_from(models);
+            // The run's own model (its label, and the tokenizer's default):
+            // the mix's first base model unless --model names one.
+            if !g.explicit("model")
+                && let Some(m) = models.first()
+            {
+                spec.target.model = m.base.clone().unwrap_or_else(|| m.name.clone());
+            }
+        }
+        let knobs = [
+            ("--model-selection", self.model_selection.is_some()),
+            ("--adapter-field", self.adapter_field.is_some()),
+            ("--model-tokenizer", !self.model_tokenizer.is_empty()),
+        ];
+        let Some(mix) = spec.target.mix.as_mut() else {
+            if let Some((flag, _)) = knobs.iter().find(|(_, on)| *on) {
+                return Err(Failure::bad(format!(
+                    "{flag} shapes a model mix: give --model-mix too"
+                )));
+            }
+            return Ok(());
+        };
+        if let Some(s) = self.model_selection {
+            mix.selection = s;
+        }
+        if let Some(f) = self.adapter_field {
+            mix.adapter_field = f;
+        }
+        for pair in &self.model_tokenizer {
+            let (name, tok) = pair.split_once('=').ok_or_else(|| {
+                Failure::bad(format!("--model-tokenizer: '{pair}' is not NAME=TOKENIZER"))
+            })?;
+            let i = mix.index(name.trim()).ok_or_else(|| {
+                Failure::bad(format!(
+                    "--model-tokenizer: '{}' is not a model of --model-mix",
+                    name.trim()
+                ))
+            })?;
+            mix.models[i].tokenizer = Some(tok.trim().to_owned());
+        }
+        mix.check()
+            .map_err(|e| Failure::bad(format!("--model-mix: {e}")))
+    }
+}
+
+fn parse_selection(s: &str) -> Result<batchbench_contract::models::ModelSelection, String> {
+    s.parse()
+}
+
+fn parse_adapter_field(s: &str) -> Result<batchbench_contract::models::AdapterField, String> {
+    s.parse()
 }
 
 /// `--reasoning-effort`'s value.

@@ -54,6 +54,11 @@ pub(super) async fn metrics(State(st): State<Arc<AppState>>) -> Response {
             "Output tokens generated per worker.",
             |w| w.completion_tokens,
         ),
+        (
+            "sim_lora_loads_total",
+            "LoRA adapters loaded per worker (requests for one not resident).",
+            |w| w.lora_loads,
+        ),
     ] {
         let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter");
         for (i, w) in s.workers.iter().enumerate() {
@@ -170,6 +175,26 @@ pub(super) fn vllm_metrics(st: &AppState, s: &SimStats, o: &mut String) {
                 o,
                 "{name}{{model_name=\"{model}\",engine=\"{i}\"}} {}",
                 row[col]
+            );
+        }
+    }
+    // vLLM's adapter gauge: its labels carry the adapters (the value is the
+    // time it was taken); here the resident ones run, none waits.
+    if !st.cfg.lora_adapters.is_empty() {
+        let name = "vllm:lora_requests_info";
+        let _ = writeln!(
+            o,
+            "# HELP {name} Running stats on lora requests.\n# TYPE {name} gauge"
+        );
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        for i in 0..st.loras.len() {
+            let _ = writeln!(
+                o,
+                "{name}{{max_lora=\"{}\",running_lora_adapters=\"{}\",waiting_lora_adapters=\"\",engine=\"{i}\"}} {now}",
+                st.cfg.max_loras,
+                st.resident_adapters(i).join(",")
             );
         }
     }

@@ -24,12 +24,14 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+mod lora;
 mod metrics;
 mod prompt;
 mod respond;
 mod stream;
 mod structured;
 
+use lora::Counter;
 use metrics::{error, metrics, models, requests, sha256_hex, stats};
 use prompt::{Counted, prompt_tokens};
 use respond::respond;
@@ -74,6 +76,15 @@ pub struct RequestLog {
     pub traceparent: Option<String>,
     /// The injected fault, if any.
     pub fault: Option<FaultKind>,
+    /// The request's `model` field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The LoRA adapter it asked for (by `model`, `lora_path` or `lora`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<String>,
+    /// Whether its adapter was not resident and was loaded for it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub adapter_loaded: bool,
     /// With `--stamps`: when the request arrived (its body read, before any
     /// work on it), microseconds on the simulator's monotonic clock.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -95,6 +106,8 @@ pub struct WorkerStats {
     pub cached_tokens: u64,
     /// Output tokens generated.
     pub completion_tokens: u64,
+    /// LoRA adapters loaded (requests for an adapter that was not resident).
+    pub lora_loads: u64,
 }
 
 /// A snapshot of the simulator's counters.
@@ -115,6 +128,11 @@ pub struct SimStats {
 struct AppState {
     cfg: SimConfig,
     tok: Arc<TokenizerHandle>,
+    /// Models with a tokenizer of their own, by name (the others count with
+    /// `tok`), each with the salt of its entries in `ids_cache`.
+    model_toks: HashMap<String, (Arc<TokenizerHandle>, u64)>,
+    /// Per worker: the LoRA adapters resident, least recently used first.
+    loras: Vec<Mutex<batchbench_contract::models::AdapterSlots>>,
     seq: AtomicU64,
     workers: Vec<Mutex<(PrefixCache, WorkerStats)>>,
     /// Per worker: what `/metrics` reports of its load.
@@ -192,19 +210,24 @@ const IDS_CACHE_ENTRIES: usize = 200_000;
 
 impl AppState {
     fn ids(&self, text: &str) -> Result<Arc<[u32]>, String> {
+        self.ids_by(&self.tok, 0, text)
+    }
+
+    /// `text`'s ids by `tok`, whose cache entries are salted by `salt`.
+    fn ids_by(&self, tok: &TokenizerHandle, salt: u64, text: &str) -> Result<Arc<[u32]>, String> {
         if text.is_empty() {
             return Ok(Arc::from(Vec::new()));
         }
         // Synthetic text on a proven table: table lookups give the full
         // encoding's ids (see batchbench_engine::tokens::proof).
-        if let Some(ids) = self.tok.proven_ids(text) {
+        if let Some(ids) = tok.proven_ids(text) {
             return Ok(ids.into());
         }
-        let key = fnv(text.as_bytes()) ^ (text.len() as u64).rotate_left(48);
+        let key = fnv(text.as_bytes()) ^ (text.len() as u64).rotate_left(48) ^ salt;
         if let Some(ids) = lock(&self.ids_cache).get(&key) {
             return Ok(ids.clone());
         }
-        let ids: Arc<[u32]> = self.tok.ids(text).map_err(|e| e.to_string())?.into();
+        let ids: Arc<[u32]> = tok.ids(text).map_err(|e| e.to_string())?.into();
         let mut cache = lock(&self.ids_cache);
         if cache.len() >= IDS_CACHE_ENTRIES {
             cache.clear();
@@ -243,14 +266,34 @@ impl Sim {
         tok: Arc<TokenizerHandle>,
         addr: SocketAddr,
     ) -> std::io::Result<Self> {
+        Self::start_with_models(cfg, tok, Vec::new(), addr).await
+    }
+
+    /// Starts serving on `addr`, counting the prompts of the models named in
+    /// `models` with their own tokenizers (the others' with `tok`).
+    pub async fn start_with_models(
+        cfg: SimConfig,
+        tok: Arc<TokenizerHandle>,
+        own: Vec<(String, Arc<TokenizerHandle>)>,
+        addr: SocketAddr,
+    ) -> std::io::Result<Self> {
         cfg.validate().map_err(std::io::Error::other)?;
         // The simulator counts every prompt with the full tokenizer: parse it now
         // (a cached word table defers it), not on the first request.
-        let t = tok.clone();
-        tokio::task::spawn_blocking(move || t.full().map(|_| ()))
-            .await
-            .map_err(std::io::Error::other)?
-            .map_err(std::io::Error::other)?;
+        for t in std::iter::once(&tok).chain(own.iter().map(|(_, t)| t)) {
+            let t = t.clone();
+            tokio::task::spawn_blocking(move || t.full().map(|_| ()))
+                .await
+                .map_err(std::io::Error::other)?
+                .map_err(std::io::Error::other)?;
+        }
+        let model_toks = own
+            .into_iter()
+            .map(|(name, t)| {
+                let salt = rng::hash_str(&name);
+                (name, (t, salt))
+            })
+            .collect();
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let workers = (0..cfg.workers)
@@ -274,11 +317,20 @@ impl Sim {
                 .collect(),
             None => Vec::new(),
         };
+        let (cfg_workers, cfg_max_loras) = (cfg.workers, cfg.max_loras as usize);
         let state = Arc::new(AppState {
             cfg,
             gauges,
             schedulers,
             tok,
+            model_toks,
+            loras: (0..cfg_workers)
+                .map(|_| {
+                    Mutex::new(batchbench_contract::models::AdapterSlots::new(
+                        cfg_max_loras,
+                    ))
+                })
+                .collect(),
             seq: AtomicU64::new(0),
             workers,
             faults: Mutex::new(BTreeMap::new()),
@@ -443,6 +495,9 @@ struct Plan {
     /// Structured outputs: the answer's text, decided with the plan (its
     /// tokens are the answer's).
     answer: Option<String>,
+    /// Loading its LoRA adapter, before its first token (zero: resident, or
+    /// no adapter).
+    adapter_load: Duration,
 }
 
 /// The handler of one API's generation endpoint.
@@ -484,7 +539,7 @@ async fn serve(
     } = match if st.cfg.instant {
         Ok(Counted::UNREAD)
     } else {
-        prompt_tokens(&st, &parsed)
+        prompt_tokens(&Counter::of(&st, parsed.model.as_deref()), &parsed)
     } {
         Ok(x) => x,
         Err(e) => {
@@ -502,6 +557,13 @@ async fn serve(
             ),
         );
     }
+    let adapter = match lora::adapter(&st.cfg, &req) {
+        Ok(a) => a,
+        Err(e) => {
+            st.rejected.fetch_add(1, Ordering::Relaxed);
+            return error(StatusCode::BAD_REQUEST, &e);
+        }
+    };
     let hdr = |name: &str| {
         headers
             .get(name)
@@ -587,6 +649,9 @@ async fn serve(
         st.cfg.fault_status[frng.below(st.cfg.fault_status.len() as u64) as usize]
     };
 
+    // The adapter, made resident on its worker (loaded when it was not).
+    let adapter_loaded =
+        fault.is_none() && adapter.is_some_and(|a| st.take_adapter(worker as usize, a));
     let cached = if fault.is_some() {
         0
     } else {
@@ -601,6 +666,7 @@ async fn serve(
         w.1.prompt_tokens += prompt;
         w.1.cached_tokens += cached;
         w.1.completion_tokens += u64::from(completion);
+        w.1.lora_loads += u64::from(adapter_loaded);
         cached
     };
     if let Some(f) = fault {
@@ -631,6 +697,9 @@ async fn serve(
                 body_hash: fnv(&body),
                 body_sha256: sha256_hex(&body),
                 fault,
+                model: parsed.model.clone(),
+                adapter: adapter.map(|a| st.cfg.lora_adapters[a].clone()),
+                adapter_loaded,
                 received_us: st.cfg.stamps.then(|| st.stamp(received)),
                 chunk_us: Vec::new(),
                 request_id: request_id.clone(),
@@ -656,6 +725,11 @@ async fn serve(
         && !ids.is_empty())
     .then_some(ids);
     let plan = Plan {
+        adapter_load: if adapter_loaded {
+            Duration::from_secs_f64(st.cfg.lora_load_ms / 1000.0)
+        } else {
+            Duration::ZERO
+        },
         answer: answer_text,
         held,
         api,

@@ -9,7 +9,7 @@ pub(super) fn marker(role: &str) -> u32 {
 
 /// Counts a templated conversation's messages into `ids`; returns the count.
 pub(super) fn count_messages(
-    st: &AppState,
+    st: &Counter<'_>,
     messages: &[Msg],
     ids: &mut Vec<u32>,
 ) -> Result<u64, String> {
@@ -70,12 +70,12 @@ pub(super) struct ToStore {
     pub(super) count: u64,
 }
 
-pub(super) fn prompt_tokens(st: &AppState, req: &apis::Request) -> Result<Counted, String> {
+pub(super) fn prompt_tokens(st: &Counter<'_>, req: &apis::Request) -> Result<Counted, String> {
     plain_or_templated(st, req, &req.prompt)
 }
 
 pub(super) fn plain_or_templated(
-    st: &AppState,
+    st: &Counter<'_>,
     req: &apis::Request,
     prompt: &Prompt,
 ) -> Result<Counted, String> {

@@ -52,7 +52,7 @@ pub(super) async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Resp
         }
         _ => {}
     }
-    let (mut pace, in_flight) = pace(&st, &p);
+    let (mut pace, in_flight) = pace(&st, &p).await;
     if !p.stream {
         let first = pace.all(p.completion).await;
         let done = std::time::Instant::now();

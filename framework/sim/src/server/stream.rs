@@ -100,9 +100,17 @@ impl Drop for InFlight {
 
 /// The request joins its worker's batch, or (per-request model) is timed on
 /// its own.
-pub(super) fn pace(st: &AppState, p: &Plan) -> (Pace, InFlight) {
+pub(super) async fn pace(st: &AppState, p: &Plan) -> (Pace, InFlight) {
     let w = p.worker as usize;
     if let Some(scheduler) = st.schedulers.get(w) {
+        // The adapter loads before the request joins the batch.
+        if !p.adapter_load.is_zero() {
+            let due = p.received + p.adapter_load;
+            match &st.pacer {
+                Some(pc) => pc.until(due).await,
+                None => tokio::time::sleep_until(due.into()).await,
+            }
+        }
         let (tokens, rx) = mpsc::unbounded_channel();
         let _ = scheduler.send(Admission {
             cached: p.cached,
@@ -118,7 +126,7 @@ pub(super) fn pace(st: &AppState, p: &Plan) -> (Pace, InFlight) {
     (
         Pace::Timed(Schedule {
             due: std::time::Instant::now(),
-            ttft: ttft(st, p),
+            ttft: ttft(st, p) + p.adapter_load,
             decode,
             pacer: st.pacer.clone(),
         }),

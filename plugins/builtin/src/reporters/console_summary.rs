@@ -81,7 +81,42 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
         "batchbench summary"
     };
     let _ = writeln!(o, "{title}");
-    let _ = writeln!(o, "  {:<22} {}", "model", info.model);
+    match info.spec.as_ref().and_then(|sp| sp.target.mix.as_ref()) {
+        Some(mix) => {
+            let total: f64 = mix.models.iter().map(|m| m.weight).sum();
+            let shares: Vec<String> = mix
+                .models
+                .iter()
+                .map(|m| {
+                    let of = m
+                        .base
+                        .as_ref()
+                        .map_or(String::new(), |b| format!(" (adapter of {b})"));
+                    let pct = 100.0 * m.weight / total;
+                    let pct = if (pct - pct.round()).abs() < 0.05 {
+                        format!("{pct:.0}")
+                    } else {
+                        format!("{pct:.1}")
+                    };
+                    format!("{} {pct}%{of}", m.name)
+                })
+                .collect();
+            let _ = writeln!(
+                o,
+                "  {:<22} {}; picked {} (per model below)",
+                "models",
+                shares.join(", "),
+                match mix.selection {
+                    batchbench_contract::models::ModelSelection::Random => "at random by weight",
+                    batchbench_contract::models::ModelSelection::RoundRobin => "in turn by weight",
+                    batchbench_contract::models::ModelSelection::Session => "per agent",
+                }
+            );
+        }
+        None => {
+            let _ = writeln!(o, "  {:<22} {}", "model", info.model);
+        }
+    }
     if s.endpoints.is_empty() {
         let _ = writeln!(o, "  {:<22} {}", "endpoint", info.url);
     } else {
@@ -287,7 +322,16 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
         server_timing(&mut o, t);
     }
     if !s.endpoints.is_empty() {
-        endpoints(&mut o, &s.endpoints);
+        let rows = s
+            .endpoints
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (format!("[{i}]"), Some(e.url.as_str()), e));
+        shares(&mut o, "per endpoint", rows);
+    }
+    if !s.models.is_empty() {
+        let rows = s.models.iter().map(|m| (m.model.clone(), None, &m.figures));
+        shares(&mut o, "per model", rows);
     }
     if let Some(l) = &s.load {
         load(&mut o, l);
@@ -360,17 +404,28 @@ fn kinds(by_kind: &std::collections::BTreeMap<String, u64>) -> String {
     kinds.join(", ")
 }
 
-/// A fleet's endpoints, one row each: what the routing sent where, how each
-/// answered, and what its prefix cache held (server-reported, beside the
-/// perfect cache of its own).
-fn endpoints(o: &mut String, es: &[batchbench_contract::record::EndpointSummary]) {
+/// A fleet's endpoints or a mix's models, one row each: what went where,
+/// how it was answered, and what the prefix cache held (server-reported,
+/// beside the perfect cache of its own); `below` goes on a line under its
+/// row (an endpoint's URL).
+fn shares<'a>(
+    o: &mut String,
+    heading: &str,
+    rows: impl Iterator<
+        Item = (
+            String,
+            Option<&'a str>,
+            &'a batchbench_contract::record::EndpointSummary,
+        ),
+    >,
+) {
     let _ = writeln!(
         o,
-        "  per endpoint           {:>8} {:>8} {:>7} {:>9} {:>9} {:>9} {:>9}  cached prompt tokens: server / own perfect cache",
+        "  {heading:<22} {:>8} {:>8} {:>7} {:>9} {:>9} {:>9} {:>9}  cached prompt tokens: server / own perfect cache",
         "requests", "ok", "failed", "req/s", "e2e p50", "e2e p99", "TTFT p50"
     );
     let ms = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.2}"));
-    for (i, e) in es.iter().enumerate() {
+    for (label, below, e) in rows {
         let hit = |c: u64| {
             if e.prompt_tokens > 0 {
                 format!(" ({:.1}%)", 100.0 * c as f64 / e.prompt_tokens as f64)
@@ -384,7 +439,7 @@ fn endpoints(o: &mut String, es: &[batchbench_contract::record::EndpointSummary]
         let _ = writeln!(
             o,
             "  {:<22} {:>8} {:>8} {:>7} {:>9.2} {:>9} {:>9} {:>9}  {server} / {}{}",
-            format!("[{i}]"),
+            label,
             e.requests,
             e.successful_requests,
             e.failed_requests,
@@ -395,7 +450,9 @@ fn endpoints(o: &mut String, es: &[batchbench_contract::record::EndpointSummary]
             e.estimated_cached_tokens,
             hit(e.estimated_cached_tokens),
         );
-        let _ = writeln!(o, "  {:<22} {}", "", e.url);
+        if let Some(b) = below {
+            let _ = writeln!(o, "  {:<22} {b}", "");
+        }
         if !e.failures_by_kind.is_empty() {
             let _ = writeln!(o, "  {:<22} failures {}", "", kinds(&e.failures_by_kind));
         }

@@ -131,6 +131,9 @@ struct Line<'a> {
     /// only).
     #[serde(skip_serializing_if = "Option::is_none")]
     endpoint: Option<u32>,
+    /// The model of the run's mix it went to (a run of several models).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<&'a str>,
     /// The ids that join it with the server's logs and traces (`request_id`
     /// sent, `server_request_id` and `response_id` received, `trace_id` and
     /// `span_id` of the `traceparent` sent),
@@ -250,6 +253,7 @@ fn line<'a>(rec: &'a RequestRecord<'a>, epoch_ms: Option<f64>) -> Line<'a> {
         warmup: rec.timing.warmup,
         arrival: rec.timing.arrival,
         endpoint: rec.endpoint,
+        model: rec.model,
         ids: &rec.ids,
     }
 }
@@ -262,6 +266,8 @@ fn line<'a>(rec: &'a RequestRecord<'a>, epoch_ms: Option<f64>) -> Line<'a> {
 pub struct RecordLine {
     /// The endpoint of a fleet it went to.
     pub endpoint: Option<u32>,
+    /// The model of a mix it went to.
+    pub model: Option<String>,
     /// Agent id.
     pub agent_id: u64,
     /// Trajectory id.
@@ -415,6 +421,7 @@ impl RecordLine {
             warmup: self.warmup,
             arrival: self.arrival,
             endpoint: self.endpoint,
+            model: self.model,
             request_id: self.request_id,
             server_request_id: self.server_request_id,
             response_id: self.response_id,
@@ -535,6 +542,7 @@ mod tests {
                 arrival: true,
             },
             endpoint: None,
+            model: None,
             ids: RequestIds {
                 request_id: Some("0b6c2a1e-58d0-4c3f-9a77-2f1d3c4b5a69".into()),
                 server_request_id: Some("0b6c2a1e-58d0-4c3f-9a77-2f1d3c4b5a69".into()),

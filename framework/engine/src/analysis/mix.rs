@@ -1,0 +1,103 @@
+//! `analyze` of a run of several models: each model's requests and an ideal
+//! per-rank cache of its own, and the LoRA adapter loads under each adapter
+//! capacity.
+
+use super::RankCounts;
+use crate::synthesis::prefix::Shape;
+use batchbench_contract::analysis::CacheFigures;
+use std::collections::HashMap;
+
+/// A mix's figures as the layout goes: each model's requests and its own
+/// ideal per-rank cache, and each adapter capacity's loads per rank.
+pub(super) struct Mix<'a> {
+    spec: &'a batchbench_contract::models::ModelMixSpec,
+    pub(super) picker: batchbench_contract::models::Picker,
+    /// Per model: its index among the adapters (`None`: a base model).
+    adapter: Vec<Option<usize>>,
+    /// Per model: requests, prompt tokens, cached tokens.
+    counts: Vec<RankCounts>,
+    /// Per model and rank: its ideal cache.
+    ideal: HashMap<(usize, u64), crate::synthesis::prefix::IdealCache>,
+    /// Per capacity: its slots per rank, adapter requests and loads.
+    slots: Vec<(
+        u32,
+        HashMap<u64, batchbench_contract::models::AdapterSlots>,
+        u64,
+        u64,
+    )>,
+}
+
+impl<'a> Mix<'a> {
+    pub(super) fn new(spec: &'a batchbench_contract::models::ModelMixSpec, slots: &[u32]) -> Self {
+        let mut next = 0;
+        let adapter = spec
+            .models
+            .iter()
+            .map(|m| {
+                m.base.as_ref().map(|_| {
+                    next += 1;
+                    next - 1
+                })
+            })
+            .collect();
+        Self {
+            spec,
+            picker: batchbench_contract::models::Picker::new(spec),
+            adapter,
+            counts: spec.models.iter().map(|_| RankCounts::default()).collect(),
+            ideal: HashMap::new(),
+            slots: slots.iter().map(|&n| (n, HashMap::new(), 0, 0)).collect(),
+        }
+    }
+
+    pub(super) fn record(&mut self, model: usize, rank: u64, shape: &mut Shape, tokens: u64) {
+        let ideal = self.ideal.entry((model, rank)).or_default();
+        let c = &mut self.counts[model];
+        c.requests += 1;
+        c.prompt += tokens;
+        // Keyed apart from the rank caches and the global one.
+        let key = (1 << 62) | ((model as u64) << 32) | (rank & 0xFFFF_FFFF);
+        c.cached += shape.lookup_ideal(ideal, key);
+        if let Some(a) = self.adapter[model] {
+            for (n, per_rank, requests, loads) in &mut self.slots {
+                let s = per_rank
+                    .entry(rank)
+                    .or_insert_with(|| batchbench_contract::models::AdapterSlots::new(*n as usize));
+                *requests += 1;
+                *loads += u64::from(s.take(a));
+            }
+        }
+    }
+
+    pub(super) fn figures(
+        &self,
+        requests: u64,
+    ) -> Vec<batchbench_contract::analysis::ModelFigures> {
+        self.spec
+            .models
+            .iter()
+            .zip(&self.counts)
+            .map(|(m, c)| batchbench_contract::analysis::ModelFigures {
+                model: m.name.clone(),
+                base: m.base.clone(),
+                requests: c.requests,
+                share: c.requests as f64 / requests.max(1) as f64,
+                cache: CacheFigures::new(None, c.requests, c.prompt, c.cached),
+            })
+            .collect()
+    }
+
+    pub(super) fn loads(&self, requests: u64) -> Vec<batchbench_contract::analysis::AdapterLoads> {
+        self.slots
+            .iter()
+            .map(
+                |(n, _, adapter_requests, loads)| batchbench_contract::analysis::AdapterLoads {
+                    max_loras: *n,
+                    loads: *loads,
+                    adapter_requests: *adapter_requests,
+                    share: *loads as f64 / requests.max(1) as f64,
+                },
+            )
+            .collect()
+    }
+}

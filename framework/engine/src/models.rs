@@ -1,0 +1,39 @@
+//! A run of several models: which model each conversation goes to, and how
+//! it is named on the wire (see [`batchbench_contract::models`]).
+
+use batchbench_contract::models::{ModelMixSpec, Picker};
+use serde_json::Value;
+
+/// A checked mix, ready for the turn driver.
+#[derive(Debug)]
+pub struct Models {
+    /// The models' names, in the mix's order (the summary's rows).
+    pub names: Vec<String>,
+    picker: Picker,
+    /// Per model: the request's `model` field and the fields that name an
+    /// adapter.
+    wire: Vec<(String, Vec<(String, Value)>)>,
+}
+
+impl Models {
+    /// The mix of `spec`, checked.
+    pub fn new(spec: &ModelMixSpec) -> Result<Self, String> {
+        spec.check()?;
+        Ok(Self {
+            names: spec.models.iter().map(|m| m.name.clone()).collect(),
+            picker: Picker::new(spec),
+            wire: (0..spec.models.len()).map(|i| spec.wire(i)).collect(),
+        })
+    }
+
+    /// The model of the conversation that request `opening` of `agent` opened.
+    pub(crate) fn pick(&self, seed: u64, agent: u64, opening: u64) -> usize {
+        self.picker.pick(seed, agent, opening)
+    }
+
+    /// Model `i`'s `model` field and adapter fields.
+    pub(crate) fn wire(&self, i: usize) -> (&str, &[(String, Value)]) {
+        let (m, f) = &self.wire[i];
+        (m, f)
+    }
+}

@@ -1,0 +1,297 @@
+//! Several models in one run on the simulator: a weighted mix at its
+//! weights, each model's prompts exact by its own tokenizer, results per
+//! model that add up to the run's, LoRA adapter churn against `analyze`'s
+//! prediction and its cost in TTFT, sessions kept on one model, adapters
+//! named in each API's field, and bad mixes refused before anything is sent.
+
+use super::analyze::analyze;
+use batchbench_simulator::SimConfig;
+use batchbench_tests::{SimServer, read_jsonl, refused_batchbench, tokenizer_path};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The simulator's template tokens around one user message (its defaults:
+/// 3 for the request, 5 for the message).
+const SIM_OVERHEAD: u64 = 8;
+
+#[test]
+fn a_weighted_mix_gets_its_shares_and_each_model_its_own_tokenizer() {
+    // Two tokenizers: a base on Qwen's, a model on DeepSeek's, and an
+    // adapter of the base (its base's tokenizer). DeepSeek's, not Llama
+    // 3.2's: text made with Qwen's tokenizer has Llama 3.2's counts too (seen
+    // over 40,000 tokens), so only a tokenizer that counts it otherwise
+    // (+573 tokens over the same 40,000) shows which one made a prompt.
+    let sim = SimServer::with_model_tokenizers(
+        SimConfig {
+            record_requests: true,
+            ..SimConfig::default()
+        },
+        "qwen",
+        &[("deepseek", "deepseek")],
+    );
+    let deepseek = tokenizer_path("deepseek").display().to_string();
+    let r = sim.batchbench(
+        "--users 20 --requests-per-user 100 --input-tokens 128 --output-tokens 2 --seed 5 --model-mix {} --model-tokenizer {}",
+        &["qwen-base=0.5,deepseek=0.3,sql@qwen-base=0.2", &format!("deepseek={deepseek}")],
+    );
+    assert_eq!(r.code, 0);
+    let models = r.summary("models").as_array().cloned().unwrap_or_default();
+    let names: Vec<&str> = models.iter().filter_map(|m| m["model"].as_str()).collect();
+    assert_eq!(names, ["qwen-base", "deepseek", "sql"]);
+    // Each share within the binomial 99% bounds of its weight.
+    let n: f64 = 2_000.0;
+    for (m, p) in models.iter().zip([0.5f64, 0.3, 0.2]) {
+        let k = m["requests"].as_f64().unwrap_or(0.0);
+        let bound = 2.576 * (n * p * (1.0 - p)).sqrt();
+        assert!((k - n * p).abs() <= bound, "{m}: {k} of {n}, weight {p}");
+    }
+    // The models add up to the run.
+    for field in [
+        "requests",
+        "successful_requests",
+        "prompt_tokens",
+        "completion_tokens",
+    ] {
+        let sum: u64 = models.iter().filter_map(|m| m[field].as_u64()).sum();
+        let total = match field {
+            "requests" => r.count("successful_requests") + r.count("failed_requests"),
+            "prompt_tokens" => r.count("total_prompt_tokens"),
+            "completion_tokens" => r.count("total_completion_tokens"),
+            f => r.count(f),
+        };
+        assert_eq!(sum, total, "{field}");
+    }
+    // Every prompt is its target by the tokenizer of its model: the
+    // simulator counts each model's with that model's.
+    let log = sim.requests();
+    assert_eq!(log.len(), 2_000);
+    let mut seen = BTreeMap::new();
+    for e in &log {
+        *seen.entry(e.model.clone().unwrap_or_default()).or_insert(0) += 1;
+        assert_eq!(e.prompt_tokens, 128 + SIM_OVERHEAD, "{e:?}");
+    }
+    let by_summary: BTreeMap<String, u64> = models
+        .iter()
+        .map(|m| {
+            (
+                m["model"].as_str().unwrap_or_default().to_owned(),
+                m["requests"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen, by_summary,
+        "the server saw the models the summary counts"
+    );
+    // The CSV keeps one row, the models in a column of their own.
+    let row = &r.csv[0];
+    assert_eq!(
+        row["models"],
+        format!(
+            "qwen-base={};deepseek={};sql={}",
+            by_summary["qwen-base"], by_summary["deepseek"], by_summary["sql"]
+        )
+    );
+}
+
+/// Eight adapters in turn at random, one user at a time (so that the
+/// order of requests is the plan's): `(mix, the flags of the run)`.
+fn adapters() -> (String, Vec<String>) {
+    let mix = (1..=8)
+        .map(|i| format!("a{i}@base=1"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let flags = batchbench_tests::cmd(
+        "--tokenizer-model {} --users 1 --requests-per-user 400 --input-tokens 32 --output-tokens 2 --seed 9 --model-mix {}",
+        &[&tokenizer_path("qwen").display().to_string(), &mix],
+    );
+    (mix, flags)
+}
+
+#[test]
+fn adapter_churn_is_what_analyze_predicts_and_costs_its_load_time() {
+    const LOAD_MS: f64 = 20.0;
+    let (_, flags) = adapters();
+    let (code, a) = analyze(
+        "batchbench",
+        &[flags.clone(), vec!["--max-loras".into(), "2,8".into()]].concat(),
+    );
+    assert_eq!(code, 0);
+    let a = a.unwrap_or_default();
+    let predicted: Vec<u64> = a["adapter_loads"]
+        .as_array()
+        .map(|v| v.iter().filter_map(|l| l["loads"].as_u64()).collect())
+        .unwrap_or_default();
+    assert_eq!(predicted.len(), 2, "{a}");
+    let mut mean_ttft = Vec::new();
+    let mut loads = Vec::new();
+    for (slots, want) in [(2u32, predicted[0]), (8, predicted[1])] {
+        let sim = SimServer::start(
+            SimConfig {
+                record_requests: true,
+                lora_adapters: (1..=8).map(|i| format!("a{i}")).collect(),
+                max_loras: slots,
+                lora_load_ms: LOAD_MS,
+                ttft_base_ms: 5.0,
+                ..SimConfig::default()
+            },
+            "qwen",
+        );
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let lines = dir.path().join("requests.jsonl");
+        let mut args = vec!["--host".to_owned(), sim.url(), "--stream".into()];
+        args.extend(flags.iter().cloned());
+        args.extend(["--requests-jsonl".into(), lines.display().to_string()]);
+        let r = batchbench_tests::run_batchbench(&args);
+        assert_eq!(r.code, 0);
+        let swaps: u64 = sim.stats().workers.iter().map(|w| w.lora_loads).sum();
+        let off = (swaps as f64 - want as f64).abs() / want.max(1) as f64;
+        assert!(
+            off <= 0.05,
+            "max-loras {slots}: {swaps} loads, analyze said {want}"
+        );
+        // Swapped requests wait the load before their first token.
+        let log = sim.requests();
+        let client = read_jsonl(&lines);
+        let ttft = |l: &Value| l["ttft_ms"].as_f64().unwrap_or(f64::NAN);
+        let mut by_index: Vec<&Value> = client.iter().collect();
+        by_index.sort_by_key(|l| l["request_index"].as_u64());
+        let mut entries = log.clone();
+        entries.sort_by_key(|e| e.seq);
+        assert_eq!(entries.len(), by_index.len());
+        let (mut swapped, mut kept) = (Vec::new(), Vec::new());
+        for (e, l) in entries.iter().zip(&by_index) {
+            assert_eq!(e.adapter.as_deref(), l["model"].as_str(), "{e:?}");
+            if e.adapter_loaded {
+                swapped.push(ttft(l));
+            } else {
+                kept.push(ttft(l));
+            }
+        }
+        if slots == 2 {
+            let median = |v: &mut Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let gap = median(&mut swapped) - median(&mut kept);
+            assert!(
+                (gap - LOAD_MS).abs() <= 1.0,
+                "swapped TTFT p50 exceeds the others' by {gap:.2} ms, not {LOAD_MS}"
+            );
+        }
+        mean_ttft.push(r.summary("ttft")["mean_ms"].as_f64().unwrap_or(0.0));
+        loads.push(swaps);
+    }
+    // The mean TTFT at 2 is higher by the load time times the share of
+    // requests that loaded (beyond those at 8).
+    let want = LOAD_MS * (loads[0] - loads[1]) as f64 / 400.0;
+    let got = mean_ttft[0] - mean_ttft[1];
+    assert!(
+        (got - want).abs() <= 0.1 * want,
+        "mean TTFT higher by {got:.2} ms at max-loras 2, expected {want:.2}"
+    );
+}
+
+#[test]
+fn a_session_keeps_its_model_and_adapters_go_where_each_api_names_them() {
+    let sim = SimServer::start(
+        SimConfig {
+            record_requests: true,
+            lora_adapters: vec!["sql".into(), "chat".into()],
+            max_loras: 2,
+            ..SimConfig::default()
+        },
+        "qwen",
+    );
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let lines = dir.path().join("requests.jsonl");
+    let p = lines.display().to_string();
+    let r = sim.batchbench(
+        "--users 30 --requests-per-user 5 --input-tokens 16 --output-tokens 2 --model-mix {} --model-selection session --requests-jsonl {}",
+        &["base=1,sql@base=1,chat@base=1", &p],
+    );
+    assert_eq!(r.code, 0);
+    let mut per_agent: BTreeMap<u64, BTreeSet<String>> = BTreeMap::new();
+    for l in read_jsonl(&lines) {
+        per_agent
+            .entry(l["agent_id"].as_u64().unwrap_or(u64::MAX))
+            .or_default()
+            .insert(l["model"].as_str().unwrap_or_default().to_owned());
+    }
+    assert_eq!(per_agent.len(), 30);
+    assert!(per_agent.values().all(|m| m.len() == 1), "{per_agent:?}");
+    let used: BTreeSet<&String> = per_agent.values().flatten().collect();
+    assert_eq!(used.len(), 3, "{per_agent:?}");
+
+    // SGLang's lora_path and llama.cpp's lora ids name the adapter, the
+    // base in `model`: the server finds the adapter the client chose.
+    for field in ["lora_path", "lora_id"] {
+        let before = sim.requests().len();
+        let r = sim.batchbench(
+            "--users 4 --requests-per-user 10 --input-tokens 16 --output-tokens 2 --model-mix {} --adapter-field {} --requests-jsonl {}",
+            &["base=1,sql@base=1,chat@base=1", field, &p],
+        );
+        assert_eq!(r.code, 0, "{field}");
+        let log = &sim.requests()[before..];
+        let sent: BTreeMap<Option<String>, usize> = log.iter().fold(BTreeMap::new(), |mut m, e| {
+            assert_eq!(e.model.as_deref(), Some("base"), "{field}: {e:?}");
+            *m.entry(e.adapter.clone()).or_insert(0) += 1;
+            m
+        });
+        let mut asked: BTreeMap<Option<String>, usize> = BTreeMap::new();
+        for l in read_jsonl(&lines) {
+            let m = l["model"]
+                .as_str()
+                .filter(|m| *m != "base")
+                .map(str::to_owned);
+            *asked.entry(m).or_insert(0) += 1;
+        }
+        assert_eq!(sent, asked, "{field}");
+    }
+}
+
+#[test]
+fn bad_mixes_are_refused_naming_the_model_and_nothing_is_sent() {
+    let sim = SimServer::recording("qwen");
+    let tok = tokenizer_path("qwen").display().to_string();
+    let url = sim.url();
+    let base = ["--host", &url, "--tokenizer-model", &tok, "--users", "2"];
+    for (mix, extra, says) in [
+        (
+            "a=0.5,b=0",
+            vec![],
+            "model 'b': weight 0 is not a positive number",
+        ),
+        ("a=1,b=x", vec![], "the weight 'x' is not a number"),
+        ("a=1,a=2", vec![], "model 'a' is named twice"),
+        (
+            "a=1",
+            vec!["--adapter-field", "lora_path"],
+            "no model of the mix is an adapter",
+        ),
+        (
+            "a=1",
+            vec!["--model-tokenizer", "b=x"],
+            "'b' is not a model of --model-mix",
+        ),
+    ] {
+        let mut args: Vec<&str> = base.to_vec();
+        args.extend(["--model-mix", mix]);
+        args.extend(extra);
+        let e = refused_batchbench(&args);
+        assert!(e.contains(says), "{mix}: {e}");
+    }
+    let e = refused_batchbench(&[&base[..], &["--model-selection", "session"]].concat());
+    assert!(e.contains("give --model-mix too"), "{e}");
+    // A tokenizer that cannot be loaded for one model.
+    let mut args: Vec<&str> = base.to_vec();
+    args.extend([
+        "--model-mix",
+        "a=1,b=1",
+        "--model-tokenizer",
+        "b=/no/such/tokenizer.json",
+    ]);
+    let r = batchbench_tests::run_batchbench(&args);
+    assert_eq!(r.code, 2);
+    assert_eq!(sim.stats().requests, 0, "nothing is sent");
+}
