@@ -248,9 +248,18 @@ fn merge_into(
         .iter()
         .map(|e| e.url.clone())
         .collect();
+    // So does a mix's, each model by its name in the records.
+    let models = first
+        .doc
+        .summary
+        .models
+        .iter()
+        .map(|m| (m.model.clone(), Default::default()))
+        .collect();
     let mut metrics = Metrics {
         cache_block_tokens: spec.target.cache_block_tokens(),
         endpoints: fleet.iter().map(|_| Default::default()).collect(),
+        models,
         ..Metrics::default()
     };
     let mut shard_histograms = Latencies::default();
@@ -362,6 +371,15 @@ fn merge_into(
             .map(|(e, url)| e.summary(url, secs))
             .collect();
     }
+    let secs = elapsed.max(0.0);
+    summary.models = metrics
+        .models
+        .iter()
+        .map(|(name, m)| batchbench_contract::record::ModelSummary {
+            model: name.clone(),
+            figures: m.summary(String::new(), secs),
+        })
+        .collect();
     summary.server_closes_connections = shards
         .iter()
         .any(|s| s.doc.summary.server_closes_connections);

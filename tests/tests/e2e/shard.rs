@@ -474,3 +474,41 @@ fn a_start_time_starts_the_clock_and_records_the_skew() {
     ));
     assert_eq!(r.code, EXIT_BAD_INPUT);
 }
+
+/// A mix's shards pick each conversation's model as the unsharded run does
+/// (by the global agent), and a merge tallies each model again from the
+/// records: the merged models are the unsharded run's.
+#[test]
+fn a_mixs_shards_merge_into_the_unsharded_runs_models() {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (whole, dirs) = shard_dirs(
+        tmp.path(),
+        &words(
+            "--users 32 --requests-per-user 4 --input-tokens 16 --output-tokens 2 --seed 31 --model-mix base=0.6,lora@base=0.4",
+        ),
+    );
+    let out = tmp.path().join("merged");
+    let m = merge(&dirs, &out).unwrap_or_else(|e| panic!("{e}"));
+    let counts = |models: &[Value]| -> Vec<(String, u64)> {
+        models
+            .iter()
+            .map(|x| {
+                (
+                    x["model"].as_str().unwrap_or_default().to_owned(),
+                    x["successful_requests"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect()
+    };
+    let unsharded = read_json(&whole.join("run.json")).unwrap_or_default();
+    let want = counts(
+        unsharded["summary"]["models"]
+            .as_array()
+            .map_or(&[], Vec::as_slice),
+    );
+    let merged = serde_json::to_value(&m.summary.models).unwrap_or_default();
+    let got = counts(merged.as_array().map_or(&[], Vec::as_slice));
+    assert_eq!(want.len(), 2, "{unsharded}");
+    assert_eq!(got, want);
+    assert_eq!(want.iter().map(|(_, n)| n).sum::<u64>(), 128);
+}
