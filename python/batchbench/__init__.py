@@ -300,7 +300,11 @@ def _validate_benchmark(config: Mapping[str, Any]) -> Dict[str, Any]:
             out["response_format"] = {**fmt, "schemas": [str(p) for p in fmt["schemas"]]}
     if "model_mix" in out:
         mix = out["model_mix"]
-        _check_keys("model_mix", mix, {"models": (list, tuple), "selection": (str,), "adapter_field": (str,)})
+        _check_keys(
+            "model_mix",
+            mix,
+            {"models": (list, tuple), "selection": (str,), "adapter_field": (str,), "check_served": (bool,)},
+        )
         if not mix.get("models"):
             raise ConfigurationError("config key 'model_mix': models needs at least one model")
         for i, m in enumerate(mix["models"]):

@@ -113,6 +113,10 @@ pub struct ModelMixSpec {
     pub selection: ModelSelection,
     /// Where an adapter's name goes.
     pub adapter_field: AdapterField,
+    /// Before anything is sent, check that every endpoint's `/v1/models`
+    /// lists each name a request will carry in its `model` field.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub check_served: bool,
 }
 
 /// Parses `name[@base]=weight,...` (`--model-mix`).
@@ -193,6 +197,23 @@ impl ModelMixSpec {
                 .find(|b| b.name == base)
                 .and_then(|b| b.tokenizer.as_deref())
         })
+    }
+
+    /// The names requests carry in their `model` field, once each in the
+    /// mix's order: every model's own (an adapter's with
+    /// [`AdapterField::Model`]), else an adapter's base.
+    pub fn served_names(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for m in &self.models {
+            let name = match (&m.base, self.adapter_field) {
+                (Some(b), AdapterField::LoraPath | AdapterField::LoraId) => b.as_str(),
+                _ => m.name.as_str(),
+            };
+            if !out.contains(&name) {
+                out.push(name);
+            }
+        }
+        out
     }
 
     /// The adapters of the mix, in order (their ids for [`AdapterField::LoraId`]).
@@ -369,6 +390,7 @@ mod tests {
             models: parse_mix(s).unwrap_or_else(|e| panic!("{e}")),
             selection,
             adapter_field: AdapterField::Model,
+            check_served: false,
         }
     }
 

@@ -295,3 +295,28 @@ fn bad_mixes_are_refused_naming_the_model_and_nothing_is_sent() {
     assert_eq!(r.code, 2);
     assert_eq!(sim.stats().requests, 0, "nothing is sent");
 }
+
+#[test]
+fn check_models_refuses_a_model_an_endpoint_does_not_list_before_sending() {
+    let sim = SimServer::start(
+        SimConfig {
+            served_models: vec!["base".into()],
+            lora_adapters: vec!["sql".into()],
+            ..SimConfig::default()
+        },
+        "qwen",
+    );
+    let line = "--users 2 --requests-per-user 2 --input-tokens 16 --output-tokens 2 --check-models --model-mix {}";
+    let r = sim.batchbench(line, &["base=1,sql@base=1,chat@base=1"]);
+    assert_eq!(r.code, 2, "chat is not listed");
+    assert_eq!(sim.stats().requests, 0, "nothing is sent");
+    let r = sim.batchbench(line, &["base=1,sql@base=1"]);
+    assert_eq!(r.code, 0, "base and its adapter sql are listed");
+    assert_eq!(sim.stats().requests, 4);
+    // With lora_path the requests carry the base alone: that is what must be listed.
+    let r = sim.batchbench(
+        &format!("{line} --adapter-field lora_path"),
+        &["base=1,sql@base=1"],
+    );
+    assert_eq!(r.code, 0);
+}

@@ -169,6 +169,11 @@ pub fn execute(
                 .filter(|k| !k.is_empty()),
         };
         let mut transports = transports(&spec, codec.as_ref(), &bases, sizes.pool, api_key)?;
+        if let Some(mix) = spec.target.mix.as_ref().filter(|m| m.check_served) {
+            for (t, base) in transports.iter().zip(&bases) {
+                served(t, base, mix).await?;
+            }
+        }
         // A host (the Python package) cancels through its own token; the CLI
         // cancels on Ctrl+C.
         let cancel = hooks.cancel.unwrap_or_else(|| {
@@ -542,4 +547,52 @@ fn sim_tokenizers(
         }
     }
     out
+}
+
+/// `--check-models`: the endpoint at `base` lists every name the mix's
+/// requests carry in their `model` field, in its `/v1/models`; one it does
+/// not is bad input naming it, before anything is sent.
+async fn served(
+    t: &Transport,
+    base: &str,
+    mix: &batchbench_contract::models::ModelMixSpec,
+) -> Result<(), Failure> {
+    let url = join_url(base, "/v1/models");
+    let fail = |why: String| Failure::bad(format!("--check-models: {url}: {why}"));
+    let client = t
+        .side_client(Duration::from_secs(10))
+        .map_err(|e| fail(e.0))?;
+    let cfg = t.config();
+    let mut req = client.get(&url);
+    if let Some(key) = &cfg.api_key {
+        req = match &cfg.api_key_header {
+            Some(h) => req.header(h.as_str(), key.as_str()),
+            None => req.bearer_auth(key),
+        };
+    }
+    let resp = req.send().await.map_err(|e| fail(e.to_string()))?;
+    if !resp.status().is_success() {
+        return Err(fail(format!("HTTP {}", resp.status().as_u16())));
+    }
+    let doc: serde_json::Value = resp
+        .json()
+        .await
+        .map_err(|e| fail(format!("not a model list: {e}")))?;
+    let listed: Vec<&str> = doc["data"]
+        .as_array()
+        .map(|d| d.iter().filter_map(|m| m["id"].as_str()).collect())
+        .unwrap_or_default();
+    for name in mix.served_names() {
+        if !listed.contains(&name) {
+            return Err(fail(format!(
+                "model '{name}' of --model-mix is not listed (it lists: {})",
+                if listed.is_empty() {
+                    "none".to_owned()
+                } else {
+                    listed.join(", ")
+                }
+            )));
+        }
+    }
+    Ok(())
 }

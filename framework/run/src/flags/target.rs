@@ -52,6 +52,11 @@ pub struct TargetArgs {
     /// one takes its base's, else the run's (--tokenizer-model).
     #[arg(long, value_name = "NAME=TOKENIZER", help_heading = "Models")]
     pub model_tokenizer: Vec<String>,
+    /// Before anything is sent, check that each endpoint's /v1/models lists
+    /// every model name the mix's requests carry (exit 2 naming the one
+    /// missing).
+    #[arg(long, help_heading = "Models")]
+    pub check_models: bool,
     /// Bearer token; else read from the variable named by --api-key-env.
     #[arg(long, help_heading = "Target")]
     pub api_key: Option<String>,
@@ -298,6 +303,7 @@ impl TargetArgs {
             ("--model-selection", self.model_selection.is_some()),
             ("--adapter-field", self.adapter_field.is_some()),
             ("--model-tokenizer", !self.model_tokenizer.is_empty()),
+            ("--check-models", self.check_models),
         ];
         let Some(mix) = spec.target.mix.as_mut() else {
             if let Some((flag, _)) = knobs.iter().find(|(_, on)| *on) {
@@ -312,6 +318,9 @@ impl TargetArgs {
         }
         if let Some(f) = self.adapter_field {
             mix.adapter_field = f;
+        }
+        if self.check_models {
+            mix.check_served = true;
         }
         for pair in &self.model_tokenizer {
             let (name, tok) = pair.split_once('=').ok_or_else(|| {

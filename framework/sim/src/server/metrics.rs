@@ -3,11 +3,17 @@
 
 use super::*;
 pub(super) async fn models(State(st): State<Arc<AppState>>) -> Response {
+    // Its LoRA adapters too, as vLLM lists them: each with its base model
+    // as `parent`.
+    let base = st.cfg.served_models.first();
     let data: Vec<Value> = st
         .cfg
         .served_models
         .iter()
         .map(|m| serde_json::json!({"id": m, "object": "model", "owned_by": "batchbench-sim"}))
+        .chain(st.cfg.lora_adapters.iter().map(|a| {
+            serde_json::json!({"id": a, "object": "model", "owned_by": "batchbench-sim", "parent": base})
+        }))
         .collect();
     axum::Json(serde_json::json!({"object": "list", "data": data})).into_response()
 }
