@@ -10,6 +10,9 @@
 //! `itl` is its longest gap between tokens; one whose output cap was spent on
 //! reasoning has no first answer token, and misses a per-request `ttfat` bound.
 //!
+//! In a run of several models (`--model-mix`) a bound may name one:
+//! `ttft_p99{model=sql-lora}<=300ms` judges that model's requests alone.
+//!
 //! Goodput is the rate of measured requests that succeeded and met every
 //! per-request bound (the DistServe definition), over the same time as the
 //! run's request rate. Without per-request bounds it is the success rate.
@@ -57,7 +60,7 @@ impl SloMetric {
 }
 
 /// One bound of an SLO.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct SloBound {
     /// What is bounded.
@@ -66,6 +69,15 @@ pub struct SloBound {
     pub percentile: Option<f64>,
     /// The largest allowed value.
     pub max: Duration,
+    /// The model of a mix whose requests alone it judges (`None`: all).
+    pub model: Option<std::sync::Arc<str>>,
+}
+
+impl SloBound {
+    /// Whether it judges a request sent to `model` (of a mix, if any).
+    pub fn applies_to(&self, model: Option<&str>) -> bool {
+        self.model.as_deref().is_none_or(|m| Some(m) == model)
+    }
 }
 
 impl FromStr for SloBound {
@@ -80,6 +92,20 @@ impl FromStr for SloBound {
         };
         let (left, right) = s.split_once("<=").ok_or_else(shape)?;
         let (left, right) = (left.trim(), right.trim());
+        // `{model=NAME}`: the model of a mix it judges alone.
+        let (left, model) = match left.strip_suffix('}').and_then(|l| l.split_once('{')) {
+            Some((l, label)) => {
+                let name = label
+                    .strip_prefix("model=")
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .ok_or_else(|| {
+                        format!("SLO bound '{s}': '{{{label}}}' is not a model label, such as {{model=sql-lora}}")
+                    })?;
+                (l.trim(), Some(std::sync::Arc::from(name)))
+            }
+            None => (left, None),
+        };
         let (name, percentile) = match left.rsplit_once("_p") {
             Some((name, p))
                 if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit() || b == b'.') =>
@@ -109,6 +135,7 @@ impl FromStr for SloBound {
             metric,
             percentile,
             max,
+            model,
         })
     }
 }
@@ -134,6 +161,9 @@ impl fmt::Display for SloBound {
         f.write_str(self.metric.name())?;
         if let Some(p) = self.percentile {
             write!(f, "_p{p}")?;
+        }
+        if let Some(m) = &self.model {
+            write!(f, "{{model={m}}}")?;
         }
         let ms = self.max.as_secs_f64() * 1000.0;
         write!(f, "<={ms}ms")
@@ -300,11 +330,12 @@ impl SloCounts {
         bounds: &[SloBound],
         f: &RequestFigures,
         completion_tokens: u64,
+        model: Option<&str>,
     ) -> bool {
         self.met.resize(bounds.len(), 0);
         let mut good = true;
         for (i, b) in bounds.iter().enumerate() {
-            if b.percentile.is_some() {
+            if b.percentile.is_some() || !b.applies_to(model) {
                 continue;
             }
             if meets(std::slice::from_ref(b), f, completion_tokens) {
@@ -334,10 +365,23 @@ mod tests {
             SloBound {
                 metric: SloMetric::Ttft,
                 percentile: Some(99.0),
-                max: ms(500)
+                max: ms(500),
+                model: None,
             }
         );
         assert_eq!(b.to_string(), "ttft_p99<=500ms");
+        // A bound naming a model of a mix judges its requests alone.
+        let b: SloBound = "ttft_p99{model=sql-lora}<=300ms"
+            .parse()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(b.model.as_deref(), Some("sql-lora"));
+        assert_eq!(b.to_string(), "ttft_p99{model=sql-lora}<=300ms");
+        assert!(b.applies_to(Some("sql-lora")) && !b.applies_to(Some("base")));
+        assert!(!b.applies_to(None));
+        let e = "ttft_p99{lora=x}<=300ms"
+            .parse::<SloBound>()
+            .expect_err("refused");
+        assert!(e.contains("is not a model label"), "{e}");
         let b: SloBound = " e2e <= 1.5s".parse().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             (b.metric, b.percentile, b.max),
@@ -401,7 +445,7 @@ mod tests {
             "one token has no TPOT"
         );
         let mut counts = SloCounts::default();
-        assert!(counts.record(&bounds, &ok, 10));
+        assert!(counts.record(&bounds, &ok, 10, None));
         assert!(!counts.record(
             &bounds,
             &RequestFigures {
@@ -409,6 +453,7 @@ mod tests {
                 ..ok
             },
             10,
+            None,
         ));
         assert_eq!((counts.good, counts.met.clone()), (1, vec![2, 1, 0]));
     }

@@ -308,7 +308,7 @@ impl Engine {
         let models = self.opts.models.as_ref().map_or_else(Vec::new, |m| {
             m.names
                 .iter()
-                .map(|n| (n.clone(), Default::default()))
+                .map(|n| crate::measurement::endpoints::ModelTally::named(n.clone()))
                 .collect()
         });
         let shared = Arc::new(Shared {
@@ -518,9 +518,9 @@ impl Engine {
             .metrics
             .models
             .iter()
-            .map(|(name, m)| batchbench_contract::record::ModelSummary {
-                model: name.clone(),
-                figures: m.summary(String::new(), secs),
+            .map(|m| batchbench_contract::record::ModelSummary {
+                model: m.name.clone(),
+                figures: m.tally.summary(String::new(), secs),
             })
             .collect();
         if let (Some(l), Some(s)) = (summary.load.as_mut(), &c.steady) {

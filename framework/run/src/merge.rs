@@ -254,7 +254,7 @@ fn merge_into(
         .summary
         .models
         .iter()
-        .map(|m| (m.model.clone(), Default::default()))
+        .map(|m| batchbench_engine::measurement::endpoints::ModelTally::named(m.model.clone()))
         .collect();
     let mut metrics = Metrics {
         cache_block_tokens: spec.target.cache_block_tokens(),
@@ -375,9 +375,9 @@ fn merge_into(
     summary.models = metrics
         .models
         .iter()
-        .map(|(name, m)| batchbench_contract::record::ModelSummary {
-            model: name.clone(),
-            figures: m.summary(String::new(), secs),
+        .map(|m| batchbench_contract::record::ModelSummary {
+            model: m.name.clone(),
+            figures: m.tally.summary(String::new(), secs),
         })
         .collect();
     summary.server_closes_connections = shards

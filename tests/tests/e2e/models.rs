@@ -320,3 +320,94 @@ fn check_models_refuses_a_model_an_endpoint_does_not_list_before_sending() {
     );
     assert_eq!(r.code, 0);
 }
+
+/// A base model and three adapters on a server that holds one adapter at a
+/// time: nearly every adapter request loads its adapter (20 ms), no base
+/// request does. A bound naming a model judges its requests alone.
+#[test]
+fn an_slo_bound_may_name_a_model_and_judges_its_requests_alone() {
+    let sim = SimServer::start(
+        SimConfig {
+            lora_adapters: vec!["a".into(), "b".into(), "c".into()],
+            max_loras: 1,
+            lora_load_ms: 20.0,
+            ttft_base_ms: 2.0,
+            ..SimConfig::default()
+        },
+        "qwen",
+    );
+    let r = sim.batchbench(
+        "--users 1 --requests-per-user 200 --input-tokens 16 --output-tokens 2 --stream --seed 4 --model-mix {} --slo {}",
+        &[
+            "base=1,a@base=1,b@base=1,c@base=1",
+            "ttft_p50{model=base}<=15ms,ttft_p50{model=a}<=15ms,ttft{model=base}<=15ms,ttft_p50<=15ms",
+        ],
+    );
+    let slo = r.summary("slo");
+    let verdict = |i: usize| {
+        (
+            slo["bounds"][i]["bound"].clone(),
+            slo["bounds"][i]["met"].clone(),
+        )
+    };
+    assert_eq!(
+        verdict(0),
+        ("ttft_p50{model=base}<=15ms".into(), true.into()),
+        "{slo}"
+    );
+    assert_eq!(
+        verdict(1),
+        ("ttft_p50{model=a}<=15ms".into(), false.into()),
+        "{slo}"
+    );
+    assert_eq!(
+        verdict(2),
+        ("ttft{model=base}<=15ms".into(), true.into()),
+        "{slo}"
+    );
+    assert_eq!(slo["bounds"][2]["share_met"], 1.0, "{slo}");
+    // Three requests in four are an adapter's: the run's median loads.
+    assert_eq!(verdict(3).1, false, "{slo}");
+    assert_eq!(slo["passed"], false);
+
+    // Bad bounds: a model not in the mix, inter-token latency per model, a
+    // model without a mix.
+    let tok = tokenizer_path("qwen").display().to_string();
+    let url = sim.url();
+    let base = [
+        "--host",
+        &url,
+        "--tokenizer-model",
+        &tok,
+        "--users",
+        "1",
+        "--stream",
+    ];
+    for (extra, says) in [
+        (
+            vec![
+                "--model-mix",
+                "base=1,a@base=1",
+                "--slo",
+                "ttft_p99{model=z}<=1s",
+            ],
+            "names model 'z', which is not in --model-mix (base, a)",
+        ),
+        (
+            vec![
+                "--model-mix",
+                "base=1,a@base=1",
+                "--slo",
+                "itl_p99{model=a}<=1s",
+            ],
+            "inter-token latency is judged over the whole run only",
+        ),
+        (
+            vec!["--slo", "e2e{model=a}<=1s"],
+            "the run sends one model: give --model-mix",
+        ),
+    ] {
+        let e = refused_batchbench(&[&base[..], &extra[..]].concat());
+        assert!(e.contains(says), "{extra:?}: {e}");
+    }
+}

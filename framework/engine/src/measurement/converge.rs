@@ -19,6 +19,8 @@ use std::time::Duration;
 
 /// One figure a converging run watches.
 struct Watched {
+    /// The bound it comes from (none: the default figures).
+    bound: Option<SloBound>,
     metric: SloMetric,
     /// The percentile, 0 to 100.
     percentile: f64,
@@ -38,6 +40,7 @@ fn watched(slo: &[SloBound]) -> Vec<Watched> {
         .iter()
         .filter_map(|b| {
             Some(Watched {
+                bound: Some(b.clone()),
                 metric: b.metric,
                 percentile: b.percentile?,
                 max_ms: Some(b.max.as_secs_f64() * 1000.0),
@@ -50,6 +53,7 @@ fn watched(slo: &[SloBound]) -> Vec<Watched> {
     [50.0, 99.0]
         .into_iter()
         .map(|percentile| Watched {
+            bound: None,
             metric: SloMetric::E2e,
             percentile,
             max_ms: None,
@@ -85,9 +89,15 @@ pub(crate) fn standing(m: &Metrics, load: &LoadSpec, slo: &[SloBound]) -> Standi
     let mut pending: Vec<String> = Vec::new();
     let mut figures = Vec::new();
     for w in watched(slo) {
-        let d: &Latency = distribution(w.metric, m);
+        let d: &Latency = match &w.bound {
+            Some(b) => crate::measurement::slo::distribution_for(b, m),
+            None => distribution(w.metric, m),
+        };
         let q = w.percentile / 100.0;
-        let figure = name(w.metric, w.percentile);
+        let figure = match w.bound.as_ref().and_then(|b| b.model.as_deref()) {
+            Some(model) => format!("{}{{model={model}}}", name(w.metric, w.percentile)),
+            None => name(w.metric, w.percentile),
+        };
         let Some(value_ms) = d.quantile_ms(q) else {
             pending.push(format!("{figure} has no samples"));
             continue;

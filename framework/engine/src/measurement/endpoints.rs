@@ -5,6 +5,79 @@ use crate::measurement::latency::Latency;
 use batchbench_contract::plugin::{FailureKind, RequestRecord};
 use std::collections::BTreeMap;
 
+/// One model's share of a run of several models: its figures as an
+/// endpoint's, and the distributions its own SLO bounds judge.
+#[derive(Debug, Default)]
+pub struct ModelTally {
+    /// The model's name in the mix.
+    pub name: String,
+    /// Its figures.
+    pub tally: EndpointTally,
+    /// The distributions of its measured successes that a bound naming it
+    /// judges, from the intended send time as the run's own.
+    pub slo: ModelSlo,
+}
+
+impl ModelTally {
+    /// The tally of the model `name`.
+    pub fn named(name: String) -> Self {
+        Self {
+            name,
+            ..Self::default()
+        }
+    }
+}
+
+/// A model's distributions for its SLO bounds (every metric but the
+/// inter-token gaps, which a bound cannot name a model for).
+#[derive(Debug, Default)]
+pub struct ModelSlo {
+    /// TTFT from the intended send time.
+    pub ttft: Latency,
+    /// TTFAT from the intended send time.
+    pub ttfat: Latency,
+    /// Time per output token.
+    pub tpot: Latency,
+    /// End-to-end latency from the intended send time.
+    pub e2e: Latency,
+    /// Wait for a concurrency slot.
+    pub queue_wait: Latency,
+}
+
+impl ModelSlo {
+    /// Folds in one measured success's figures, sent at `at`.
+    pub(crate) fn record(
+        &mut self,
+        f: &batchbench_contract::slo::RequestFigures,
+        at: std::time::Duration,
+    ) {
+        if let Some(t) = f.ttft {
+            self.ttft.record_at(t, at);
+        }
+        if let Some(t) = f.ttfat {
+            self.ttfat.record_at(t, at);
+        }
+        if let Some(t) = f.tpot {
+            self.tpot.record_at(t, at);
+        }
+        self.e2e.record_at(f.e2e, at);
+        self.queue_wait.record_at(f.queue_wait, at);
+    }
+
+    /// The distribution of `metric` (none for `itl`).
+    pub fn of(&self, metric: batchbench_contract::slo::SloMetric) -> Option<&Latency> {
+        use batchbench_contract::slo::SloMetric;
+        match metric {
+            SloMetric::Ttft => Some(&self.ttft),
+            SloMetric::Ttfat => Some(&self.ttfat),
+            SloMetric::Tpot => Some(&self.tpot),
+            SloMetric::E2e => Some(&self.e2e),
+            SloMetric::QueueWait => Some(&self.queue_wait),
+            SloMetric::Itl => None,
+        }
+    }
+}
+
 /// One endpoint's share of a fleet's run.
 #[derive(Debug, Default)]
 pub struct EndpointTally {

@@ -21,7 +21,7 @@ pub struct Metrics {
     pub endpoints: Vec<crate::measurement::endpoints::EndpointTally>,
     /// Per model of a run of several models, by name in the mix's order
     /// (empty for one model).
-    pub models: Vec<(String, crate::measurement::endpoints::EndpointTally)>,
+    pub models: Vec<crate::measurement::endpoints::ModelTally>,
     /// Requests that ended (success or failure).
     pub requests: u64,
     /// Successful requests.
@@ -273,11 +273,23 @@ impl Metrics {
                 queue_wait: rec.timing.queue_wait,
             };
             let tokens = rec.usage.map_or(0, |u| u.completion_tokens);
-            let good = self.slo.record(slo, &figures, tokens);
+            let good = self.slo.record(slo, &figures, tokens, rec.model);
+            if let Some(m) = self.model_mut(rec.model) {
+                m.slo.record(&figures, rec.timing.sent);
+            }
             if slo.iter().any(|b| b.percentile.is_none()) {
                 rec.slo_met = Some(good);
             }
         }
+    }
+
+    /// The tally of the model `name` of a mix.
+    pub fn model_mut(
+        &mut self,
+        name: Option<&str>,
+    ) -> Option<&mut crate::measurement::endpoints::ModelTally> {
+        let name = name?;
+        self.models.iter_mut().find(|m| m.name == name)
     }
 
     /// Folds in one request outcome; `stage` is its stage of a rate schedule.
@@ -322,10 +334,8 @@ impl Metrics {
         {
             e.record(rec);
         }
-        if let Some(name) = rec.model
-            && let Some((_, m)) = self.models.iter_mut().find(|(n, _)| n == name)
-        {
-            m.record(rec);
+        if let Some(m) = self.model_mut(rec.model) {
+            m.tally.record(rec);
         }
         self.requests += 1;
         self.retries += u64::from(rec.retries);

@@ -4,6 +4,20 @@
 use crate::measurement::metrics::{Latency, Metrics};
 use batchbench_contract::slo::{SloBound, SloMetric, SloReport, SloResult};
 
+/// The distribution bound `b` judges: the run's, or its model's.
+pub(crate) fn distribution_for<'m>(b: &SloBound, m: &'m Metrics) -> &'m Latency {
+    static NONE: std::sync::OnceLock<Latency> = std::sync::OnceLock::new();
+    match &b.model {
+        None => distribution(b.metric, m),
+        Some(name) => m
+            .models
+            .iter()
+            .find(|t| *t.name == **name)
+            .and_then(|t| t.slo.of(b.metric))
+            .unwrap_or_else(|| NONE.get_or_init(Latency::default)),
+    }
+}
+
 /// The run's distribution of `metric`.
 pub(crate) fn distribution(metric: SloMetric, m: &Metrics) -> &Latency {
     match metric {
@@ -30,7 +44,7 @@ pub fn report(bounds: &[SloBound], m: &Metrics, success_rate: f64) -> SloReport 
         .enumerate()
         .map(|(i, b)| match b.percentile {
             Some(p) => {
-                let d = distribution(b.metric, m);
+                let d = distribution_for(b, m);
                 let max_ms = b.max.as_secs_f64() * 1000.0;
                 SloResult {
                     too_few: crate::measurement::interval::quantile_ranks(d.len(), p / 100.0)
@@ -49,13 +63,28 @@ pub fn report(bounds: &[SloBound], m: &Metrics, success_rate: f64) -> SloReport 
                 // long for a slot, was a user not served: it counts as a
                 // miss, so that dropping never flatters a run.
                 let met = counts.met.get(i).copied().unwrap_or(0);
-                let asked = m.successes + m.dropped_arrivals + m.dropped_waiting;
-                let share = (m.successes > 0).then(|| met as f64 / asked as f64);
+                // A bound naming a model asks of that model's successes
+                // alone (a dropped arrival was sent to none).
+                let (successes, asked) = match &b.model {
+                    Some(name) => {
+                        let n = m
+                            .models
+                            .iter()
+                            .find(|t| *t.name == **name)
+                            .map_or(0, |t| t.tally.successes);
+                        (n, n)
+                    }
+                    None => (
+                        m.successes,
+                        m.successes + m.dropped_arrivals + m.dropped_waiting,
+                    ),
+                };
+                let share = (successes > 0).then(|| met as f64 / asked as f64);
                 SloResult {
                     bound: b.to_string(),
                     observed_ms: None,
                     share_met: share,
-                    met: m.successes > 0 && met == asked,
+                    met: successes > 0 && met == asked,
                     ..SloResult::default()
                 }
             }
@@ -103,7 +132,7 @@ mod tests {
                 e2e,
                 ..RequestFigures::default()
             };
-            assert!(m.slo.record(&bounds, &f, 1));
+            assert!(m.slo.record(&bounds, &f, 1, None));
         }
         let r = report(&bounds, &m, 10.0);
         assert!(

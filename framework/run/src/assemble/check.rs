@@ -44,6 +44,7 @@ pub fn check(spec: &RunSpec) -> Result<Target, Failure> {
         m.check()
             .map_err(|e| Failure::bad(format!("target.mix (--model-mix): {e}")))?;
     }
+    model_bounds(spec)?;
     check_shard(spec)?;
     let converging = spec.load.target_ci.is_some() || spec.load.until_decided;
     if converging && spec.shard.is_some() {
@@ -284,4 +285,32 @@ pub(super) fn check_endless(spec: &RunSpec, info: &WorkloadInfo) -> Result<(), F
         }
         _ => Ok(()),
     }
+}
+
+/// SLO bounds that name a model (`ttft_p99{model=NAME}<=300ms`): each names a
+/// model of the run's mix, and a metric judged per model (not `itl`).
+fn model_bounds(spec: &RunSpec) -> Result<(), Failure> {
+    for b in &spec.slo {
+        let Some(name) = b.model.as_deref() else {
+            continue;
+        };
+        let Some(mix) = &spec.target.mix else {
+            return Err(Failure::bad(format!(
+                "slo (--slo): {b} names model '{name}', but the run sends one model: give --model-mix"
+            )));
+        };
+        if mix.index(name).is_none() {
+            let names: Vec<&str> = mix.models.iter().map(|m| m.name.as_str()).collect();
+            return Err(Failure::bad(format!(
+                "slo (--slo): {b} names model '{name}', which is not in --model-mix ({})",
+                names.join(", ")
+            )));
+        }
+        if b.metric == batchbench_contract::slo::SloMetric::Itl {
+            return Err(Failure::bad(format!(
+                "slo (--slo): {b}: inter-token latency is judged over the whole run only; drop the model, or bound its tpot"
+            )));
+        }
+    }
+    Ok(())
 }
