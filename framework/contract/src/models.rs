@@ -49,11 +49,6 @@ impl ModelSelection {
         ("round_robin", Self::RoundRobin),
         ("session", Self::Session),
     ];
-
-    /// Its name.
-    pub fn as_str(self) -> &'static str {
-        name_of(&Self::ALL, self)
-    }
 }
 
 impl std::str::FromStr for ModelSelection {

@@ -513,16 +513,7 @@ impl Engine {
                 })
                 .collect();
         }
-        let secs = elapsed.as_secs_f64();
-        summary.models = c
-            .metrics
-            .models
-            .iter()
-            .map(|m| batchbench_contract::record::ModelSummary {
-                model: m.name.clone(),
-                figures: m.tally.summary(String::new(), secs),
-            })
-            .collect();
+        summary.models = c.metrics.model_summaries(elapsed.as_secs_f64());
         if let (Some(l), Some(s)) = (summary.load.as_mut(), &c.steady) {
             l.steady = s.report(c.metrics.warmup_requests);
         }

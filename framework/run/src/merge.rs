@@ -371,15 +371,7 @@ fn merge_into(
             .map(|(e, url)| e.summary(url, secs))
             .collect();
     }
-    let secs = elapsed.max(0.0);
-    summary.models = metrics
-        .models
-        .iter()
-        .map(|m| batchbench_contract::record::ModelSummary {
-            model: m.name.clone(),
-            figures: m.tally.summary(String::new(), secs),
-        })
-        .collect();
+    summary.models = metrics.model_summaries(elapsed.max(0.0));
     summary.server_closes_connections = shards
         .iter()
         .any(|s| s.doc.summary.server_closes_connections);

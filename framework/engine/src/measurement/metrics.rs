@@ -283,6 +283,18 @@ impl Metrics {
         }
     }
 
+    /// Each model's share of a run of several models over `secs`, in the
+    /// mix's order (empty for one model).
+    pub fn model_summaries(&self, secs: f64) -> Vec<batchbench_contract::record::ModelSummary> {
+        self.models
+            .iter()
+            .map(|m| batchbench_contract::record::ModelSummary {
+                model: m.name.clone(),
+                figures: m.tally.summary(String::new(), secs),
+            })
+            .collect()
+    }
+
     /// The tally of the model `name` of a mix.
     pub fn model_mut(
         &mut self,
