@@ -84,6 +84,8 @@ pub struct Message {
     pub response_id: Option<Arc<str>>,
     /// Images of a user message, sent after its text.
     pub images: Vec<Arc<Image>>,
+    /// Audio clips of a user message, sent after its text (and images).
+    pub audio: Vec<Arc<crate::audio::Audio>>,
 }
 
 impl Message {
@@ -99,6 +101,7 @@ impl Message {
             tool_call_id: None,
             response_id: None,
             images: Vec::new(),
+            audio: Vec::new(),
         }
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod abi;
 pub mod analysis;
+pub mod audio;
 pub mod conversation;
 pub mod dist;
 pub mod manifest;

@@ -312,6 +312,23 @@ pub trait RequestCodec: Send + Sync {
     fn supports_images(&self) -> bool {
         false
     }
+    /// Whether the codec sends a message's audio clips (`--audio-ms`,
+    /// `--audio-files`); a run with audio and a codec that cannot carry it
+    /// is refused.
+    fn supports_audio(&self) -> bool {
+        false
+    }
+    /// Whether every request of this API needs an audio clip (speech to
+    /// text); a run without audio is then refused before anything is sent.
+    fn requires_audio(&self) -> bool {
+        false
+    }
+    /// The media type of the bodies `encode` writes (the `Content-Type`
+    /// header): JSON unless the API takes another (a multipart upload names
+    /// its boundary here).
+    fn content_type(&self) -> &str {
+        "application/json"
+    }
     /// The top-level body fields that carry the run's reasoning `knobs` in
     /// this API, added to every request; or why the API cannot carry one of
     /// them (the run is refused before anything is sent, naming the flag).
@@ -656,6 +673,8 @@ pub struct RequestRecord<'a> {
     pub images: u64,
     /// Their encoded bytes.
     pub image_bytes: u64,
+    /// Seconds of audio the request carried (`--audio-ms`, `--audio-files`).
+    pub audio_seconds: f64,
     /// Time per output token after the first (streamed, two tokens or more).
     pub tpot: Option<std::time::Duration>,
     /// The longest per-token gap between two streamed chunks.

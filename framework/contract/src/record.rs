@@ -483,6 +483,32 @@ pub struct FailureExample {
     pub message: String,
 }
 
+/// The audio of a run's requests, and how fast it was answered.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AudioSummary {
+    /// Requests that carried audio (failures included).
+    pub requests: u64,
+    /// Seconds of audio they carried (resent clips included).
+    pub seconds: f64,
+    /// Seconds of audio per request, the mean.
+    pub seconds_per_request: f64,
+    /// Seconds of audio answered per second of the run (successes).
+    pub seconds_per_second: f64,
+    /// The real-time factor of the successful requests: each one's audio
+    /// seconds over its latency (2.0: a second of audio answered in half a
+    /// second). The mean of the requests' factors.
+    pub rtf_mean: f64,
+    /// Their median.
+    pub rtf_p50: f64,
+    /// The slow tail: the factor nine requests in ten beat.
+    pub rtf_p10: f64,
+    /// The slowest request's.
+    pub rtf_min: f64,
+    /// Successful requests the factors are of.
+    pub rtf_samples: u64,
+}
+
 /// The structured answers of a run: every successful reply's answer parsed
 /// and validated against the format it asked for.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -651,6 +677,10 @@ pub struct Summary {
     /// Their encoded bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub total_image_bytes: Option<u64>,
+    /// Audio in (`--audio-ms`, `--audio-files`): seconds sent and the
+    /// real-time factor of the replies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio: Option<AudioSummary>,
     /// Inter-token latency (per token).
     pub itl: Option<LatencyStats>,
     /// Inter-token latency within the reasoning phase of replies that

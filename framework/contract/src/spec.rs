@@ -1105,6 +1105,9 @@ pub struct RunSpec {
     /// Synthetic images attached to every conversation's first user message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub images: Option<ImageSpec>,
+    /// Audio clips attached to every conversation's first user message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio: Option<crate::audio::AudioSpec>,
     /// The server's metrics scraped during the run.
     #[serde(default, skip_serializing_if = "is_default")]
     pub server_metrics: ServerMetricsSpec,
@@ -1225,6 +1228,7 @@ impl RunSpec {
             fail_if_client_bound: false,
             template: TemplateSpec::default(),
             images: None,
+            audio: None,
             server_metrics: ServerMetricsSpec::default(),
             routers: Vec::new(),
             reporters: Vec::new(),

@@ -256,6 +256,9 @@ pub struct WireRequestRecord {
     /// Their encoded bytes.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub image_bytes: u64,
+    /// Seconds of audio the request carried.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub audio_seconds: f64,
     /// Time per output token after the first (streamed, two tokens or more).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tpot_ms: Option<f64>,
@@ -357,6 +360,7 @@ impl WireRequestRecord {
             reasoning_counted: r.reasoning_counted,
             images: r.images,
             image_bytes: r.image_bytes,
+            audio_seconds: r.audio_seconds,
             tpot_ms: r.tpot.map(ms),
             itl_max_ms: r.itl_max.map(ms),
             structured_schema: r.structured.map(|s| s.schema),
@@ -411,6 +415,7 @@ impl WireRequestRecord {
             reasoning_counted: self.reasoning_counted,
             images: self.images,
             image_bytes: self.image_bytes,
+            audio_seconds: self.audio_seconds,
             tpot: self.tpot_ms.map(from_ms),
             itl_max: self.itl_max_ms.map(from_ms),
             structured: self
@@ -493,6 +498,7 @@ mod tests {
             reasoning_counted: false,
             images: 0,
             image_bytes: 0,
+            audio_seconds: 0.0,
             tpot: Some(Duration::from_micros(1_250)),
             itl_max: Some(Duration::from_millis(3)),
             structured: Some(crate::plugin::StructuredCheck {
@@ -807,6 +813,10 @@ impl WireReply {
             finish_reason: self.finish_reason,
         }
     }
+}
+
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
 }
 
 fn is_zero_u64(n: &u64) -> bool {

@@ -94,6 +94,8 @@ pub struct EngineOptions {
     pub start_at_ms: Option<i64>,
     /// Synthetic images on every conversation's first user message.
     pub images: Option<batchbench_contract::spec::ImageSpec>,
+    /// Audio clips on every conversation's first user message.
+    pub audio: Option<std::sync::Arc<crate::synthesis::audio::AudioPlan>>,
     /// Record each streamed request's token arrival times.
     pub token_times: bool,
     /// What goes back of a reply's reasoning in the turns after it (absent:
@@ -133,6 +135,7 @@ impl Default for EngineOptions {
             shard: batchbench_contract::shard::Shard::WHOLE,
             start_at_ms: None,
             images: None,
+            audio: None,
             token_times: false,
             reasoning_history: None,
             structured: None,

@@ -177,6 +177,7 @@ impl Engine {
             texts: blocks::TextCache::default(),
             images: self.opts.images,
             image_maker: std::sync::OnceLock::new(),
+            audio: self.opts.audio.clone(),
         });
         let mut reporters = self.reporters;
 

@@ -31,6 +31,9 @@ pub enum Api {
     Rerank,
     /// `/v1/score` (vLLM): a text scored against each of several.
     Score,
+    /// `/v1/audio/transcriptions` and `/v1/audio/translations`: a form
+    /// upload of a clip, answered with its transcript.
+    Transcription,
 }
 
 impl Api {
@@ -53,6 +56,9 @@ pub struct Msg {
     pub calls: Vec<(String, String)>,
     /// Images: `(tokens, hash of the bytes)`.
     pub images: Vec<(u64, u64)>,
+    /// Audio clips: `(seconds, hash of the bytes)`; their tokens are the
+    /// server's rate per second (`--audio-tokens-per-second`).
+    pub audio: Vec<(f64, u64)>,
     /// An assistant message's reasoning sent back (chat `reasoning_content`
     /// or `reasoning`, Anthropic thinking blocks), counted before its text
     /// as a template that renders reasoning does.
@@ -83,17 +89,26 @@ fn image(data: &str, what: &str) -> Result<(u64, u64), String> {
     Ok((image_tokens(w, h), fnv_bytes(&bytes)))
 }
 
-/// A content's text and images: a string, or an array of parts (`text` /
-/// `input_text`, and `image_url`, `input_image` or Anthropic `image` parts).
-fn content_of(v: Option<&Value>, what: &str) -> Result<(String, Vec<(u64, u64)>), String> {
+/// A content's text, images and audio: a string, or an array of parts
+/// (`text` / `input_text`; `image_url`, `input_image` or Anthropic `image`
+/// parts; chat's `input_audio` parts).
+fn content_of(v: Option<&Value>, what: &str) -> Result<Content, String> {
     let Some(Value::Array(parts)) = v else {
-        return Ok((text_of(v, what)?, Vec::new()));
+        return Ok((text_of(v, what)?, Vec::new(), Vec::new()));
     };
     let mut text = String::new();
     let mut images = Vec::new();
+    let mut audio = Vec::new();
     for p in parts {
         if let Some(t) = p.get("text").and_then(Value::as_str) {
             text.push_str(t);
+        }
+        if p.get("type").and_then(Value::as_str) == Some("input_audio") {
+            let data = p
+                .pointer("/input_audio/data")
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("{what}: an input_audio part has no data"))?;
+            audio.push(crate::audio::clip_of_base64(data, what)?);
         }
         let url = match p.get("type").and_then(Value::as_str) {
             Some("image_url") => p.pointer("/image_url/url").and_then(Value::as_str),
@@ -105,8 +120,11 @@ fn content_of(v: Option<&Value>, what: &str) -> Result<(String, Vec<(u64, u64)>)
             images.push(image(u, what)?);
         }
     }
-    Ok((text, images))
+    Ok((text, images, audio))
 }
+
+/// A content's text, images `(tokens, hash)` and audio `(seconds, hash)`.
+type Content = (String, Vec<(u64, u64)>, Vec<(f64, u64)>);
 
 /// A request's prompt, as the simulator counts it.
 #[derive(Debug, Clone, PartialEq)]
@@ -158,6 +176,19 @@ pub struct Request {
     /// Structured outputs: the answer is JSON (`Some(None)`: any object;
     /// `Some(Some(schema))`: an instance of the schema).
     pub structured: Option<Option<Value>>,
+}
+
+impl Request {
+    /// Seconds of audio in the prompt (chat `input_audio`, a transcription's
+    /// file).
+    pub fn audio_seconds(&self) -> f64 {
+        match &self.prompt {
+            Prompt::Templated { messages, .. } => {
+                messages.iter().flat_map(|m| &m.audio).map(|(s, _)| s).sum()
+            }
+            _ => 0.0,
+        }
+    }
 }
 
 /// The answer format a request asks for: chat completions'
@@ -355,6 +386,7 @@ pub fn parse(api: Api, req: &Value, headers: &axum::http::HeaderMap) -> Result<R
         Api::Embeddings => embeddings(req),
         Api::Rerank => pairs(req, "query", "documents"),
         Api::Score => pairs(req, "text_1", "text_2"),
+        Api::Transcription => Err("a transcription is a multipart form upload".into()),
     }
 }
 
@@ -377,9 +409,10 @@ fn chat(req: &Value) -> Result<Request, String> {
             content: String::new(),
             calls: Vec::new(),
             images: Vec::new(),
+            audio: Vec::new(),
             reasoning: String::new(),
         };
-        (msg.content, msg.images) =
+        (msg.content, msg.images, msg.audio) =
             content_of(m.get("content"), &format!("messages[{i}].content"))?;
         if role == "assistant" {
             if let Some(r) = m
@@ -540,6 +573,7 @@ fn responses(req: &Value) -> Result<Request, String> {
             content: s.to_owned(),
             calls: Vec::new(),
             images: Vec::new(),
+            audio: Vec::new(),
             reasoning: String::new(),
         });
     }
@@ -555,13 +589,14 @@ fn responses(req: &Value) -> Result<Request, String> {
                     .get("role")
                     .and_then(Value::as_str)
                     .ok_or_else(|| format!("input[{i}].role is missing"))?;
-                let (content, images) =
+                let (content, images, audio) =
                     content_of(item.get("content"), &format!("input[{i}].content"))?;
                 messages.push(Msg {
                     role: Some(role.to_owned()),
                     content,
                     calls: Vec::new(),
                     images,
+                    audio,
                     reasoning: String::new(),
                 });
             }
@@ -578,6 +613,7 @@ fn responses(req: &Value) -> Result<Request, String> {
                         content: String::new(),
                         calls: vec![call],
                         images: Vec::new(),
+                        audio: Vec::new(),
                         reasoning: String::new(),
                     }),
                     _ => messages.push(Msg {
@@ -585,6 +621,7 @@ fn responses(req: &Value) -> Result<Request, String> {
                         content: String::new(),
                         calls: vec![call],
                         images: Vec::new(),
+                        audio: Vec::new(),
                         reasoning: String::new(),
                     }),
                 }
@@ -594,6 +631,7 @@ fn responses(req: &Value) -> Result<Request, String> {
                 content: s("output"),
                 calls: Vec::new(),
                 images: Vec::new(),
+                audio: Vec::new(),
                 reasoning: String::new(),
             }),
             other => return Err(format!("input[{i}]: unsupported item type '{other}'")),
@@ -634,6 +672,7 @@ fn messages(req: &Value, headers: &axum::http::HeaderMap) -> Result<Request, Str
             content: text_of(s, "system")?,
             calls: Vec::new(),
             images: Vec::new(),
+            audio: Vec::new(),
             reasoning: String::new(),
         }),
     }
@@ -715,6 +754,7 @@ fn messages(req: &Value, headers: &axum::http::HeaderMap) -> Result<Request, Str
                 content: r,
                 calls: Vec::new(),
                 images: Vec::new(),
+                audio: Vec::new(),
                 reasoning: String::new(),
             });
         }
@@ -724,6 +764,7 @@ fn messages(req: &Value, headers: &axum::http::HeaderMap) -> Result<Request, Str
                 content: text,
                 calls: calls.into_iter().map(|(_, n, a)| (n, a)).collect(),
                 images,
+                audio: Vec::new(),
                 reasoning,
             });
         }
@@ -765,6 +806,8 @@ pub struct ReplyFacts<'a> {
     pub length: bool,
     /// Items of the request (embedding inputs).
     pub items: u64,
+    /// Seconds of audio in the request.
+    pub audio_seconds: f64,
 }
 
 /// The tag that opens reasoning in the text of completions and `/generate`
@@ -921,6 +964,7 @@ pub fn body(
 
 fn plain_body(api: Api, f: &ReplyFacts<'_>, think: &str, text: &str) -> Value {
     match api {
+        Api::Transcription => crate::audio::body(f, text),
         Api::Chat => {
             let mut message = json!({"role": "assistant", "content": text});
             if f.reasoning > 0 {
@@ -1031,6 +1075,7 @@ fn event(api: Api, v: &Value) -> String {
 /// The events of a stream before its first token.
 pub fn stream_start(api: Api, f: &ReplyFacts<'_>) -> Vec<String> {
     match api {
+        Api::Transcription => Vec::new(),
         Api::Chat => vec![event(
             api,
             &json!({"id": f.id, "object": "chat.completion.chunk", "model": f.model,
@@ -1102,7 +1147,12 @@ pub fn stream_reasoning(
         }
         Api::Messages => json!({"type": "content_block_delta", "index": 0,
             "delta": {"type": "thinking_delta", "thinking": text}}),
-        Api::Completions | Api::Generate | Api::Embeddings | Api::Rerank | Api::Score => {
+        Api::Completions
+        | Api::Generate
+        | Api::Embeddings
+        | Api::Rerank
+        | Api::Score
+        | Api::Transcription => {
             return stream_delta(api, f, text, so_far, sent);
         }
     };
@@ -1143,7 +1193,8 @@ pub fn stream_answer_start(api: Api, f: &ReplyFacts<'_>, think: &str) -> Vec<Str
         | Api::Generate
         | Api::Embeddings
         | Api::Rerank
-        | Api::Score => Vec::new(),
+        | Api::Score
+        | Api::Transcription => Vec::new(),
     }
 }
 
@@ -1161,6 +1212,7 @@ pub fn stream_delta(api: Api, f: &ReplyFacts<'_>, text: &str, so_far: &str, sent
         }
         Api::Messages => json!({"type": "content_block_delta", "index": answer_index(f),
             "delta": {"type": "text_delta", "text": text}}),
+        Api::Transcription => crate::audio::chunk(f, text),
         // SGLang streams the whole output so far.
         Api::Generate | Api::Embeddings | Api::Rerank | Api::Score => {
             json!({"text": so_far, "meta_info": generate_meta(f, sent, false), "index": 0})
@@ -1182,6 +1234,7 @@ pub fn stream_end(
 ) -> Vec<String> {
     let timed = |v: Value| Timings::add_to(timings, api, v);
     match api {
+        Api::Transcription => crate::audio::end(f, usage),
         Api::Chat | Api::Completions => {
             let object = if api == Api::Chat {
                 "chat.completion.chunk"
@@ -1258,6 +1311,7 @@ pub fn response_id(api: Api, seq: u64) -> String {
         Api::Embeddings => format!("embd-sim-{seq}"),
         Api::Rerank => format!("rerank-sim-{seq}"),
         Api::Score => format!("score-sim-{seq}"),
+        Api::Transcription => format!("trsc-sim-{seq}"),
     }
 }
 
@@ -1267,7 +1321,7 @@ pub(crate) fn fnv_str(s: &str) -> u64 {
 }
 
 /// FNV-1a of bytes.
-pub(crate) fn fnv_bytes(b: &[u8]) -> u64 {
+pub fn fnv_bytes(b: &[u8]) -> u64 {
     fnv(b)
 }
 

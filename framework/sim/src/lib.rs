@@ -31,6 +31,7 @@
 //!   `GET /sim/requests` (the request log, when `--record-requests` is on).
 
 pub mod apis;
+pub mod audio;
 mod batch;
 mod cache;
 pub mod cli;
@@ -180,6 +181,20 @@ pub struct SimConfig {
     /// before the request's first token.
     #[arg(long, default_value_t = 0.0)]
     pub lora_load_ms: f64,
+    /// Audio: the encoder's time per second of audio a request carries
+    /// (chat `input_audio` parts, a transcription's file), in milliseconds,
+    /// before its first token (per-request model). 20: a minute of audio
+    /// answered in 1.2 s plus its decode.
+    #[arg(long, default_value_t = 0.0)]
+    pub audio_ms_per_second: f64,
+    /// Audio: prompt tokens per second of audio (Qwen2-Audio's and
+    /// Whisper's encoders: 25, one per 40 ms).
+    #[arg(long, default_value_t = 25.0)]
+    pub audio_tokens_per_second: f64,
+    /// Transcriptions: tokens of transcript per second of audio (speech at
+    /// 150 words a minute is about 3.3), capped by max_completion_tokens.
+    #[arg(long, default_value_t = 3.0)]
+    pub transcript_tokens_per_second: f64,
     /// Reject prompts longer than this with HTTP 400 (0: no limit).
     #[arg(long, default_value_t = 0)]
     pub max_context_tokens: u32,
@@ -272,6 +287,7 @@ impl SimConfig {
             &mut c.decode_ms_per_token,
             &mut c.step_base_ms,
             &mut c.step_ms_per_seq,
+            &mut c.audio_ms_per_second,
         ] {
             *v *= k;
         }
@@ -332,6 +348,12 @@ impl SimConfig {
             ("step-base-ms", self.step_base_ms),
             ("step-ms-per-seq", self.step_ms_per_seq),
             ("lora-load-ms", self.lora_load_ms),
+            ("audio-ms-per-second", self.audio_ms_per_second),
+            ("audio-tokens-per-second", self.audio_tokens_per_second),
+            (
+                "transcript-tokens-per-second",
+                self.transcript_tokens_per_second,
+            ),
         ] {
             if !v.is_finite() || v < 0.0 {
                 return Err(format!("{name} must be a finite number >= 0, got {v}"));

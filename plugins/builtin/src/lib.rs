@@ -21,6 +21,7 @@
 //! | codec | `sglang_generate` | SGLang's native `/generate` |
 //! | codec | `openai_embeddings` | OpenAI embeddings: each message one input |
 //! | codec | `rerank` | rerank (`/v1/rerank`, `/v2/rerank`) and score (`/v1/score`): a query and documents |
+//! | codec | `openai_transcriptions` | speech to text (`/v1/audio/transcriptions`, `/v1/audio/translations`): a form upload |
 //! | router | `user_tag` | `user` field + `X-SMG-Routing-Key`, stable per agent |
 //! | router | `dp_rank` | `X-SMG-Target-Worker: slot % ranks` |
 //! | router | `request_ids` | a seeded `X-Request-Id` and W3C `traceparent` per request |
@@ -63,6 +64,7 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("codec", "openai_completions"),
     ("codec", "openai_embeddings"),
     ("codec", "openai_responses"),
+    ("codec", "openai_transcriptions"),
     ("codec", "rerank"),
     ("codec", "sglang_generate"),
     ("router", "body_fields"),

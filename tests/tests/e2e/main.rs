@@ -2,6 +2,7 @@
 
 mod agents;
 mod analyze;
+mod audio;
 mod batch;
 mod bodies;
 mod book;

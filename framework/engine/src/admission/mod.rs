@@ -470,6 +470,7 @@ mod tests {
     /// A transport to the test server at `url`, without retries.
     fn transport(url: String) -> Transport {
         Transport::new(TargetConfig {
+            content_type: "application/json".into(),
             url,
             api_key: None,
             api_key_header: None,

@@ -199,6 +199,15 @@ pub(crate) async fn drive(
         } else {
             (0, 0)
         };
+        let audio_seconds: f64 = if sh.opts.audio.is_some() {
+            conv.messages
+                .iter()
+                .flat_map(|m| &m.audio)
+                .map(|a| a.seconds)
+                .sum()
+        } else {
+            0.0
+        };
         let ctx = RouteContext {
             seed: sh.opts.seed,
             agent_id,
@@ -440,6 +449,7 @@ pub(crate) async fn drive(
                 reasoning_counted: reasoning.is_some_and(|(_, counted)| counted),
                 images,
                 image_bytes,
+                audio_seconds,
                 structured,
                 tpot: stream_figures.0,
                 itl_max: stream_figures.1,

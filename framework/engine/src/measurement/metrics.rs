@@ -105,6 +105,8 @@ pub struct Metrics {
     pub images: u64,
     /// Their encoded bytes.
     pub image_bytes: u64,
+    /// Audio seconds sent and the replies' real-time factors.
+    pub audio: crate::measurement::audio::AudioTally,
     /// Inter-token latency, one sample per token after the first.
     pub itl: Latency,
     /// The same within the reasoning phase of replies that reasoned and then
@@ -357,6 +359,7 @@ impl Metrics {
         }
         self.images += rec.images;
         self.image_bytes += rec.image_bytes;
+        self.audio.record(rec);
         self.live_block_fallbacks += u64::from(rec.live_block_fallbacks);
         match rec.failure {
             Some((kind, message)) => {
@@ -722,6 +725,7 @@ impl Metrics {
             total_items: m.items,
             images_sent: (m.images > 0).then_some(m.images),
             total_image_bytes: (m.images > 0).then_some(m.image_bytes),
+            audio: m.audio.summary(secs),
             items_per_second: m.items.map(per_s),
             itl: m.itl.stats(),
             itl_reasoning: m.itl_reasoning.stats(),
@@ -796,6 +800,7 @@ mod tests {
             reasoning_counted: false,
             images: 0,
             image_bytes: 0,
+            audio_seconds: 0.0,
             tpot: None,
             itl_max: None,
             structured: None,
@@ -887,6 +892,7 @@ mod tests {
                 reasoning_counted: false,
                 images: 0,
                 image_bytes: 0,
+                audio_seconds: 0.0,
                 tpot: None,
                 itl_max: None,
                 structured: None,
@@ -941,6 +947,7 @@ mod tests {
             reasoning_counted: false,
             images: 0,
             image_bytes: 0,
+            audio_seconds: 0.0,
             tpot: None,
             itl_max: None,
             structured: None,

@@ -2,9 +2,11 @@
 //! histograms ([`metrics`]), a latency's batches over time, 95% intervals
 //! ([`interval`]), the end of the transient (`steady`), runs that stop once
 //! sure ([`converge`]), SLO verdicts ([`slo`]), the summary and its load
-//! report, the figures per endpoint ([`endpoints`]), and structured answers
-//! checked against their schemas ([`structured`]).
+//! report, the figures per endpoint ([`endpoints`]), structured answers
+//! checked against their schemas ([`structured`]), and audio's seconds and
+//! real-time factor ([`audio`]).
 
+pub mod audio;
 pub mod client_bound;
 pub mod converge;
 pub mod endpoints;

@@ -271,6 +271,7 @@ fn detached(rec: &RequestRecord<'_>) -> RequestRecord<'static> {
         reasoning_counted: rec.reasoning_counted,
         images: rec.images,
         image_bytes: rec.image_bytes,
+        audio_seconds: rec.audio_seconds,
         tpot: rec.tpot,
         itl_max: rec.itl_max,
         structured: rec.structured,

@@ -19,6 +19,7 @@ use tokio::sync::Semaphore;
 const PURPOSE_PROMPT: u64 = 1;
 const PURPOSE_ENV: u64 = 2;
 const PURPOSE_IMAGE: u64 = 3;
+const PURPOSE_AUDIO: u64 = 4;
 
 /// Token synthesis: the tokenizer and the bounded pool its jobs run on.
 pub(crate) struct Synth {
@@ -33,13 +34,16 @@ pub(crate) struct Synth {
     pub(crate) images: Option<batchbench_contract::spec::ImageSpec>,
     /// Makes the images (a PNG's shared body is compressed on first use).
     pub(crate) image_maker: std::sync::OnceLock<crate::synthesis::images::ImageMaker>,
+    /// Audio clips on every conversation's first user message.
+    pub(crate) audio: Option<Arc<crate::synthesis::audio::AudioPlan>>,
 }
 
 /// Content made ready for a turn before it is sent.
 #[derive(Debug)]
 pub(crate) enum Prepared {
-    /// A fresh conversation opening with this user message, and its images.
-    Fresh(Arc<str>, Images),
+    /// A fresh conversation opening with this user message, and its images
+    /// and audio.
+    Fresh(Arc<str>, Attachments),
     /// An appended environment (tool result) of this text.
     Append(Arc<str>),
     /// A structured prompt, with the block texts synthesised for it.
@@ -47,8 +51,8 @@ pub(crate) enum Prepared {
         fresh: bool,
         blocks: batchbench_contract::plan::Blocks,
         made: blocks::Made,
-        /// The images of a fresh conversation's first user message.
-        images: Images,
+        /// The images and audio of a fresh conversation's first user message.
+        images: Attachments,
     },
     /// A verbatim body.
     Raw(batchbench_contract::plan::RawBody),
@@ -57,9 +61,28 @@ pub(crate) enum Prepared {
 /// The images of a conversation's first user message.
 type Images = Vec<Arc<batchbench_contract::conversation::Image>>;
 
+/// What a conversation's first user message carries besides its text.
+#[derive(Debug, Default)]
+pub(crate) struct Attachments {
+    images: Images,
+    audio: Vec<Arc<batchbench_contract::audio::Audio>>,
+}
+
+impl Attachments {
+    /// Puts them on `m`, replacing what it had, where there are any.
+    fn attach(self, m: &mut Message) {
+        if !self.images.is_empty() {
+            m.images = self.images;
+        }
+        if !self.audio.is_empty() {
+            m.audio = self.audio;
+        }
+    }
+}
+
 impl Prepared {
-    /// Where the images of a turn that opens a conversation go.
-    fn images_mut(&mut self) -> Option<&mut Images> {
+    /// Where the images and audio of a turn that opens a conversation go.
+    fn attachments_mut(&mut self) -> Option<&mut Attachments> {
         match self {
             Self::Fresh(_, images)
             | Self::Blocks {
@@ -307,7 +330,7 @@ impl Synth {
     /// request took the exact 32-token shape from 13.3 to 10.3 us of client CPU
     /// per request (bench/client-cpu.sh).
     fn cheap(&self, job: &PrepJob) -> bool {
-        self.images.is_none() && self.makes_in_place(job)
+        self.images.is_none() && self.audio.is_none() && self.makes_in_place(job)
     }
 }
 
@@ -315,16 +338,21 @@ pub(crate) async fn prepare(sh: &Arc<Synth>, job: PrepJob) -> Result<Prepared, E
     let (agent, index) = (job.agent_id, job.request_index);
     let id = job.trajectory_id.clone();
     let mut prepared = prepare_text(sh, job).await?;
-    if let (Some(spec), Some(slot)) = (sh.images, prepared.images_mut()) {
-        let _permit = sh
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| EngineError::Internal(e.to_string()))?;
-        let seed = sh.seed;
+    let seed = sh.seed;
+    if let (Some(plan), Some(slot)) = (sh.audio.clone(), prepared.attachments_mut()) {
+        slot.audio = off_thread(sh, (&id, index), move || {
+            (0..u64::from(plan.per_request))
+                .map(|k| {
+                    let key = rng::derive(seed, &[PURPOSE_AUDIO, agent, index, k]);
+                    plan.make(key).map(Arc::new)
+                })
+                .collect()
+        })
+        .await?;
+    }
+    if let (Some(spec), Some(slot)) = (sh.images, prepared.attachments_mut()) {
         let synth = sh.clone();
-        *slot = tokio::task::spawn_blocking(move || {
-            crate::schedule::pacer::background_priority();
+        slot.images = off_thread(sh, (&id, index), move || {
             let maker = synth
                 .image_maker
                 .get_or_init(|| crate::synthesis::images::ImageMaker::new(seed, spec));
@@ -333,20 +361,44 @@ pub(crate) async fn prepare(sh: &Arc<Synth>, job: PrepJob) -> Result<Prepared, E
                     let key = rng::derive(seed, &[PURPOSE_IMAGE, agent, index, k]);
                     maker.make(key).map(Arc::new)
                 })
-                .collect::<Result<Images, String>>()
+                .collect()
         })
-        .await
-        .map_err(|e| EngineError::Internal(e.to_string()))?
-        .map_err(|e| EngineError::Plan(format!("trajectory {id}, request {index}: {e}")))?;
+        .await?;
     }
     Ok(prepared)
+}
+
+/// Runs `make` on the blocking pool at background priority, one of the
+/// pool's permits held; its error is the plan's, at `(trajectory, request)`.
+async fn off_thread<T: Send + 'static>(
+    sh: &Synth,
+    (id, index): (&str, u64),
+    make: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, EngineError> {
+    let _permit = sh
+        .pool
+        .acquire()
+        .await
+        .map_err(|e| EngineError::Internal(e.to_string()))?;
+    tokio::task::spawn_blocking(move || {
+        crate::schedule::pacer::background_priority();
+        make()
+    })
+    .await
+    .map_err(|e| EngineError::Internal(e.to_string()))?
+    .map_err(|e| EngineError::Plan(format!("trajectory {id}, request {index}: {e}")))
 }
 
 /// The text of a turn.
 async fn prepare_text(sh: &Arc<Synth>, job: PrepJob) -> Result<Prepared, EngineError> {
     let seed = sh.seed;
     match &job.kind {
-        PrepKind::Fixed => return Ok(Prepared::Fresh(Arc::from(DEFAULT_PROMPT), Vec::new())),
+        PrepKind::Fixed => {
+            return Ok(Prepared::Fresh(
+                Arc::from(DEFAULT_PROMPT),
+                Attachments::default(),
+            ));
+        }
         PrepKind::Raw(body) => return Ok(Prepared::Raw(body.clone())),
         // Recorded texts (or texts already sent) alone: nothing to make.
         PrepKind::Blocks {
@@ -358,7 +410,7 @@ async fn prepare_text(sh: &Arc<Synth>, job: PrepJob) -> Result<Prepared, EngineE
                 fresh: *fresh,
                 blocks: blocks.clone(),
                 made: Vec::new(),
-                images: Vec::new(),
+                images: Attachments::default(),
             });
         }
         _ => {}
@@ -402,7 +454,10 @@ fn synthesise(
         )
     };
     match job.kind {
-        PrepKind::Fixed => Ok(Prepared::Fresh(Arc::from(DEFAULT_PROMPT), Vec::new())),
+        PrepKind::Fixed => Ok(Prepared::Fresh(
+            Arc::from(DEFAULT_PROMPT),
+            Attachments::default(),
+        )),
         PrepKind::Raw(ref body) => Ok(Prepared::Raw(body.clone())),
         PrepKind::Fresh { tokens, prefix } => {
             let key = rng::derive(seed, &[PURPOSE_PROMPT, job.agent_id, job.request_index]);
@@ -412,7 +467,7 @@ fn synthesise(
                 tokens as usize,
                 &ctx,
             )?;
-            Ok(Prepared::Fresh(text.into(), Vec::new()))
+            Ok(Prepared::Fresh(text.into(), Attachments::default()))
         }
         PrepKind::Append { tokens } => {
             let key = rng::derive(seed, &[PURPOSE_ENV, job.agent_id, job.request_index]);
@@ -442,7 +497,7 @@ fn synthesise(
                 fresh,
                 blocks: blocks.clone(),
                 made,
-                images: Vec::new(),
+                images: Attachments::default(),
             })
         }
     }
@@ -467,16 +522,14 @@ pub(crate) fn apply(
         } => {
             let fallbacks = blocks::apply(conv, &blocks, fresh, made, last_reply.as_ref(), state);
             if let Some(m) = conv.messages.iter_mut().find(|m| m.role == Role::User) {
-                if !images.is_empty() {
-                    m.images = images;
-                }
+                images.attach(m);
             }
             return fallbacks;
         }
-        Prepared::Fresh(text, images) => {
+        Prepared::Fresh(text, attachments) => {
             conv.clear();
             let mut m = Message::new(Role::User, text);
-            m.images = images;
+            attachments.attach(&mut m);
             conv.messages.push(m);
         }
         Prepared::Raw(_) => conv.clear(),

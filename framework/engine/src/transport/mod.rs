@@ -43,6 +43,8 @@ pub struct TargetConfig {
     pub retry_delay: Duration,
     /// Extra headers on every request.
     pub headers: Vec<(String, String)>,
+    /// The bodies' media type (the codec's: JSON unless it says otherwise).
+    pub content_type: String,
     /// Connections kept per host (the concurrency).
     pub pool_size: usize,
     /// Print truncated request and response payloads to stderr.
@@ -215,7 +217,12 @@ impl Transport {
             )));
         }
         let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_str(&cfg.content_type).map_err(|_| {
+                TransportError(format!("invalid content type '{}'", cfg.content_type))
+            })?,
+        );
         if let Some(key) = &cfg.api_key {
             let (name, value) = match &cfg.api_key_header {
                 None => (AUTHORIZATION, format!("Bearer {key}")),
@@ -769,6 +776,7 @@ mod wire_tests {
 
     fn transport(url: String, api_key: Option<&str>, headers: &[(&str, &str)]) -> Transport {
         let t = Transport::new(TargetConfig {
+            content_type: "application/json".into(),
             url,
             api_key: api_key.map(str::to_owned),
             api_key_header: None,

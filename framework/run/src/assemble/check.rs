@@ -31,6 +31,15 @@ pub fn check(spec: &RunSpec) -> Result<Target, Failure> {
         ));
     }
     spec.load.check().map_err(Failure::bad)?;
+    if let Some(audio) = &spec.audio {
+        audio.check().map_err(Failure::bad)?;
+        if let Some(p) = audio.files.as_deref().filter(|p| !p.exists()) {
+            return Err(Failure::bad(format!(
+                "audio.files (--audio-files) {}: no such file or directory",
+                p.display()
+            )));
+        }
+    }
     if let Some(h) = &spec.target.ids.header {
         batchbench_contract::spec::RequestIdSpec::check_header(h)
             .map_err(|e| Failure::bad(format!("target.ids.header (--request-id-header): {e}")))?;

@@ -188,7 +188,17 @@ pub fn execute(
             .map(|m| batchbench_engine::models::Models::new(m).map(Arc::new))
             .transpose()
             .map_err(|e| Failure::bad(format!("--model-mix: {e}")))?;
+        // Real clips are read and checked now: a file that does not decode
+        // stops the run here, before anything is sent.
+        let audio = spec
+            .audio
+            .as_ref()
+            .map(batchbench_engine::synthesis::audio::AudioPlan::new)
+            .transpose()
+            .map_err(Failure::bad)?
+            .map(Arc::new);
         let opts = EngineOptions {
+            audio,
             models,
             model: spec.target.model.clone(),
             seed: ctx.seed,
@@ -278,6 +288,18 @@ fn codec(
     if spec.images.is_some() && !codec.supports_images() {
         return Err(Failure::bad(format!(
             "--images-per-request: the {} codec cannot send images (openai_chat, openai_responses and anthropic_messages can)",
+            spec.codec.name
+        )));
+    }
+    if spec.audio.is_some() && !codec.supports_audio() {
+        return Err(Failure::bad(format!(
+            "--audio-ms/--audio-files: the {} codec cannot send audio (openai_chat and openai_transcriptions can)",
+            spec.codec.name
+        )));
+    }
+    if spec.audio.is_none() && codec.requires_audio() {
+        return Err(Failure::bad(format!(
+            "the {} codec sends audio: give --audio-ms (synthetic clips) or --audio-files",
             spec.codec.name
         )));
     }
@@ -389,6 +411,7 @@ fn transports(
             .into_iter()
             .chain(t.headers.clone())
             .collect(),
+        content_type: codec.content_type().to_owned(),
         pool_size: usize::try_from(pool).unwrap_or(usize::MAX),
         verbose: spec.output.verbose,
         tls: TlsConfig {

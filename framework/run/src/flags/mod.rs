@@ -12,6 +12,7 @@
 //! Here: the value parsers they share, `--config`, and the run flags both
 //! commands take ([`CommonArgs`]).
 
+mod audio;
 mod load;
 mod lognormal;
 mod output;
@@ -19,6 +20,7 @@ mod plugins;
 mod shard;
 mod target;
 
+pub use audio::AudioArgs;
 pub use load::{LoadArgs, SloBounds, Stages, load_flag_names, stages};
 pub use lognormal::{InputLogNormal, OutputLogNormal, first_lognorm};
 pub use output::OutputArgs;

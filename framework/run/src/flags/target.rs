@@ -169,6 +169,9 @@ pub struct TargetArgs {
     /// Encoding of each image.
     #[arg(long, value_name = "FORMAT", default_value = "png", value_parser = ["png", "jpeg"], help_heading = "Images")]
     pub image_format: String,
+    /// Audio clips on each conversation's first user message.
+    #[command(flatten)]
+    pub audio: super::AudioArgs,
 }
 
 impl TargetArgs {
@@ -252,6 +255,7 @@ impl TargetArgs {
                 "--image-size and --image-format shape the images of --images-per-request: give it too",
             ));
         }
+        self.audio.apply(spec, g)?;
         let r = &mut spec.target.reasoning;
         if g.has("reasoning_effort") {
             r.effort = self.reasoning_effort;

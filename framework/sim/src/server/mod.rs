@@ -358,6 +358,8 @@ impl Sim {
             .route("/rerank", handler(Api::Rerank))
             .route("/v1/score", handler(Api::Score))
             .route("/score", handler(Api::Score))
+            .route("/v1/audio/transcriptions", handler(Api::Transcription))
+            .route("/v1/audio/translations", handler(Api::Transcription))
             .route("/v1/models", get(models))
             .route("/health", get(|| async { "ok" }))
             .route("/metrics", get(metrics))
@@ -498,6 +500,9 @@ struct Plan {
     /// Loading its LoRA adapter, before its first token (zero: resident, or
     /// no adapter).
     adapter_load: Duration,
+    /// Seconds of audio in its prompt (the encoder's time before its first
+    /// token is `audio_ms_per_second` for each).
+    audio_seconds: f64,
 }
 
 /// The handler of one API's generation endpoint.
@@ -517,14 +522,19 @@ async fn serve(
 ) -> Response {
     let received = std::time::Instant::now();
     let seq = st.seq.fetch_add(1, Ordering::Relaxed);
-    let req: Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => {
-            st.rejected.fetch_add(1, Ordering::Relaxed);
-            return error(StatusCode::BAD_REQUEST, &format!("invalid JSON body: {e}"));
-        }
+    let read = if api == Api::Transcription {
+        // A form upload, not JSON.
+        let content_type = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        crate::audio::form(&st.cfg, content_type, &body)
+    } else {
+        serde_json::from_slice::<Value>(&body)
+            .map_err(|e| format!("invalid JSON body: {e}"))
+            .and_then(|req| apis::parse(api, &req, &headers).map(|r| (req, r)))
     };
-    let parsed = match apis::parse(api, &req, &headers) {
+    let (req, parsed) = match read {
         Ok(r) => r,
         Err(e) => {
             st.rejected.fetch_add(1, Ordering::Relaxed);
@@ -731,6 +741,7 @@ async fn serve(
             Duration::ZERO
         },
         answer: answer_text,
+        audio_seconds: parsed.audio_seconds(),
         held,
         api,
         seq,

@@ -32,6 +32,12 @@ pub(super) fn count_messages(
             count += tokens;
             ids.extend((0..tokens).map(|i| (hash.wrapping_add(i) as u32) | 0x8000_0000));
         }
+        for &(seconds, hash) in &m.audio {
+            // The encoder's tokens at the server's rate, as ids of the clip.
+            let tokens = ((seconds * st.cfg.audio_tokens_per_second).ceil() as u64).max(1);
+            count += tokens;
+            ids.extend((0..tokens).map(|i| (hash.wrapping_add(i) as u32) | 0x8000_0000));
+        }
         for (name, args) in &m.calls {
             for t in [name, args] {
                 let t = st.ids(t)?;

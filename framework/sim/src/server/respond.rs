@@ -283,6 +283,7 @@ pub(super) fn facts(p: &Plan) -> apis::ReplyFacts<'_> {
         reasoning_usage: p.reasoning_usage,
         length: p.completion >= p.max,
         items: p.items,
+        audio_seconds: p.audio_seconds,
     }
 }
 

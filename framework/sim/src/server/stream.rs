@@ -6,7 +6,12 @@ use super::*;
 pub(super) fn ttft(st: &AppState, p: &Plan) -> Duration {
     let ms =
         st.cfg.ttft_base_ms + st.cfg.prefill_us_per_token * (p.prompt - p.cached) as f64 / 1000.0;
-    Duration::from_secs_f64(ms.max(0.0) / 1000.0)
+    Duration::from_secs_f64(ms.max(0.0) / 1000.0) + encode(st, p)
+}
+
+/// The audio encoder's time for a request's clips (none without audio).
+pub(super) fn encode(st: &AppState, p: &Plan) -> Duration {
+    Duration::from_secs_f64((st.cfg.audio_ms_per_second * p.audio_seconds).max(0.0) / 1000.0)
 }
 
 pub(super) async fn sleep(d: Duration) {
@@ -103,9 +108,11 @@ impl Drop for InFlight {
 pub(super) async fn pace(st: &AppState, p: &Plan) -> (Pace, InFlight) {
     let w = p.worker as usize;
     if let Some(scheduler) = st.schedulers.get(w) {
-        // The adapter loads before the request joins the batch.
-        if !p.adapter_load.is_zero() {
-            let due = p.received + p.adapter_load;
+        // The adapter loads, and the audio is encoded, before the request
+        // joins the batch.
+        let before = p.adapter_load + encode(st, p);
+        if !before.is_zero() {
+            let due = p.received + before;
             match &st.pacer {
                 Some(pc) => pc.until(due).await,
                 None => tokio::time::sleep_until(due.into()).await,

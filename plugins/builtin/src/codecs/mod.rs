@@ -9,6 +9,7 @@ pub mod openai_chat;
 pub mod openai_completions;
 pub mod openai_embeddings;
 pub mod openai_responses;
+pub mod openai_transcriptions;
 pub mod rerank;
 pub mod sglang_generate;
 pub mod wire;

@@ -58,10 +58,10 @@ fn write_message(out: &mut Vec<u8>, m: &Message) -> Result<(), CodecError> {
     w(out, "{\"role\":\"");
     w(out, m.role.as_str());
     w(out, "\",\"content\":");
-    if m.images.is_empty() {
+    if m.images.is_empty() && m.audio.is_empty() {
         json_str(out, &m.content)?;
     } else {
-        // Text, then the images, as content parts.
+        // Text, then the images and the audio, as content parts.
         w(out, "[{\"type\":\"text\",\"text\":");
         json_str(out, &m.content)?;
         w(out, "}");
@@ -73,6 +73,16 @@ fn write_message(out: &mut Vec<u8>, m: &Message) -> Result<(), CodecError> {
             w(out, i.media_type);
             w(out, ";base64,");
             w(out, &i.base64);
+            w(out, "\"}}");
+        }
+        for a in &m.audio {
+            w(
+                out,
+                ",{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"",
+            );
+            w(out, &a.base64);
+            w(out, "\",\"format\":\"");
+            w(out, a.format);
             w(out, "\"}}");
         }
         w(out, "]");
@@ -176,6 +186,12 @@ pub(crate) fn run_fields<'a>(
 
 impl RequestCodec for OpenAiChat {
     fn supports_images(&self) -> bool {
+        true
+    }
+
+    /// As `input_audio` content parts (base64 WAV), as vLLM's and OpenAI's
+    /// audio chat models take them.
+    fn supports_audio(&self) -> bool {
         true
     }
 

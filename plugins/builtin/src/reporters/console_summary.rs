@@ -215,6 +215,20 @@ pub fn render(info: &RunInfo, s: &Summary) -> String {
             b as f64 / 1024.0 / n.max(1) as f64
         );
     }
+    if let Some(a) = &s.audio {
+        let _ = writeln!(
+            o,
+            "  {:<22} {:.1} s in {} requests ({:.2} s each), {:.2} audio s answered per s",
+            "audio", a.seconds, a.requests, a.seconds_per_request, a.seconds_per_second
+        );
+        if a.rtf_samples > 0 {
+            let _ = writeln!(
+                o,
+                "  {:<22} mean {:.2}  p50 {:.2}  p10 {:.2}  min {:.2}  (audio s per s of latency, n={})",
+                "real-time factor", a.rtf_mean, a.rtf_p50, a.rtf_p10, a.rtf_min, a.rtf_samples
+            );
+        }
+    }
     if let Some(r) = s.total_reasoning_tokens {
         let source = match s.reasoning_tokens_source.as_deref() {
             Some("counted") => "counted by the client",

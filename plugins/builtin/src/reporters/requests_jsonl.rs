@@ -88,6 +88,9 @@ struct Line<'a> {
     images: u64,
     #[serde(skip_serializing_if = "is_zero")]
     image_bytes: u64,
+    /// Seconds of audio the request carried.
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    audio_seconds: f64,
     /// `prompt_tokens - planned_prompt_tokens`: the chat template's overhead plus
     /// any drift.
     prompt_drift_tokens: Option<i64>,
@@ -169,6 +172,10 @@ impl RequestsJsonl {
     }
 }
 
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -230,6 +237,7 @@ fn line<'a>(rec: &'a RequestRecord<'a>, epoch_ms: Option<f64>) -> Line<'a> {
         items: usage.and_then(|u| u.items),
         images: rec.images,
         image_bytes: rec.image_bytes,
+        audio_seconds: rec.audio_seconds,
         prompt_drift_tokens: match (usage, rec.planned_prompt_tokens) {
             (Some(u), Some(p)) => {
                 Some(i64::try_from(u.prompt_tokens).unwrap_or(i64::MAX) - i64::from(p))
@@ -320,6 +328,9 @@ pub struct RecordLine {
     pub images: u64,
     /// Their bytes.
     pub image_bytes: u64,
+    /// Seconds of audio the request carried.
+    #[serde(default)]
+    pub audio_seconds: f64,
     /// Server-reported cached tokens.
     pub server_cached_tokens: Option<u64>,
     /// The per-trajectory cache estimate.
@@ -405,6 +416,7 @@ impl RecordLine {
             reasoning_counted: self.reasoning_counted,
             images: self.images,
             image_bytes: self.image_bytes,
+            audio_seconds: self.audio_seconds,
             tpot_ms: self.tpot_ms,
             itl_max_ms: self.itl_max_ms,
             structured_schema: self.structured_schema,
@@ -526,6 +538,7 @@ mod tests {
             reasoning_counted: false,
             images: 0,
             image_bytes: 0,
+            audio_seconds: 0.0,
             tpot: Some(Duration::from_micros(1_100)),
             itl_max: Some(Duration::from_millis(2)),
             structured: None,
