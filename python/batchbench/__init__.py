@@ -194,7 +194,6 @@ _BENCHMARK_KEYS: Dict[str, Tuple[type, ...]] = {
     "reasoning": (dict,),
     "response_format": (dict,),
     "model_mix": (dict,),
-    "audio": (dict,),
 }
 
 
@@ -326,25 +325,6 @@ def _validate_benchmark(config: Mapping[str, Any]) -> Dict[str, Any]:
                     f"config key 'model_mix': {key} {mix[key]!r} is not one of {', '.join(choices)}"
                 )
         out["model_mix"] = {**mix, "models": [dict(m) for m in mix["models"]]}
-    if "audio" in out:
-        audio = out["audio"]
-        _check_keys(
-            "audio",
-            audio,
-            {
-                "duration_ms": (dict,),
-                "files": (str, os.PathLike),
-                "per_request": (int,),
-                "sample_rate": (int,),
-                "channels": (int,),
-            },
-        )
-        if ("duration_ms" in audio) == ("files" in audio):
-            raise ConfigurationError(
-                "config key 'audio': give duration_ms (synthetic clips, such as "
-                "{'kind': 'fixed', 'value': 5000}) or files (a directory of .wav files), not both"
-            )
-        out["audio"] = {**audio, **({"files": str(audio["files"])} if "files" in audio else {})}
     return out
 
 

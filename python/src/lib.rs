@@ -358,12 +358,6 @@ struct BenchmarkConfig {
     /// `selection`, `adapter_field`.
     #[serde(default)]
     model_mix: Option<batchbench_contract::models::ModelMixSpec>,
-    /// Audio clips on each conversation's first user message, with the keys
-    /// of a run spec's `[audio]` table: `duration_ms` (`{"kind": "fixed",
-    /// "value": 5000}`) or `files`, and `per_request`, `sample_rate`,
-    /// `channels`.
-    #[serde(default)]
-    audio: Option<batchbench_contract::audio::AudioSpec>,
 }
 
 /// Collects every request as a record (the report's `records`), with the
@@ -540,7 +534,6 @@ fn benchmark_spec(cfg: &BenchmarkConfig) -> Result<RunSpec, Outcome> {
     spec.target.reasoning = cfg.reasoning;
     spec.target.response_format.clone_from(&cfg.response_format);
     spec.target.mix.clone_from(&cfg.model_mix);
-    spec.audio.clone_from(&cfg.audio);
     spec.seed = Some(cfg.seed.unwrap_or_else(assemble::fresh_seed));
     if let Some(name) = &cfg.routing {
         spec.routers

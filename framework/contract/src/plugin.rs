@@ -352,7 +352,7 @@ pub trait RequestCodec: Send + Sync {
     ) -> Result<Vec<(String, serde_json::Value)>, String> {
         let _ = format;
         Err(
-            "this API carries no structured outputs here (openai_chat and openai_responses do)"
+            "this API carries no structured outputs here (openai_chat, openai_responses and sglang_generate do)"
                 .into(),
         )
     }

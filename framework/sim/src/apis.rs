@@ -192,8 +192,15 @@ impl Request {
 }
 
 /// The answer format a request asks for: chat completions'
-/// `response_format`, the Responses API's `text.format`.
+/// `response_format`, the Responses API's `text.format`, SGLang's
+/// `sampling_params.json_schema` (a string; `req` is the sampling
+/// parameters for `/generate`).
 fn structured(req: &Value) -> Result<Option<Option<Value>>, String> {
+    if let Some(s) = req.get("json_schema").and_then(Value::as_str) {
+        return serde_json::from_str::<Value>(s)
+            .map(|schema| Some(Some(schema)))
+            .map_err(|e| format!("sampling_params.json_schema is not JSON: {e}"));
+    }
     let (f, at) = match (req.get("response_format"), req.pointer("/text/format")) {
         (Some(f), _) => (f, "response_format"),
         (None, Some(f)) => (f, "text.format"),

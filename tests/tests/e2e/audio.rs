@@ -138,7 +138,7 @@ fn chat_audio_parts_count_in_the_prompt_at_the_servers_rate() {
     let cfg = SimConfig::default();
     let template = u64::from(cfg.template_overhead_tokens + cfg.message_overhead_tokens);
     let r = sim.batchbench(
-        "--audio-ms 1000 --users 2 --requests-per-user 2 --input-tokens 32 --output-tokens 4 --seed 2",
+        "--audio-ms 2000 --users 2 --requests-per-user 2 --input-tokens 32 --output-tokens 4 --seed 2",
         &[],
     );
     assert_eq!(r.code, 0);

@@ -43,6 +43,7 @@ fn every_answer_is_validated_and_the_valid_share_has_its_interval() {
         ("openai_chat", ""),
         ("openai_chat", "--stream"),
         ("openai_responses", "--stream"),
+        ("sglang_generate", ""),
     ] {
         let what = format!("{codec} {stream}");
         let lines = dir.path().join("requests.jsonl");

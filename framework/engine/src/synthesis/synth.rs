@@ -338,6 +338,12 @@ pub(crate) async fn prepare(sh: &Arc<Synth>, job: PrepJob) -> Result<Prepared, E
     let (agent, index) = (job.agent_id, job.request_index);
     let id = job.trajectory_id.clone();
     let mut prepared = prepare_text(sh, job).await?;
+    if matches!(prepared, Prepared::Raw(_)) && (sh.audio.is_some() || sh.images.is_some()) {
+        // Nothing is added to a body sent as it was written.
+        return Err(EngineError::Plan(format!(
+            "trajectory {id}, request {index}: a verbatim request body carries its own content: synthetic audio or images (--audio-ms, --audio-files, --images-per-request) cannot be added to it"
+        )));
+    }
     let seed = sh.seed;
     if let (Some(plan), Some(slot)) = (sh.audio.clone(), prepared.attachments_mut()) {
         slot.audio = off_thread(sh, (&id, index), move || {

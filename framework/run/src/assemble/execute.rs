@@ -123,6 +123,9 @@ pub fn execute(
         if !line.is_empty() {
             eprintln!("{line}");
         }
+        if let Some(line) = attachments_line(&spec) {
+            eprintln!("dry run: {line}");
+        }
         let view = (profile.view)(&recorded_spec(&spec), &info);
         return Ok(Outcome::DryRun { stats, view });
     }
@@ -618,4 +621,48 @@ async fn served(
         }
     }
     Ok(())
+}
+
+/// What a dry run's requests carry besides their text: each conversation's
+/// first user message's images and audio clips.
+fn attachments_line(spec: &RunSpec) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(i) = &spec.images {
+        parts.push(format!(
+            "{} image(s) of {}x{} ({})",
+            i.per_request,
+            i.width,
+            i.height,
+            i.format.media_type()
+        ));
+    }
+    if let Some(a) = &spec.audio {
+        parts.push(match (&a.files, &a.duration_ms) {
+            (Some(dir), _) => format!(
+                "{} audio clip(s) picked from {}",
+                a.per_request,
+                dir.display()
+            ),
+            (None, Some(d)) => format!(
+                "{} synthetic WAV clip(s) of {} ms ({} Hz, {} channel(s))",
+                a.per_request,
+                match d {
+                    batchbench_contract::dist::LengthDist::Fixed { value, vary: 0 } =>
+                        value.to_string(),
+                    batchbench_contract::dist::LengthDist::Fixed { value, vary } =>
+                        format!("{value} +- {vary}"),
+                    d => format!("a median {:.0}", d.nominal()),
+                },
+                a.sample_rate,
+                a.channels
+            ),
+            (None, None) => return None,
+        });
+    }
+    (!parts.is_empty()).then(|| {
+        format!(
+            "each conversation's first user message carries {}",
+            parts.join(" and ")
+        )
+    })
 }

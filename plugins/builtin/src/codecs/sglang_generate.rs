@@ -113,13 +113,36 @@ impl RequestCodec for SglangGenerate {
         "/generate"
     }
 
+    /// `sampling_params.json_schema`: the schema as a string (any object for
+    /// `json_object`), which SGLang's grammar back end enforces.
+    fn response_format_fields(
+        &self,
+        format: &batchbench_contract::spec::ResponseFormat,
+    ) -> Result<Vec<(String, Value)>, String> {
+        let schema = match &format.schema {
+            None => serde_json::json!({"type": "object"}).to_string(),
+            Some(schema) => schema.to_string(),
+        };
+        Ok(vec![(
+            "sampling_params".to_owned(),
+            serde_json::json!({ "json_schema": schema }),
+        )])
+    }
+
     fn encode(&self, req: &EncodeRequest<'_>, out: &mut BodyWriter) -> Result<(), CodecError> {
         let mut set: Vec<(&str, Value)> = vec![("sampling_params", self.sampling(req))];
         if req.stream {
             set.push(("stream", Value::Bool(true)));
         }
         for (k, v) in req.extra_fields {
-            set.push((k.as_str(), v.clone()));
+            match (k.as_str(), v, &mut set[0].1) {
+                // A field the run adds to the sampling parameters (the
+                // structured format's schema) joins the codec's own.
+                ("sampling_params", Value::Object(more), Value::Object(own)) => {
+                    own.extend(more.clone());
+                }
+                _ => set.push((k.as_str(), v.clone())),
+            }
         }
         if let Some(raw) = req.raw_body {
             // The body's own sampling parameters stay, under the run's.
