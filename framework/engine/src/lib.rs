@@ -3,6 +3,7 @@
 
 pub mod admission;
 pub mod analysis;
+pub mod audio;
 mod dry_run;
 mod live;
 pub mod measurement;

@@ -95,7 +95,7 @@ pub struct EngineOptions {
     /// Synthetic images on every conversation's first user message.
     pub images: Option<batchbench_contract::spec::ImageSpec>,
     /// Audio clips on every conversation's first user message.
-    pub audio: Option<std::sync::Arc<crate::synthesis::audio::AudioPlan>>,
+    pub audio: Option<std::sync::Arc<crate::audio::AudioPlan>>,
     /// Record each streamed request's token arrival times.
     pub token_times: bool,
     /// What goes back of a reply's reasoning in the turns after it (absent:

@@ -108,7 +108,7 @@ fn content_of(v: Option<&Value>, what: &str) -> Result<Content, String> {
                 .pointer("/input_audio/data")
                 .and_then(Value::as_str)
                 .ok_or_else(|| format!("{what}: an input_audio part has no data"))?;
-            audio.push(crate::audio::clip_of_base64(data, what)?);
+            audio.push(clip_of_base64(data, what)?);
         }
         let url = match p.get("type").and_then(Value::as_str) {
             Some("image_url") => p.pointer("/image_url/url").and_then(Value::as_str),
@@ -125,6 +125,22 @@ fn content_of(v: Option<&Value>, what: &str) -> Result<Content, String> {
 
 /// A content's text, images `(tokens, hash)` and audio `(seconds, hash)`.
 type Content = (String, Vec<(u64, u64)>, Vec<(f64, u64)>);
+
+/// A clip's `(seconds, hash of its bytes)` from base64 WAV data.
+fn clip_of_base64(data: &str, what: &str) -> Result<(f64, u64), String> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data.trim())
+        .map_err(|e| format!("{what}: the audio is not valid base64: {e}"))?;
+    audio_clip(&bytes, what)
+}
+
+/// A clip's `(seconds, hash of its bytes)`, from its WAV header.
+pub fn audio_clip(bytes: &[u8], what: &str) -> Result<(f64, u64), String> {
+    let info = batchbench_contract::audio::wav_info(bytes)
+        .map_err(|e| format!("{what}: the audio does not decode: {e}"))?;
+    Ok((info.seconds(), fnv_bytes(bytes)))
+}
 
 /// A request's prompt, as the simulator counts it.
 #[derive(Debug, Clone, PartialEq)]
@@ -971,7 +987,7 @@ pub fn body(
 
 fn plain_body(api: Api, f: &ReplyFacts<'_>, think: &str, text: &str) -> Value {
     match api {
-        Api::Transcription => crate::audio::body(f, text),
+        Api::Transcription => transcription_body(f, text),
         Api::Chat => {
             let mut message = json!({"role": "assistant", "content": text});
             if f.reasoning > 0 {
@@ -1219,7 +1235,7 @@ pub fn stream_delta(api: Api, f: &ReplyFacts<'_>, text: &str, so_far: &str, sent
         }
         Api::Messages => json!({"type": "content_block_delta", "index": answer_index(f),
             "delta": {"type": "text_delta", "text": text}}),
-        Api::Transcription => crate::audio::chunk(f, text),
+        Api::Transcription => transcription_chunk(f, text),
         // SGLang streams the whole output so far.
         Api::Generate | Api::Embeddings | Api::Rerank | Api::Score => {
             json!({"text": so_far, "meta_info": generate_meta(f, sent, false), "index": 0})
@@ -1241,7 +1257,7 @@ pub fn stream_end(
 ) -> Vec<String> {
     let timed = |v: Value| Timings::add_to(timings, api, v);
     match api {
-        Api::Transcription => crate::audio::end(f, usage),
+        Api::Transcription => transcription_end(f, usage),
         Api::Chat | Api::Completions => {
             let object = if api == Api::Chat {
                 "chat.completion.chunk"
@@ -1305,6 +1321,36 @@ pub fn stream_end(
             "data: [DONE]\n\n".into(),
         ],
     }
+}
+
+/// A transcription's non-streamed reply: vLLM's, the text and the audio's duration.
+fn transcription_body(f: &ReplyFacts<'_>, text: &str) -> Value {
+    json!({"text": text, "usage": {"type": "duration", "seconds": f.audio_seconds.ceil() as u64}})
+}
+
+/// A streamed chunk of a transcript.
+fn transcription_chunk(f: &ReplyFacts<'_>, text: &str) -> Value {
+    json!({"id": f.id, "object": "transcription.chunk", "model": f.model,
+        "choices": [{"delta": {"content": text}}]})
+}
+
+/// A transcription stream's end: the finish chunk, the usage where asked for, `[DONE]`.
+fn transcription_end(f: &ReplyFacts<'_>, usage: bool) -> Vec<String> {
+    let mut out = vec![format!(
+        "data: {}\n\n",
+        json!({"id": f.id, "object": "transcription.chunk", "model": f.model,
+            "choices": [{"delta": {}, "finish_reason": if f.length { "length" } else { "stop" }}]})
+    )];
+    if usage {
+        out.push(format!(
+            "data: {}\n\n",
+            json!({"id": f.id, "object": "transcription.chunk", "model": f.model, "choices": [],
+                "usage": {"prompt_tokens": f.prompt, "completion_tokens": f.completion,
+                    "total_tokens": f.prompt + u64::from(f.completion)}})
+        ));
+    }
+    out.push("data: [DONE]\n\n".into());
+    out
 }
 
 /// The response id of a request: each API's own prefix.

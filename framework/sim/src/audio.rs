@@ -1,29 +1,11 @@
-//! Audio, as the simulator serves it: a clip's seconds read from its WAV
-//! header (chat `input_audio` parts, a transcription's file), and the
-//! transcription and translation endpoints (`/v1/audio/transcriptions`,
-//! `/v1/audio/translations`): a multipart form read into one request, and
-//! its reply in vLLM's shapes (`{"text", "usage": {"type": "duration"}}`;
-//! streamed, `transcription.chunk` events).
+//! The transcription and translation endpoints (`/v1/audio/transcriptions`,
+//! `/v1/audio/translations`): a multipart form read into one request, its
+//! clip's seconds from its WAV header ([`audio_clip`]). The replies are
+//! [`apis`](crate::apis)' as every API's are, in vLLM's shapes.
 
 use crate::SimConfig;
-use crate::apis::{Msg, Prompt, ReplyFacts, Request, Thinking};
+use crate::apis::{Msg, Prompt, Request, Thinking, audio_clip};
 use serde_json::{Value, json};
-
-/// A clip's `(seconds, hash of its bytes)` from base64 WAV data.
-pub fn clip_of_base64(data: &str, what: &str) -> Result<(f64, u64), String> {
-    use base64::Engine as _;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(data.trim())
-        .map_err(|e| format!("{what}: the audio is not valid base64: {e}"))?;
-    clip(&bytes, what)
-}
-
-/// A clip's `(seconds, hash of its bytes)`.
-fn clip(bytes: &[u8], what: &str) -> Result<(f64, u64), String> {
-    let info = batchbench_contract::audio::wav_info(bytes)
-        .map_err(|e| format!("{what}: the audio does not decode: {e}"))?;
-    Ok((info.seconds(), crate::apis::fnv_bytes(bytes)))
-}
 
 /// One part of a multipart form: its name, and its file name where it is a
 /// file.
@@ -100,7 +82,7 @@ pub fn form(cfg: &SimConfig, content_type: &str, body: &[u8]) -> Result<(Value, 
         .iter()
         .find(|p| p.name == "file")
         .ok_or("the form has no file")?;
-    let (seconds, hash) = clip(file.body, "file")?;
+    let (seconds, hash) = audio_clip(file.body, "file")?;
     let model = text("model");
     let flag = |name: &str| text(name).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
     let transcript = ((seconds * cfg.transcript_tokens_per_second).ceil() as u32).max(1);
@@ -139,36 +121,6 @@ pub fn form(cfg: &SimConfig, content_type: &str, body: &[u8]) -> Result<(Value, 
         structured: None,
     };
     Ok((json!({"model": model}), req))
-}
-
-/// The non-streamed reply: vLLM's, the text and the audio's duration.
-pub fn body(f: &ReplyFacts<'_>, text: &str) -> Value {
-    json!({"text": text, "usage": {"type": "duration", "seconds": f.audio_seconds.ceil() as u64}})
-}
-
-/// A streamed chunk of transcript.
-pub fn chunk(f: &ReplyFacts<'_>, text: &str) -> Value {
-    json!({"id": f.id, "object": "transcription.chunk", "model": f.model,
-        "choices": [{"delta": {"content": text}}]})
-}
-
-/// The stream's end: the finish chunk, the usage where asked for, `[DONE]`.
-pub fn end(f: &ReplyFacts<'_>, usage: bool) -> Vec<String> {
-    let mut out = vec![format!(
-        "data: {}\n\n",
-        json!({"id": f.id, "object": "transcription.chunk", "model": f.model,
-            "choices": [{"delta": {}, "finish_reason": if f.length { "length" } else { "stop" }}]})
-    )];
-    if usage {
-        out.push(format!(
-            "data: {}\n\n",
-            json!({"id": f.id, "object": "transcription.chunk", "model": f.model, "choices": [],
-                "usage": {"prompt_tokens": f.prompt, "completion_tokens": f.completion,
-                    "total_tokens": f.prompt + u64::from(f.completion)}})
-        ));
-    }
-    out.push("data: [DONE]\n\n".into());
-    out
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ pub(crate) struct Synth {
     /// Makes the images (a PNG's shared body is compressed on first use).
     pub(crate) image_maker: std::sync::OnceLock<crate::synthesis::images::ImageMaker>,
     /// Audio clips on every conversation's first user message.
-    pub(crate) audio: Option<Arc<crate::synthesis::audio::AudioPlan>>,
+    pub(crate) audio: Option<Arc<crate::audio::AudioPlan>>,
 }
 
 /// Content made ready for a turn before it is sent.

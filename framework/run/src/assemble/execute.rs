@@ -196,7 +196,7 @@ pub fn execute(
         let audio = spec
             .audio
             .as_ref()
-            .map(batchbench_engine::synthesis::audio::AudioPlan::new)
+            .map(batchbench_engine::audio::AudioPlan::new)
             .transpose()
             .map_err(Failure::bad)?
             .map(Arc::new);
