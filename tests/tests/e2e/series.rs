@@ -156,7 +156,20 @@ fn capacity_finds_the_analytic_saturation_rate_and_the_slo_holds_under_it_but_no
 fn found_capacity<S: AsRef<str>>(args: &[S]) -> (batchbench_tests::SeriesResult, bool) {
     let probe = std::time::Duration::from_millis(500);
     let before = core_share(probe);
-    let r = run_series("batchbench", "capacity", args);
+    let mut r = run_series("batchbench", "capacity", args);
+    // A search that says its own client was the limit measured this
+    // machine's other work (the suite's other tests share two cores), as it
+    // says: it is searched again, twice at most, and must then find one.
+    for _ in 0..2 {
+        let cap = &r.index.as_ref().unwrap_or(&Value::Null)["capacity"];
+        if cap["verdict"] != "client_bound" {
+            break;
+        }
+        eprintln!(
+            "the search ended client-bound (this machine's other work); searching again: {cap}"
+        );
+        r = run_series("batchbench", "capacity", args);
+    }
     let share = before.min(core_share(probe));
     let busy = share < 0.7;
     if busy {
@@ -255,13 +268,26 @@ fn agent_capacity_over_session_rate_is_the_request_capacity_over_the_turns() {
         "--slo",
         &slo,
     ];
-    let r = run_series("batchbench-agent", "capacity", &args);
+    let mut r = run_series("batchbench-agent", "capacity", &args);
+    // As in `found_capacity`: a search that says its client was the limit
+    // is searched again, twice at most.
+    for _ in 0..2 {
+        let cap = &r.index.as_ref().unwrap_or(&Value::Null)["capacity"];
+        if cap["verdict"] != "client_bound" {
+            break;
+        }
+        eprintln!(
+            "the search ended client-bound (this machine's other work); searching again: {cap}"
+        );
+        r = run_series("batchbench-agent", "capacity", &args);
+    }
     assert_eq!(r.code, 0);
     let index = r.index.clone().unwrap_or_default();
     let cap = &index["capacity"];
     assert_eq!(
         (&cap["verdict"], &cap["unit"]),
-        (&"found".into(), &"sessions/s".into())
+        (&"found".into(), &"sessions/s".into()),
+        "{cap}"
     );
     let load = f(&cap["load"]);
     let sessions = FAST_CAPACITY / 4.0;
