@@ -111,7 +111,7 @@ url="http://127.0.0.1:$port"
 # so that they would not cancel between N and 2N and would move with the
 # machine: a run whose server lagged (a simulator without priority on a busy
 # machine) took longer and counted 17% more per request in JSON, all of it in
-# those two, and the same per request without them.
+# those two, and 0.3% more without them.
 instructions() {
   local out
   out=$(mktemp)
@@ -262,10 +262,10 @@ for c in counts:
 print("(client instructions per request, debug build, callgrind; N and 2N requests)")
 # On a machine whose other work takes the cores, the simulator falls behind
 # the client and the runs take longer. What that cost by the clock is taken out
-# of the counts (see `instructions`: with two busy loops on two cores and the
-# simulator at no priority, every shape then counted within 1% of an idle
-# machine's), but a failure there is still printed, not judged: a safety net
-# for a cost by the clock that is not yet taken out.
+# of the counts (see `instructions`: a baseline counted with four busy loops
+# running on two cores read within 0.5% on the idle machine, every shape),
+# but a failure there is still printed, not judged: a safety net for a cost
+# by the clock that is not yet taken out.
 if failed and min(shares) < 0.85:
     print(f"instructions gate: not judged: other work on the machine took its cores "
           f"(a CPU-bound probe got {min(shares):.2f} of a core), and the count moves with that")
