@@ -149,17 +149,11 @@ fn capacity_finds_the_analytic_saturation_rate_and_the_slo_holds_under_it_but_no
     }
 }
 
-/// A capacity search over `args` that found a capacity, its bracket within
-/// the search's 5% resolution, and whether this machine was busy with other
-/// work meanwhile (this thread got under 70% of a core before or after):
-/// the simulator's steps then run late, and its knee is not the analytic one.
-fn found_capacity<S: AsRef<str>>(args: &[S]) -> (batchbench_tests::SeriesResult, bool) {
-    let probe = std::time::Duration::from_millis(500);
-    let before = core_share(probe);
-    let mut r = run_series("batchbench", "capacity", args);
-    // A search that says its own client was the limit measured this
-    // machine's other work (the suite's other tests share two cores), as it
-    // says: it is searched again, twice at most, and must then find one.
+/// A capacity search of `tool` over `args`. A search that says its own
+/// client was the limit measured this machine's other work (the suite's other
+/// tests share two cores), as it says: it is searched again, twice at most.
+fn capacity_search<S: AsRef<str>>(tool: &str, args: &[S]) -> batchbench_tests::SeriesResult {
+    let mut r = run_series(tool, "capacity", args);
     for _ in 0..2 {
         let cap = &r.index.as_ref().unwrap_or(&Value::Null)["capacity"];
         if cap["verdict"] != "client_bound" {
@@ -168,8 +162,19 @@ fn found_capacity<S: AsRef<str>>(args: &[S]) -> (batchbench_tests::SeriesResult,
         eprintln!(
             "the search ended client-bound (this machine's other work); searching again: {cap}"
         );
-        r = run_series("batchbench", "capacity", args);
+        r = run_series(tool, "capacity", args);
     }
+    r
+}
+
+/// A capacity search over `args` that found a capacity, its bracket within
+/// the search's 5% resolution, and whether this machine was busy with other
+/// work meanwhile (this thread got under 70% of a core before or after):
+/// the simulator's steps then run late, and its knee is not the analytic one.
+fn found_capacity<S: AsRef<str>>(args: &[S]) -> (batchbench_tests::SeriesResult, bool) {
+    let probe = std::time::Duration::from_millis(500);
+    let before = core_share(probe);
+    let r = capacity_search("batchbench", args);
     let share = before.min(core_share(probe));
     let busy = share < 0.7;
     if busy {
@@ -268,19 +273,7 @@ fn agent_capacity_over_session_rate_is_the_request_capacity_over_the_turns() {
         "--slo",
         &slo,
     ];
-    let mut r = run_series("batchbench-agent", "capacity", &args);
-    // As in `found_capacity`: a search that says its client was the limit
-    // is searched again, twice at most.
-    for _ in 0..2 {
-        let cap = &r.index.as_ref().unwrap_or(&Value::Null)["capacity"];
-        if cap["verdict"] != "client_bound" {
-            break;
-        }
-        eprintln!(
-            "the search ended client-bound (this machine's other work); searching again: {cap}"
-        );
-        r = run_series("batchbench-agent", "capacity", &args);
-    }
+    let r = capacity_search("batchbench-agent", &args);
     assert_eq!(r.code, 0);
     let index = r.index.clone().unwrap_or_default();
     let cap = &index["capacity"];
