@@ -276,6 +276,50 @@ fn rerank_and_score_send_a_query_and_exact_documents_and_count_documents() {
 }
 
 #[test]
+fn a_drawn_document_count_varies_per_request_and_every_document_is_counted() {
+    let sim = SimServer::recording("qwen");
+    let r = sim.batchbench(
+        "--codec rerank --query-tokens 24 --batch-size 6 --batch-vary 4 --input-tokens 32 --users 2 --requests-per-user 20 --seed 5",
+        &[],
+    );
+    assert_eq!(r.code, 0);
+    let log = sim.requests();
+    assert_eq!(log.len(), 40);
+    let mut counts = std::collections::BTreeSet::new();
+    let mut documents = 0;
+    for e in &log {
+        // From 6 - 4 to 6 + 4 documents, the query and each counted once.
+        assert!((2..=10).contains(&e.messages), "{} documents", e.messages);
+        assert_eq!(e.prompt_tokens, 24 + 32 * e.messages);
+        counts.insert(e.messages);
+        documents += e.messages;
+    }
+    assert!(counts.len() >= 5, "the count is drawn: {counts:?}");
+    // The summary's documents are the ones sent, and its rate is theirs
+    // over the run's time.
+    assert_eq!(r.count("total_items"), documents);
+    let per_s = r.summary("items_per_second").as_f64().unwrap_or(0.0);
+    let secs = r.summary("total_duration_seconds").as_f64().unwrap_or(0.0);
+    assert!(
+        (per_s * secs - documents as f64).abs() < 1e-6,
+        "{per_s} x {secs}"
+    );
+    // A variation that could draw no document is bad input, nothing sent.
+    for flags in [
+        "--batch-size 6 --batch-vary 6",
+        "--batch-size 1 --batch-vary 1",
+    ] {
+        let before = sim.requests().len();
+        let bad = sim.batchbench(
+            &format!("--codec rerank --query-tokens 24 {flags} --input-tokens 32"),
+            &[],
+        );
+        assert_eq!(bad.code, 2, "{flags}");
+        assert_eq!(sim.requests().len(), before, "{flags}: nothing sent");
+    }
+}
+
+#[test]
 fn images_ride_on_the_first_user_message_in_every_api_that_takes_them() {
     let cfg = SimConfig::default();
     let template = u64::from(cfg.template_overhead_tokens + cfg.message_overhead_tokens);

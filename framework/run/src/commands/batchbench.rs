@@ -55,6 +55,10 @@ pub struct BenchArgs {
     /// one request's inputs).
     #[arg(long, default_value = "1", value_parser = clap::value_parser!(u32).range(1..=65_536), help_heading = "Workload")]
     pub batch_size: u32,
+    /// Uniform +/- variation of --batch-size, drawn per request (a reranker's
+    /// documents: from --batch-size minus this to plus this); below --batch-size.
+    #[arg(long, default_value = "0", value_name = "PROMPTS", value_parser = clap::value_parser!(u32).range(0..65_536), help_heading = "Workload")]
+    pub batch_vary: u32,
     /// A query of this many exact tokens before the --batch-size prompts
     /// (a reranker's query; the prompts are its documents: --codec rerank).
     #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Workload")]
@@ -227,6 +231,7 @@ pub fn default_spec() -> RunSpec {
         output: None,
         prefix_overlap: 0.0,
         batch_size: 1,
+        batch_vary: 0,
         query_tokens: None,
     };
     RunSpec::new(
@@ -274,6 +279,17 @@ fn validate(a: &BenchArgs) -> Result<Lengths, Failure> {
             "--batch-size above 1 needs --input-tokens (or the --input-lognorm-* family) and no --input-prefix-overlap",
         ));
     }
+    if a.batch_vary >= a.batch_size && a.batch_vary > 0 {
+        return Err(Failure::bad(format!(
+            "--batch-vary {} must be below --batch-size {} (every request has one prompt at least)",
+            a.batch_vary, a.batch_size
+        )));
+    }
+    if u64::from(a.batch_size) + u64::from(a.batch_vary) > 65_536 {
+        return Err(Failure::bad(
+            "--batch-size plus --batch-vary must be at most 65536 prompts per request",
+        ));
+    }
     if a.query_tokens.is_some() && (input.is_none() || a.input_prefix_overlap > 0.0) {
         return Err(Failure::bad(
             "--query-tokens needs --input-tokens (the documents' length) and no --input-prefix-overlap",
@@ -315,6 +331,7 @@ pub fn resolve(
             ("--output-tokens", lengths.output.is_some()),
             ("--input-prefix-overlap", a.input_prefix_overlap != 0.0),
             ("--batch-size", a.batch_size != 1),
+            ("--batch-vary", a.batch_vary != 0),
             ("--query-tokens", a.query_tokens.is_some()),
         ];
         if let Some((flag, _)) = synthetic.iter().find(|(_, given)| *given) {
@@ -351,6 +368,9 @@ pub fn resolve(
         if g.has("batch_size") {
             c.batch_size = a.batch_size;
         }
+        if g.has("batch_vary") {
+            c.batch_vary = a.batch_vary;
+        }
         if g.has("query_tokens") {
             c.query_tokens = a.query_tokens;
         }
@@ -365,6 +385,7 @@ pub fn resolve(
             "requests_per_user",
             "input_prefix_overlap",
             "batch_size",
+            "batch_vary",
             "query_tokens",
         ]
         .iter()

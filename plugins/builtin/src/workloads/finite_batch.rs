@@ -31,6 +31,11 @@ pub struct FiniteBatchConfig {
     /// batch of inputs); 1: one prompt.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub batch_size: u32,
+    /// Uniform +/- variation of the prompts per request, drawn per request
+    /// (a reranker's documents: a request of `batch_size +- batch_vary`);
+    /// below `batch_size`, so that every request has one at least.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub batch_vary: u32,
     /// A query of this many tokens before the batch's prompts, its own
     /// message (a reranker's query: the prompts are its documents).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -44,6 +49,13 @@ fn one() -> u32 {
 fn is_one(n: &u32) -> bool {
     *n == 1
 }
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The most prompts one request carries.
+pub const MAX_BATCH: u32 = 65_536;
 
 const PURPOSE_SHAPE: u64 = 0x5348_4150; // "SHAP"
 const PURPOSE_SHARED: u64 = 0x5348_5244; // "SHRD"
@@ -82,6 +94,17 @@ impl FiniteBatch {
         if cfg.batch_size == 0 {
             return Err(bad("batch_size must be at least 1".into()));
         }
+        if cfg.batch_vary >= cfg.batch_size {
+            return Err(bad(format!(
+                "batch_vary ({}) must be below batch_size ({}): every request has one prompt at least",
+                cfg.batch_vary, cfg.batch_size
+            )));
+        }
+        if cfg.batch_size.saturating_add(cfg.batch_vary) > MAX_BATCH {
+            return Err(bad(format!(
+                "batch_size + batch_vary must be at most {MAX_BATCH} prompts per request"
+            )));
+        }
         if cfg.query_tokens == Some(0) {
             return Err(bad("query_tokens must be at least 1".into()));
         }
@@ -114,6 +137,17 @@ impl FiniteBatch {
         let output = cfg
             .output
             .map(|d| d.sample(&mut rng, 1).min(u64::from(u32::MAX)) as u32);
+        // Drawn after the lengths, and only when it varies: the plans of a
+        // fixed batch are the same as before the draw existed.
+        let batch = if cfg.batch_vary > 0 {
+            LengthDist::Fixed {
+                value: u64::from(cfg.batch_size),
+                vary: u64::from(cfg.batch_vary),
+            }
+            .sample(&mut rng, 1) as u32
+        } else {
+            cfg.batch_size
+        };
         let shared_prefix = match prompt {
             Some(p) if cfg.prefix_overlap > 0.0 => Some(SharedPrefix {
                 key: rng::derive(seed, &[PURPOSE_SHARED]),
@@ -131,18 +165,20 @@ impl FiniteBatch {
             text: None,
         };
         let blocks = match prompt {
-            Some(p) if cfg.batch_size > 1 || cfg.query_tokens.is_some() => Some(Blocks::from(
-                cfg.query_tokens
-                    .map(|q| message(PURPOSE_QUERY, 0, q))
-                    .into_iter()
-                    .chain((0..u64::from(cfg.batch_size)).map(|k| message(PURPOSE_ITEM, k, p)))
-                    .collect::<Vec<_>>(),
-            )),
+            Some(p) if batch > 1 || cfg.batch_vary > 0 || cfg.query_tokens.is_some() => {
+                Some(Blocks::from(
+                    cfg.query_tokens
+                        .map(|q| message(PURPOSE_QUERY, 0, q))
+                        .into_iter()
+                        .chain((0..u64::from(batch)).map(|k| message(PURPOSE_ITEM, k, p)))
+                        .collect::<Vec<_>>(),
+                ))
+            }
             _ => None,
         };
         PlannedRequest {
             prompt_tokens: prompt.map(|p| {
-                p.saturating_mul(cfg.batch_size)
+                p.saturating_mul(batch)
                     .saturating_add(cfg.query_tokens.unwrap_or(0))
             }),
             output_tokens: output,
@@ -216,6 +252,7 @@ mod tests {
             output: Some(LengthDist::fixed(8)),
             prefix_overlap: 0.5,
             batch_size: 1,
+            batch_vary: 0,
             query_tokens: None,
         }
     }
@@ -286,6 +323,54 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn a_drawn_batch_spans_its_range_and_counts_every_prompt() {
+        let c = FiniteBatchConfig {
+            prefix_overlap: 0.0,
+            batch_size: 5,
+            batch_vary: 3,
+            query_tokens: Some(7),
+            ..cfg()
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..400 {
+            let r = FiniteBatch::request(&c, 3, 0, i);
+            let blocks = r.blocks.clone().unwrap_or_else(|| panic!("blocks"));
+            let docs = blocks.len() - 1;
+            assert!((2..=8).contains(&docs), "{docs} documents");
+            assert_eq!(
+                r.prompt_tokens,
+                Some(7 + blocks[1].tokens * docs as u32),
+                "the query and every document"
+            );
+            seen.insert(docs);
+        }
+        assert_eq!(seen.len(), 7, "every count from 2 to 8 drawn: {seen:?}");
+        // A fixed batch draws nothing: its plans are those of before.
+        let fixed = FiniteBatchConfig {
+            batch_vary: 0,
+            ..c.clone()
+        };
+        let drawn = FiniteBatch::request(&c, 3, 0, 1);
+        let plain = FiniteBatch::request(&fixed, 3, 0, 1);
+        assert_eq!(drawn.output_tokens, plain.output_tokens);
+        assert_eq!(plain.blocks.map(|b| b.len()), Some(6));
+        let ctx = BuildContext::default();
+        for (size, vary) in [(5, 5), (1, 1), (65_000, 1_000)] {
+            let e = FiniteBatch::new(
+                FiniteBatchConfig {
+                    batch_size: size,
+                    batch_vary: vary,
+                    ..c.clone()
+                },
+                &ctx,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("batch_vary"), "{e}");
+        }
     }
 
     #[test]
