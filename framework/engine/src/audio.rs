@@ -4,9 +4,13 @@
 //! usual work; the bytes depend on the seed and the duration alone), or real
 //! files read once before the run.
 
+#[cfg(feature = "audio")]
 use base64::Engine as _;
-use batchbench_contract::audio::{Audio, AudioSpec, wav_header, wav_info};
+use batchbench_contract::audio::{Audio, AudioSpec};
+#[cfg(feature = "audio")]
+use batchbench_contract::audio::{wav_header, wav_info};
 use batchbench_contract::rng::Stream;
+#[cfg(feature = "audio")]
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -34,23 +38,48 @@ impl AudioPlan {
     /// file, and the line of a JSONL list), or its synthetic clips.
     pub fn new(spec: &AudioSpec) -> Result<Self, String> {
         spec.check()?;
-        let source = match &spec.files {
-            Some(path) => AudioSource::Files(load_files(path)?.into()),
-            None => AudioSource::Synthetic(spec.clone()),
-        };
-        Ok(Self {
-            per_request: spec.per_request,
-            source,
-        })
+        #[cfg(feature = "audio")]
+        {
+            let source = match &spec.files {
+                Some(path) => AudioSource::Files(load_files(path)?.into()),
+                None => AudioSource::Synthetic(spec.clone()),
+            };
+            Ok(Self {
+                per_request: spec.per_request,
+                source,
+            })
+        }
+        #[cfg(not(feature = "audio"))]
+        Err(NEEDS_AUDIO.to_owned())
     }
 
     /// The clip of `key` (a seed derived from the run's, the trajectory's
     /// and the request's).
     pub fn make(&self, key: u64) -> Result<Audio, String> {
+        match self.pick(key)? {
+            Pick::File(clip) => Ok(Audio::clone(clip)),
+            #[cfg(feature = "audio")]
+            Pick::Frames(spec, frames) => synthetic(key, spec.sample_rate, spec.channels, frames),
+            #[cfg(not(feature = "audio"))]
+            Pick::Frames(..) => Err(NEEDS_AUDIO.to_owned()),
+        }
+    }
+
+    /// The duration in seconds of the clip of `key`, as [`AudioPlan::make`]
+    /// would make it, without making it (`analyze`).
+    pub fn seconds(&self, key: u64) -> Result<f64, String> {
+        Ok(match self.pick(key)? {
+            Pick::File(clip) => clip.seconds,
+            Pick::Frames(spec, frames) => frames as f64 / f64::from(spec.sample_rate),
+        })
+    }
+
+    /// The file of `key`, or the sample frames of its synthetic clip.
+    fn pick(&self, key: u64) -> Result<Pick<'_>, String> {
         match &self.source {
             AudioSource::Files(files) => {
                 let i = Stream::at(key, &[0x4649_4c45]).below(files.len() as u64) as usize;
-                Ok(Audio::clone(&files[i]))
+                Ok(Pick::File(&files[i]))
             }
             AudioSource::Synthetic(spec) => {
                 let dist = spec
@@ -58,13 +87,35 @@ impl AudioPlan {
                     .as_ref()
                     .ok_or("synthetic audio needs durations (--audio-ms)")?;
                 let ms = dist.sample(&mut Stream::at(key, &[0x4455_5241]), 1); // "DURA"
-                synthetic(key, spec.sample_rate, spec.channels, spec.samples(ms))
+                Ok(Pick::Frames(spec, spec.samples(ms)))
             }
         }
     }
 }
 
+/// The clip a key picks.
+enum Pick<'a> {
+    /// One of the files.
+    File(&'a Arc<Audio>),
+    /// A synthetic clip of so many sample frames.
+    Frames(&'a AudioSpec, u64),
+}
+
+/// The key of clip `k` of request `index` of the agent `agent` (its
+/// trajectory's place in admission order) in a run of `seed`: what a run
+/// makes it from, and what `analyze` draws its duration from.
+pub(crate) fn clip_key(seed: u64, agent: u64, index: u64, k: u64) -> u64 {
+    batchbench_contract::rng::derive(seed, &[PURPOSE_AUDIO, agent, index, k])
+}
+
+/// The purpose of audio clips' keys among the synthesis's.
+const PURPOSE_AUDIO: u64 = 4;
+
+/// What a build without the `audio` feature says when a run asks for audio.
+pub const NEEDS_AUDIO: &str = "audio (--audio-ms, --audio-files) needs the `audio` cargo feature, which this build of batchbench leaves out (it is on by default: cargo install --path bins/batchbench, or add --features audio)";
+
 /// A WAV clip of exactly `frames` sample frames at `rate`, seeded by `key`.
+#[cfg(feature = "audio")]
 pub fn synthetic(key: u64, rate: u32, channels: u16, frames: u64) -> Result<Audio, String> {
     let header = wav_header(rate, channels, frames)?;
     let mut rng = Stream::at(key, &[0x4155_4449]); // "AUDI"
@@ -99,6 +150,7 @@ pub fn synthetic(key: u64, rate: u32, channels: u16, frames: u64) -> Result<Audi
     ))
 }
 
+#[cfg(feature = "audio")]
 fn clip(bytes: Vec<u8>, seconds: f64, name: String) -> Audio {
     Audio {
         format: "wav",
@@ -115,6 +167,7 @@ fn clip(bytes: Vec<u8>, seconds: f64, name: String) -> Audio {
 /// files a JSONL file names one per line (`{"path": "a.wav"}`, relative to
 /// the JSONL file). Each must be a WAV file with samples; an error names the
 /// file, and the line of the list.
+#[cfg(feature = "audio")]
 pub fn load_files(path: &Path) -> Result<Vec<Arc<Audio>>, String> {
     let meta =
         std::fs::metadata(path).map_err(|e| format!("--audio-files {}: {e}", path.display()))?;
@@ -173,7 +226,7 @@ pub fn load_files(path: &Path) -> Result<Vec<Arc<Audio>>, String> {
         .collect()
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "audio"))]
 mod tests {
     use super::*;
     use batchbench_contract::dist::LengthDist;

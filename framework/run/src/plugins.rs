@@ -18,11 +18,32 @@ pub fn load_plugin(path: &Path) -> Result<Vec<(&'static str, String)>, Failure> 
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("wasm"));
     let r = if is_wasm {
-        batchbench_wasm::load(path).map(|l| vec![(l.kind.as_str(), l.name)])
+        load_wasm(path)?
     } else {
-        batchbench_dylib::load(path)
+        batchbench_dylib::load(path).map_err(|e| e.to_string())
     };
     r.map_err(|e| Failure::failed(anyhow::anyhow!("cannot load plugin {e}")))
+}
+
+/// The `(kind, name)` of each plugin a file registered.
+type Loaded = Vec<(&'static str, String)>;
+
+/// A WebAssembly component's plugin (the `wasm` feature's host).
+#[cfg(feature = "wasm")]
+fn load_wasm(path: &Path) -> Result<Result<Loaded, String>, Failure> {
+    Ok(batchbench_wasm::load(path)
+        .map(|l| vec![(l.kind.as_str(), l.name)])
+        .map_err(|e| e.to_string()))
+}
+
+/// A build without the `wasm` feature has no WebAssembly host: bad input,
+/// naming the feature.
+#[cfg(not(feature = "wasm"))]
+fn load_wasm(path: &Path) -> Result<Result<Loaded, String>, Failure> {
+    Err(Failure::bad(format!(
+        "--plugin {}: WebAssembly plugins need the `wasm` cargo feature, which this build of batchbench leaves out (it is on by default: cargo install --path bins/batchbench, or add --features wasm)",
+        path.display()
+    )))
 }
 
 /// Loads every plugin of `paths` ([`load_plugin`]).

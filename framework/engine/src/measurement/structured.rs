@@ -7,6 +7,44 @@ use batchbench_contract::plugin::{InvalidOutput, Reply, StructuredCheck};
 use batchbench_contract::spec::ResponseFormat;
 use serde_json::Value;
 
+/// A compiled JSON Schema (the `structured` feature's validator).
+#[cfg(feature = "structured")]
+type Validator = jsonschema::Validator;
+
+/// Without the `structured` feature no schema compiles: there is no validator.
+#[cfg(not(feature = "structured"))]
+enum Validator {}
+
+/// What a build without the `structured` feature says when a run asks for a
+/// JSON Schema.
+pub const NEEDS_STRUCTURED: &str = "checking answers against a JSON Schema needs the `structured` cargo feature, which this build of batchbench leaves out (it is on by default: cargo install --path bins/batchbench, or add --features structured)";
+
+/// `schema` compiled, or why it is not a valid JSON Schema.
+fn compile(schema: &Value) -> Result<Validator, String> {
+    #[cfg(feature = "structured")]
+    {
+        jsonschema::validator_for(schema).map_err(|e| format!("not a valid JSON Schema: {e}"))
+    }
+    #[cfg(not(feature = "structured"))]
+    {
+        let _ = schema;
+        Err(NEEDS_STRUCTURED.to_owned())
+    }
+}
+
+/// Whether `value` is valid against `validator`.
+fn is_valid(validator: &Validator, value: &Value) -> bool {
+    #[cfg(feature = "structured")]
+    {
+        validator.is_valid(value)
+    }
+    #[cfg(not(feature = "structured"))]
+    {
+        let _ = value;
+        match *validator {}
+    }
+}
+
 /// One format of the run: the body fields that ask for it in the codec's
 /// API, and its validator (`None` for any JSON object).
 pub struct Format {
@@ -14,7 +52,7 @@ pub struct Format {
     pub name: String,
     /// The codec's body fields for it.
     pub fields: Vec<(String, Value)>,
-    validator: Option<jsonschema::Validator>,
+    validator: Option<Validator>,
 }
 
 impl std::fmt::Debug for Format {
@@ -48,10 +86,7 @@ impl Structured {
                 let validator = f
                     .schema
                     .as_ref()
-                    .map(|s| {
-                        jsonschema::validator_for(s)
-                            .map_err(|e| format!("{}: not a valid JSON Schema: {e}", f.name))
-                    })
+                    .map(|s| compile(s).map_err(|e| format!("{}: {e}", f.name)))
                     .transpose()?;
                 Ok(Format {
                     name: f.name,
@@ -103,15 +138,13 @@ impl Structured {
 
 /// Why `schema` is not a valid JSON Schema, if it is not.
 pub fn check_schema(schema: &Value) -> Result<(), String> {
-    jsonschema::validator_for(schema)
-        .map(drop)
-        .map_err(|e| format!("not a valid JSON Schema: {e}"))
+    compile(schema).map(drop)
 }
 
 /// Why `answer` is not valid against `validator` (any JSON object without
 /// one), or `None`.
 fn check_answer(
-    validator: Option<&jsonschema::Validator>,
+    validator: Option<&Validator>,
     answer: &str,
     finish_reason: Option<&str>,
 ) -> Option<InvalidOutput> {
@@ -129,7 +162,7 @@ fn check_answer(
     match validator {
         None if !value.is_object() => Some(InvalidOutput::NotObject),
         None => None,
-        Some(v) if v.is_valid(&value) => None,
+        Some(v) if is_valid(v, &value) => None,
         Some(_) => Some(InvalidOutput::Schema),
     }
 }

@@ -19,7 +19,7 @@ use tokio::sync::Semaphore;
 const PURPOSE_PROMPT: u64 = 1;
 const PURPOSE_ENV: u64 = 2;
 const PURPOSE_IMAGE: u64 = 3;
-const PURPOSE_AUDIO: u64 = 4;
+// 4: audio clips (crate::audio::clip_key).
 
 /// Token synthesis: the tokenizer and the bounded pool its jobs run on.
 pub(crate) struct Synth {
@@ -349,8 +349,8 @@ pub(crate) async fn prepare(sh: &Arc<Synth>, job: PrepJob) -> Result<Prepared, E
         slot.audio = off_thread(sh, (&id, index), move || {
             (0..u64::from(plan.per_request))
                 .map(|k| {
-                    let key = rng::derive(seed, &[PURPOSE_AUDIO, agent, index, k]);
-                    plan.make(key).map(Arc::new)
+                    plan.make(crate::audio::clip_key(seed, agent, index, k))
+                        .map(Arc::new)
                 })
                 .collect()
         })
