@@ -185,6 +185,59 @@ pub struct Analysis {
     /// evicted, requests in the layout's order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub adapter_loads: Vec<AdapterLoads>,
+    /// What the requests carry besides their text, and the answers they ask
+    /// for, where that is more than text: absent for plain chat.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<Content>,
+}
+
+/// What the requests carry besides their text, and the answers they ask
+/// for: inputs an API answers one by one, images, audio, structured outputs.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Content {
+    /// The codec (API) the requests are written for.
+    pub codec: String,
+    /// Inputs per request where the API answers each (a reranker's documents,
+    /// an embedding batch's inputs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inputs_per_request: Option<Dist>,
+    /// Images sent, on the first user message of every conversation.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub images: u64,
+    /// Audio sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audio: Option<AudioContent>,
+    /// Structured outputs: each format's requests, in the run's order (they
+    /// rotate over requests).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub response_formats: Vec<FormatShare>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// The audio a run sends: clips on the first user message of every
+/// conversation.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct AudioContent {
+    /// Requests with audio.
+    pub requests: u64,
+    /// Clips sent.
+    pub clips: u64,
+    /// Seconds of audio sent, all clips together.
+    pub seconds: f64,
+    /// Each clip's duration, milliseconds (rounded).
+    pub clip_ms: Dist,
+}
+
+/// One structured-output format's requests.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FormatShare {
+    /// The format: a schema's name (its file's stem), or `json_object`.
+    pub name: String,
+    /// Requests that ask for it.
+    pub requests: u64,
 }
 
 /// One model's share of a mix's requests.

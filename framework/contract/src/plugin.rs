@@ -323,6 +323,15 @@ pub trait RequestCodec: Send + Sync {
     fn requires_audio(&self) -> bool {
         false
     }
+    /// How many inputs a request of `messages` messages asks the server to
+    /// answer one by one, where the API answers per input (a reranker's
+    /// documents after its query, an embedding batch's inputs); `None`, the
+    /// default: the API answers the conversation as a whole. `analyze`
+    /// reports the inputs per request from it.
+    fn inputs_per_request(&self, messages: u64) -> Option<u64> {
+        let _ = messages;
+        None
+    }
     /// The media type of the bodies `encode` writes (the `Content-Type`
     /// header): JSON unless the API takes another (a multipart upload names
     /// its boundary here).

@@ -12,7 +12,10 @@
 //! Memory grows with the distinct blocks (a few tens of bytes each) and the
 //! trajectories in flight, never with the requests.
 
+mod content;
 mod mix;
+
+pub use content::ContentPlan;
 
 use crate::options::EngineError;
 use crate::synthesis::prefix::{HashMapById, LruCache, Overheads, Shape};
@@ -103,6 +106,8 @@ pub struct AnalyzeOptions {
     /// A run of several models: its mix, and the adapter capacities per rank
     /// to count LoRA adapter loads under.
     pub models: Option<(batchbench_contract::models::ModelMixSpec, Vec<u32>)>,
+    /// What the run adds to its requests (inputs, attachments, formats).
+    pub content: ContentPlan,
 }
 
 impl Default for AnalyzeOptions {
@@ -122,6 +127,7 @@ impl Default for AnalyzeOptions {
             seed: 0,
             reasoning: None,
             models: None,
+            content: ContentPlan::default(),
         }
     }
 }
@@ -294,6 +300,7 @@ pub fn analyze(
         .models
         .as_ref()
         .map(|(spec, slots)| mix::Mix::new(spec, slots));
+    let mut content = content::Tally::new(&opts.content, opts.seed);
 
     loop {
         if pending.is_none() && !exhausted {
@@ -486,9 +493,11 @@ pub fn analyze(
         // still (an ideal cache forgets nothing), whichever rank it used since.
         let ideal = rank_ideal.entry(rank).or_default();
         let cached = a.shape.lookup_ideal(ideal, rank);
+        let opens = index == 0 || req.reset_before;
+        content.record(a.ord, index, &req, opens)?;
         if let Some(m) = mix.as_mut() {
             // A conversation stays on the model its opening request picked.
-            if index == 0 || req.reset_before {
+            if opens {
                 a.model = m.picker.pick(opts.seed, a.ord, index);
             }
             m.record(a.model, rank, &mut a.shape, tokens);
@@ -611,6 +620,7 @@ pub fn analyze(
         reasoning_history,
         models: mix.as_ref().map_or_else(Vec::new, |m| m.figures(requests)),
         adapter_loads: mix.as_ref().map_or_else(Vec::new, |m| m.loads(requests)),
+        content: content.finish(),
     })
 }
 

@@ -56,7 +56,41 @@ pub fn render(a: &Analysis, title: &str, generated: &str) -> String {
     dist_row(&mut shape, "prompt tokens", a.prompt_tokens.as_ref());
     dist_row(&mut shape, "output tokens", a.output_tokens.as_ref());
     dist_row(&mut shape, "think time (ms)", a.think_time_ms.as_ref());
+    let mut also = Vec::new();
+    if let Some(c) = &a.content {
+        if c.inputs_per_request.is_some() {
+            dist_row(
+                &mut shape,
+                &format!("{} inputs per request", c.codec),
+                c.inputs_per_request.as_ref(),
+            );
+        }
+        if let Some(au) = &c.audio {
+            dist_row(&mut shape, "audio clip (ms)", Some(&au.clip_ms));
+            also.push(format!(
+                "{} audio clips on {} requests, {:.1} s in all",
+                au.clips, au.requests, au.seconds
+            ));
+        }
+        if c.images > 0 {
+            also.push(format!("{} images", c.images));
+        }
+        if !c.response_formats.is_empty() {
+            let formats: Vec<String> = c
+                .response_formats
+                .iter()
+                .map(|f| format!("{} {}", f.name, f.requests))
+                .collect();
+            also.push(format!(
+                "requests by response format: {}",
+                formats.join(", ")
+            ));
+        }
+    }
     shape.push_str("</tbody></table>");
+    if !also.is_empty() {
+        let _ = write!(shape, "<p>{}.</p>", esc(&also.join("; ")));
+    }
     body.push_str(&section(
         "shape",
         "Workload",

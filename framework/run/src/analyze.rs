@@ -289,6 +289,40 @@ fn dist_line(o: &mut String, name: &str, d: Option<&Dist>) {
     }
 }
 
+/// What the requests carry besides their text, and the answers they ask for.
+fn content_lines(o: &mut String, c: &batchbench_contract::analysis::Content) {
+    if c.inputs_per_request.is_some() {
+        dist_line(o, "inputs per request", c.inputs_per_request.as_ref());
+    }
+    if c.images > 0 {
+        let _ = writeln!(o, "  {:<20} {}", "images", thousands(c.images));
+    }
+    if let Some(au) = &c.audio {
+        let _ = writeln!(
+            o,
+            "  {:<20} {} clips on {} requests, {:.1} s in all",
+            "audio",
+            thousands(au.clips),
+            thousands(au.requests),
+            au.seconds
+        );
+        dist_line(o, "audio clip (ms)", Some(&au.clip_ms));
+    }
+    if !c.response_formats.is_empty() {
+        let formats: Vec<String> = c
+            .response_formats
+            .iter()
+            .map(|f| format!("{} {}", f.name, thousands(f.requests)))
+            .collect();
+        let _ = writeln!(
+            o,
+            "  {:<20} requests by format: {}",
+            "response format",
+            formats.join(", ")
+        );
+    }
+}
+
 fn cache_cells(c: &CacheFigures) -> String {
     format!(
         "{:>7.2}%  {:>15}",
@@ -318,6 +352,9 @@ pub fn render(a: &Analysis) -> String {
     dist_line(&mut o, "prompt tokens", a.prompt_tokens.as_ref());
     dist_line(&mut o, "output tokens", a.output_tokens.as_ref());
     dist_line(&mut o, "think time (ms)", a.think_time_ms.as_ref());
+    if let Some(c) = &a.content {
+        content_lines(&mut o, c);
+    }
     let r = &a.arrivals;
     let _ = writeln!(
         o,

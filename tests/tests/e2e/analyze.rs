@@ -321,3 +321,76 @@ fn bad_input_is_named_by_file_and_line_and_nothing_runs() {
     let (code, _) = analyze("batchbench-agent", &["--cache-tokens", "1M,lots"]);
     assert_eq!(code, 2);
 }
+
+/// `analyze` describes what the requests carry as the run sends it: a
+/// reranker's drawn documents, audio clips' durations and the formats asked
+/// for, each checked against a run of the same flags.
+#[test]
+fn analyze_describes_documents_audio_and_formats_as_the_run_sends_them() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let sim = SimServer::recording("qwen");
+    let content = |line: &str| -> Value {
+        let (code, a) = analyze("batchbench", &sim.args(line, &[]));
+        assert_eq!(code, 0, "{line}");
+        a.map(|a| a["content"].clone()).unwrap_or_default()
+    };
+    // Documents: drawn per request, and the run sends those.
+    let line = "--codec rerank --query-tokens 8 --batch-size 6 --batch-vary 4 --input-tokens 16 --users 3 --requests-per-user 10 --seed 5";
+    let c = content(line);
+    assert_eq!(c["codec"], "rerank", "{c}");
+    let before = sim.requests().len();
+    assert_eq!(sim.batchbench(line, &[]).code, 0);
+    let sent: Vec<u64> = sim.requests()[before..]
+        .iter()
+        .map(|e| e.messages)
+        .collect();
+    let d = &c["inputs_per_request"];
+    assert_eq!(d["count"], 30, "{c}");
+    assert_eq!(d["total"], sent.iter().sum::<u64>(), "{c}");
+    assert_eq!(d["min"], sent.iter().min().copied().unwrap_or(0), "{c}");
+    assert_eq!(d["max"], sent.iter().max().copied().unwrap_or(0), "{c}");
+    // Audio: each clip's duration as the run draws it.
+    let line = "--codec openai_transcriptions --audio-ms 1500 --audio-vary 500 --users 2 --requests-per-user 4 --input-tokens 8 --seed 3";
+    let c = content(line);
+    let r = sim.batchbench(line, &[]);
+    assert_eq!(r.code, 0);
+    let (planned, sent) = (&c["audio"], r.summary("audio"));
+    assert_eq!(planned["clips"], 8, "{c}");
+    assert_eq!(planned["requests"], sent["requests"], "{c} {sent}");
+    let (p, s) = (
+        planned["seconds"].as_f64().unwrap_or(0.0),
+        sent["seconds"].as_f64().unwrap_or(-1.0),
+    );
+    assert!((p - s).abs() < 1e-9, "analyze {p} s, the run {s} s");
+    let ms = &planned["clip_ms"];
+    assert!(
+        ms["min"].as_u64() >= Some(1000) && ms["max"].as_u64() <= Some(2000),
+        "{ms}"
+    );
+    // Formats: they rotate over requests, as the run's requests say.
+    let files = crate::structured::schemas(dir.path());
+    let lines = dir.path().join("requests.jsonl");
+    let line = format!(
+        "--users 3 --requests-per-user 3 --input-tokens 16 --output-tokens 96 --seed 2 --response-format json_schema:{files}"
+    );
+    let c = content(&line);
+    let r = sim.batchbench(&format!("{line} --requests-jsonl {}", lines.display()), &[]);
+    assert_eq!(r.code, 0);
+    let mut by_schema = [0u64; 2];
+    for l in batchbench_tests::read_jsonl(&lines) {
+        by_schema[l["structured_schema"].as_u64().unwrap_or(0) as usize] += 1;
+    }
+    assert_eq!(
+        c["response_formats"],
+        json!([
+            {"name": "pet", "requests": by_schema[0]},
+            {"name": "order", "requests": by_schema[1]},
+        ]),
+        "{c}"
+    );
+    assert_eq!(by_schema, [5, 4], "(trajectory + request) mod 2");
+    // Plain chat carries text alone: no content section.
+    let (code, a) = analyze("batchbench", &sim.args("--users 2 --input-tokens 16", &[]));
+    assert_eq!(code, 0);
+    assert!(a.is_some_and(|a| a.get("content").is_none()));
+}

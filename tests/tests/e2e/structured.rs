@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 /// Two schemas: strings from an enum or bounded by `maxLength`, a boolean,
 /// an array of bounded items and a bounded integer.
-fn schemas(dir: &std::path::Path) -> String {
+pub(crate) fn schemas(dir: &std::path::Path) -> String {
     let pet = batchbench_tests::pet_schema();
     let order = json!({
         "type": "object",

@@ -133,7 +133,26 @@ pub fn analyze(
             "--max-loras counts the loads of a mix's LoRA adapters: give --model-mix with adapters (ADAPTER@BASE=WEIGHT)",
         ));
     }
+    // What the run adds to its requests, drawn as the run would: its audio
+    // files read and checked now, its schemas read, its codec asked.
+    let codec: Arc<dyn batchbench_contract::plugin::RequestCodec> =
+        registry::codec(&spec.codec.name, &spec.codec.config, &ctx)
+            .map_err(plugin_failure)?
+            .into();
+    let content = batchbench_engine::analysis::ContentPlan {
+        structured: super::execute::structured(&spec, codec.as_ref())?,
+        codec: Some((spec.codec.name.clone(), codec)),
+        images_per_request: spec.images.map_or(0, |i| i.per_request),
+        audio: spec
+            .audio
+            .as_ref()
+            .map(batchbench_engine::audio::AudioPlan::new)
+            .transpose()
+            .map_err(Failure::bad)?
+            .map(Arc::new),
+    };
     let opts = AnalyzeOptions {
+        content,
         block_tokens: spec.target.cache_block_tokens(),
         overheads: batchbench_engine::synthesis::prefix::Overheads {
             initial: spec.template.initial_overhead_tokens,

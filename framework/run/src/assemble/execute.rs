@@ -458,7 +458,7 @@ async fn run_source(engine: Engine, source: Box<dyn WorkloadSource>) -> Result<R
 /// by [`response_formats`](super::check::response_formats)), each with its
 /// codec's body fields: a codec whose API has no structured outputs is bad
 /// input, before anything is sent.
-fn structured(
+pub(super) fn structured(
     spec: &RunSpec,
     codec: &dyn RequestCodec,
 ) -> Result<Option<Arc<batchbench_engine::measurement::structured::Structured>>, Failure> {

@@ -76,6 +76,10 @@ impl RequestCodec for OpenAiEmbeddings {
         "/v1/embeddings"
     }
 
+    fn inputs_per_request(&self, messages: u64) -> Option<u64> {
+        Some(messages)
+    }
+
     fn encode(&self, req: &EncodeRequest<'_>, out: &mut BodyWriter) -> Result<(), CodecError> {
         let set = self.run_fields(req);
         if let Some(raw) = req.raw_body {

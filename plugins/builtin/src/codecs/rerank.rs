@@ -82,6 +82,11 @@ impl RequestCodec for Rerank {
         }
     }
 
+    /// The documents: every message after the query.
+    fn inputs_per_request(&self, messages: u64) -> Option<u64> {
+        Some(messages.saturating_sub(1))
+    }
+
     fn encode(&self, req: &EncodeRequest<'_>, out: &mut BodyWriter) -> Result<(), CodecError> {
         let mut set: Vec<(&str, Value)> = Vec::new();
         if let Some(n) = self.cfg.top_n {
