@@ -28,6 +28,7 @@ done < <(cd "$work/clone" && examples/quickstart.sh 2>&1; echo "quickstart exit 
 end=$(date +%s.%N)
 tail -n 25 "$log"
 grep -q "quickstart exit status 0" "$log" || { echo "the quickstart failed" >&2; exit 1; }
+grep -E "crates fetched in|built and installed in" "$log" || true
 total=$(python3 -c "print(f'{($end-$start)/60:.1f}')")
 to_first=$(python3 -c "print(f'{(${first:-$end}-$start)/60:.1f}')")
 met=$(python3 -c "print('met' if ${first:-$end}-$start <= 480 else 'NOT met')")
