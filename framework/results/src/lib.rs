@@ -100,6 +100,8 @@ pub struct RequestLine {
     pub end_ms: f64,
     /// The endpoint of a fleet it went to.
     pub endpoint: Option<u32>,
+    /// The model of a mix it went to.
+    pub model: Option<String>,
 }
 
 /// The fields of a `server_metrics.jsonl` line that reports read.

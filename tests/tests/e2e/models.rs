@@ -411,3 +411,75 @@ fn an_slo_bound_may_name_a_model_and_judges_its_requests_alone() {
         assert!(e.contains(says), "{extra:?}: {e}");
     }
 }
+
+#[test]
+fn the_report_draws_a_line_and_a_row_per_model() {
+    let sim = SimServer::start(
+        SimConfig {
+            lora_adapters: vec!["a".into(), "b".into()],
+            ..SimConfig::default()
+        },
+        "qwen",
+    );
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tmp.path().join("run");
+    let r = sim.batchbench(
+        "--users 4 --requests-per-user 30 --input-tokens 16 --output-tokens 2 --seed 3 --model-mix {} --output-dir {}",
+        &["base=0.5,a@base=0.25,b@base=0.25", &dir.display().to_string()],
+    );
+    assert_eq!(r.code, 0);
+    let counts: Vec<(String, u64)> = r
+        .summary("models")
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|m| {
+            (
+                m["model"].as_str().unwrap_or_default().to_owned(),
+                m["requests"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(counts.len(), 3);
+    let html = tmp.path().join("report.html");
+    batchbench_run::report::write(std::slice::from_ref(&dir), &html)
+        .unwrap_or_else(|f| panic!("{f:?}"));
+    let page = std::fs::read_to_string(&html).unwrap_or_default();
+    let section = page
+        .split("id=\"models\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no models section"));
+    // A row per model with its requests, as the summary counts them.
+    for (model, n) in &counts {
+        assert!(
+            section.contains(&format!("<tr><td>{model}</td><td>{n}</td>")),
+            "{model}: {n} requests"
+        );
+    }
+    // A line per model in the completions chart, each in its own colour.
+    let chart = section
+        .split("id=\"model-throughput\"")
+        .nth(1)
+        .and_then(|c| c.split("</svg>").next())
+        .unwrap_or_else(|| panic!("no model-throughput chart"));
+    let mut colours: Vec<&str> = chart
+        .split("<path d=")
+        .skip(1)
+        .filter_map(|p| p.split("stroke=\"").nth(1)?.split('"').next())
+        .collect();
+    colours.sort_unstable();
+    colours.dedup();
+    assert_eq!(colours.len(), 3, "{colours:?}");
+    // A run of one model has no such section.
+    let one = tmp.path().join("one");
+    let r = sim.batchbench(
+        "--users 2 --input-tokens 16 --output-tokens 2 --output-dir {}",
+        &[&one.display().to_string()],
+    );
+    assert_eq!(r.code, 0);
+    batchbench_run::report::write(std::slice::from_ref(&one), &html)
+        .unwrap_or_else(|f| panic!("{f:?}"));
+    let page = std::fs::read_to_string(&html).unwrap_or_default();
+    assert!(!page.contains("id=\"models\""));
+}

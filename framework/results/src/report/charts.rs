@@ -289,41 +289,104 @@ pub(super) fn prompt_charts(shown: &[Shown<'_>]) -> String {
 }
 
 /// Whether a run cached anything, by the server's word or by the estimate.
-/// A fleet's endpoints: a table of each one's figures, and its completions
-/// and mean latency over time (from the request records, in one-second
-/// intervals), a line per endpoint (coloured by endpoint).
-pub(super) fn endpoint_charts(shown: &[Shown<'_>]) -> String {
+/// How a run's requests split into groups of their own figures: a fleet's
+/// endpoints, or the models of a mix.
+#[derive(Clone, Copy)]
+pub(super) enum Groups {
+    /// The endpoints of a fleet, by index in the run's hosts.
+    Endpoints,
+    /// The models of a mix, in the mix's order.
+    Models,
+}
+
+impl Groups {
+    /// Each group's name and figures in a run's summary.
+    fn of(
+        self,
+        s: &batchbench_contract::record::Summary,
+    ) -> Vec<(String, &batchbench_contract::record::EndpointSummary)> {
+        match self {
+            Self::Endpoints => s
+                .endpoints
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (format!("[{i}] {}", e.url), e))
+                .collect(),
+            Self::Models => s
+                .models
+                .iter()
+                .map(|m| (m.model.clone(), &m.figures))
+                .collect(),
+        }
+    }
+
+    /// The group of a request, by index among the run's groups.
+    fn index(self, r: &RequestLine, names: &[String]) -> Option<usize> {
+        match self {
+            Self::Endpoints => r.endpoint.map(|e| e as usize),
+            Self::Models => {
+                let m = r.model.as_deref()?;
+                names.iter().position(|n| n == m)
+            }
+        }
+    }
+
+    /// A group's tag in the charts' legends.
+    fn tag(self, i: usize, name: &str) -> String {
+        match self {
+            Self::Endpoints => format!("[{i}]"),
+            Self::Models => name.to_owned(),
+        }
+    }
+}
+
+/// A run's groups (a fleet's endpoints, or a mix's models): a table of each
+/// one's figures, and its completions and mean latency over time (from the
+/// request records, in one-second intervals), a line per group (coloured by
+/// group).
+pub(super) fn group_charts(shown: &[Shown<'_>], groups: Groups) -> String {
     let mut out = String::new();
+    let (id, word) = match groups {
+        Groups::Endpoints => ("endpoint", "endpoint"),
+        Groups::Models => ("model", "model"),
+    };
     let mut done = Chart::new(
-        "endpoint-throughput",
-        "Completions per second by endpoint",
+        &format!("{id}-throughput"),
+        &format!("Completions per second by {word}"),
         "seconds from start",
         "successes per second",
     );
     let mut lat = Chart::new(
-        "endpoint-latency",
-        "Mean latency by endpoint",
+        &format!("{id}-latency"),
+        &format!("Mean latency by {word}"),
         "seconds from start",
         "milliseconds",
     );
     for s in shown {
-        let es = &s.run.doc.summary.endpoints;
+        let summary = &s.run.doc.summary;
+        let es = groups.of(summary);
         if es.is_empty() {
             continue;
         }
-        let routing = s.run.doc.summary.routing.as_deref().unwrap_or("a router");
+        let header = match groups {
+            Groups::Endpoints => format!(
+                "{}: {} endpoints, routed by {}",
+                s.label,
+                es.len(),
+                summary.routing.as_deref().unwrap_or("a router")
+            ),
+            Groups::Models => format!("{}: {} models", s.label, es.len()),
+        };
         let _ = write!(
             out,
-            "<p class=\"sub\">{}: {} endpoints, routed by {}</p><table><tr><th>endpoint</th><th>requests</th><th>ok</th><th>failed</th><th>req/s</th><th>e2e p50 / p99 (ms)</th><th>TTFT p50 / p99 (ms)</th><th>cached prompt tokens: server / own perfect cache</th></tr>",
-            esc(&s.label),
-            es.len(),
-            esc(routing)
+            "<p class=\"sub\">{}</p><table><tr><th>{word}</th><th>requests</th><th>ok</th><th>failed</th><th>req/s</th><th>e2e p50 / p99 (ms)</th><th>TTFT p50 / p99 (ms)</th><th>cached prompt tokens: server / own perfect cache</th></tr>",
+            esc(&header)
         );
-        for (i, e) in es.iter().enumerate() {
+        for (name, e) in &es {
             let _ = write!(
                 out,
-                "<tr><td>[{i}] {}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{} / {}</td></tr>",
-                esc(&e.url),
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{} / {}</td></tr>",
+                esc(name),
                 e.requests,
                 e.successful_requests,
                 e.failed_requests,
@@ -336,10 +399,14 @@ pub(super) fn endpoint_charts(shown: &[Shown<'_>]) -> String {
             );
         }
         out.push_str("</table>");
-        // endpoint -> second -> (successes, latency sum)
+        let names: Vec<String> = match groups {
+            Groups::Endpoints => Vec::new(),
+            Groups::Models => summary.models.iter().map(|m| m.model.clone()).collect(),
+        };
+        // group -> second -> (successes, latency sum)
         let mut bins: Vec<BTreeMap<u64, (f64, f64)>> = vec![BTreeMap::new(); es.len()];
         for r in s.run.requests.iter().filter(|r| r.ok && !r.warmup) {
-            let Some(b) = r.endpoint.and_then(|e| bins.get_mut(e as usize)) else {
+            let Some(b) = groups.index(r, &names).and_then(|g| bins.get_mut(g)) else {
                 continue;
             };
             let e = b.entry((r.end_ms.max(0.0) / 1000.0) as u64).or_default();
@@ -347,10 +414,11 @@ pub(super) fn endpoint_charts(shown: &[Shown<'_>]) -> String {
             e.1 += r.latency_ms;
         }
         let tag = |i: usize| {
+            let own = groups.tag(i, es.get(i).map_or("", |e| e.0.as_str()));
             if shown.len() > 1 {
-                format!("{} [{i}]", s.label)
+                format!("{} {own}", s.label)
             } else {
-                format!("[{i}]")
+                own
             }
         };
         for (i, b) in bins.iter().enumerate() {

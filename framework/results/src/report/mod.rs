@@ -15,7 +15,7 @@ use crate::svg::{Chart, PALETTE, esc, short};
 use crate::{Loaded, RunDir, SeriesDir};
 use batchbench_contract::record::LatencyStats;
 use charts::{
-    cache_charts, cdf_charts, endpoint_charts, has_cache_data, prompt_charts, server_charts,
+    Groups, cache_charts, cdf_charts, group_charts, has_cache_data, prompt_charts, server_charts,
     time_charts,
 };
 pub(crate) use page::page;
@@ -112,7 +112,15 @@ pub fn render(inputs: &[Input], generated: &str) -> String {
                 "endpoints",
                 "Per endpoint",
                 "A fleet's endpoints, one line each: what the routing policy sent each, and how each answered.",
-                &endpoint_charts(&shown),
+                &group_charts(&shown, Groups::Endpoints),
+            ));
+        }
+        if shown.iter().any(|s| !s.run.doc.summary.models.is_empty()) {
+            body.push_str(&section(
+                "models",
+                "Per model",
+                "A mix's models and adapters, one line each: the requests the mix sent each, and how each answered.",
+                &group_charts(&shown, Groups::Models),
             ));
         }
         let cache = cache_charts(&shown);
