@@ -684,3 +684,22 @@ pub fn pet_schema() -> serde_json::Value {
         "additionalProperties": false,
     })
 }
+
+/// The distinct stroke colours of the lines of the chart `id` in an HTML
+/// report `page` (a line per series, each in its series' colour).
+pub fn chart_colours(page: &str, id: &str) -> Vec<String> {
+    let chart = page
+        .split(&format!("id=\"{id}\""))
+        .nth(1)
+        .and_then(|c| c.split("</svg>").next())
+        .unwrap_or_else(|| panic!("no {id} chart"));
+    let mut colours: Vec<String> = chart
+        .split("<path d=")
+        .skip(1)
+        .filter_map(|p| p.split("stroke=\"").nth(1)?.split('"').next())
+        .map(str::to_owned)
+        .collect();
+    colours.sort_unstable();
+    colours.dedup();
+    colours
+}

@@ -357,17 +357,6 @@ fn a_sharded_fleet_run_merges_to_the_whole_run_per_endpoint() {
         );
     }
     // The server's charts draw each replica in its endpoint's colour.
-    let chart = page
-        .split("id=\"server-requests\"")
-        .nth(1)
-        .and_then(|c| c.split("</svg>").next())
-        .unwrap_or_else(|| panic!("no server-requests chart"));
-    let mut colours: Vec<&str> = chart
-        .split("<path d=")
-        .skip(1)
-        .filter_map(|p| p.split("stroke=\"").nth(1)?.split('"').next())
-        .collect();
-    colours.sort_unstable();
-    colours.dedup();
+    let colours = batchbench_tests::chart_colours(&page, "server-requests");
     assert_eq!(colours.len(), 4, "{colours:?}");
 }

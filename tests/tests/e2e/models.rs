@@ -458,18 +458,7 @@ fn the_report_draws_a_line_and_a_row_per_model() {
         );
     }
     // A line per model in the completions chart, each in its own colour.
-    let chart = section
-        .split("id=\"model-throughput\"")
-        .nth(1)
-        .and_then(|c| c.split("</svg>").next())
-        .unwrap_or_else(|| panic!("no model-throughput chart"));
-    let mut colours: Vec<&str> = chart
-        .split("<path d=")
-        .skip(1)
-        .filter_map(|p| p.split("stroke=\"").nth(1)?.split('"').next())
-        .collect();
-    colours.sort_unstable();
-    colours.dedup();
+    let colours = batchbench_tests::chart_colours(section, "model-throughput");
     assert_eq!(colours.len(), 3, "{colours:?}");
     // A run of one model has no such section.
     let one = tmp.path().join("one");
