@@ -94,9 +94,61 @@ pub fn metric_names() -> Vec<String> {
     v
 }
 
+/// The metrics a run of several models has per model, named
+/// `METRIC{model=NAME}` in thresholds (`ttft_p99{model=sql-lora}>+10%`).
+pub fn model_metric_names() -> Vec<String> {
+    let mut v: Vec<String> = ["throughput", "output_tokens_per_second", "failure_rate"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    for (name, _) in MODEL_FAMILIES {
+        for f in FIGURES {
+            v.push(format!("{name}_{f}"));
+        }
+    }
+    v
+}
+
+/// The latency families a model's figures have.
+const MODEL_FAMILIES: [(&str, &str); 2] = [("e2e", "latency"), ("ttft", "ttft")];
+
+/// A metric's name without its `{model=NAME}`.
+fn base_metric(metric: &str) -> &str {
+    metric.split('{').next().unwrap_or(metric)
+}
+
+/// Whether `metric` names a known figure: one of [`metric_names`], or one of
+/// [`model_metric_names`] with `{model=NAME}`.
+fn known_metric(metric: &str) -> Result<(), String> {
+    match metric.split_once('{') {
+        None if metric_names().iter().any(|n| n == metric) => Ok(()),
+        None => Err(format!(
+            "unknown metric '{metric}'; one of {}, or per model METRIC{{model=NAME}}",
+            metric_names().join(", ")
+        )),
+        Some((base, rest)) => {
+            let model = rest
+                .strip_prefix("model=")
+                .and_then(|r| r.strip_suffix('}'))
+                .filter(|m| !m.is_empty() && !m.contains(['{', '}']));
+            if model.is_none() {
+                return Err(format!(
+                    "'{metric}': a model's figure is METRIC{{model=NAME}}"
+                ));
+            }
+            if !model_metric_names().iter().any(|n| n == base) {
+                return Err(format!(
+                    "'{base}' has no per-model figure; one of {}",
+                    model_metric_names().join(", ")
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
 /// Parses `ttft_p99>+10%,goodput<-5%`.
 pub fn parse_thresholds(s: &str) -> Result<Vec<Threshold>, String> {
-    let names = metric_names();
     s.split(',')
         .map(str::trim)
         .filter(|t| !t.is_empty())
@@ -110,12 +162,7 @@ pub fn parse_thresholds(s: &str) -> Result<Vec<Threshold>, String> {
                 return Err(bad("expected METRIC>+N% or METRIC<-N%"));
             };
             let metric = metric.trim();
-            if !names.iter().any(|n| n == metric) {
-                return Err(bad(&format!(
-                    "unknown metric '{metric}'; one of {}",
-                    names.join(", ")
-                )));
-            }
+            known_metric(metric).map_err(|e| bad(&e))?;
             let rest = rest.trim();
             let num = rest
                 .strip_suffix('%')
@@ -351,7 +398,114 @@ pub fn rows(base: &RunDir, new: &RunDir) -> Vec<Row> {
             });
         }
     }
+    rows.extend(model_rows(base, new));
     rows
+}
+
+/// The figures of each model of a mix that both runs served, named
+/// `METRIC{model=NAME}`: its throughput and failure rate, and its latency and
+/// TTFT figures, each tested on the model's own requests in the runs'
+/// records (a run without records: judged on the figure alone).
+fn model_rows(base: &RunDir, new: &RunDir) -> Vec<Row> {
+    let (b, n) = (&base.doc.summary, &new.doc.summary);
+    let mut rows = Vec::new();
+    for mb in &b.models {
+        let Some(mn) = n.models.iter().find(|m| m.model == mb.model) else {
+            continue;
+        };
+        let (x, y) = (&mb.figures, &mn.figures);
+        let name = |m: &str| format!("{m}{{model={}}}", mb.model);
+        let share = |e: &batchbench_contract::record::EndpointSummary| {
+            e.failed_requests as f64 / e.requests.max(1) as f64
+        };
+        for (metric, unit, bx, ny, better) in [
+            (
+                "throughput",
+                "req/s",
+                x.requests_per_second,
+                y.requests_per_second,
+                Better::Higher,
+            ),
+            (
+                "output_tokens_per_second",
+                "tok/s",
+                x.completion_tokens_per_second,
+                y.completion_tokens_per_second,
+                Better::Higher,
+            ),
+            ("failure_rate", "share", share(x), share(y), Better::Lower),
+        ] {
+            rows.push(Row {
+                metric: name(metric),
+                unit,
+                base: bx,
+                new: ny,
+                p_value: None,
+                lower_is_better: better == Better::Lower,
+            });
+        }
+        for (family_name, key) in MODEL_FAMILIES {
+            let pick = |e: &batchbench_contract::record::EndpointSummary| match key {
+                "latency" => e.latency,
+                _ => e.ttft,
+            };
+            let (Some(sx), Some(sy)) = (pick(x), pick(y)) else {
+                continue;
+            };
+            let (hb, hn) = (
+                record_buckets(base, &mb.model, key),
+                record_buckets(new, &mb.model, key),
+            );
+            // The run's own correlation of samples (its whole family's).
+            let inflation = (
+                family(b, key).map_or(1.0, |s| inflation(&s)),
+                family(n, key).map_or(1.0, |s| inflation(&s)),
+            );
+            for f in FIGURES {
+                let p_value = match f {
+                    "p50" => quantile_test(&hb, &hn, 0.50, inflation),
+                    "p90" => quantile_test(&hb, &hn, 0.90, inflation),
+                    "p99" => quantile_test(&hb, &hn, 0.99, inflation),
+                    "mean" => mean_test(&hb, &hn, inflation),
+                    _ => None,
+                };
+                rows.push(Row {
+                    metric: name(&format!("{family_name}_{f}")),
+                    unit: "ms",
+                    base: figure(&sx, f),
+                    new: figure(&sy, f),
+                    p_value,
+                    lower_is_better: true,
+                });
+            }
+        }
+    }
+    rows
+}
+
+/// The latencies (`latency`) or TTFTs (`ttft`) of a model's measured
+/// successes in a run's records, in microseconds, as rising `[value, count]`
+/// buckets (empty without records).
+fn record_buckets(run: &RunDir, model: &str, key: &str) -> Vec<[u64; 2]> {
+    let mut v: Vec<u64> = run
+        .requests
+        .iter()
+        .filter(|r| r.ok && !r.warmup && r.model.as_deref() == Some(model))
+        .filter_map(|r| match key {
+            "latency" => Some(r.latency_ms),
+            _ => r.ttft_ms,
+        })
+        .map(|ms| (ms.max(0.0) * 1000.0).round() as u64)
+        .collect();
+    v.sort_unstable();
+    let mut out: Vec<[u64; 2]> = Vec::new();
+    for x in v {
+        match out.last_mut() {
+            Some(last) if last[0] == x => last[1] += 1,
+            _ => out.push([x, 1]),
+        }
+    }
+    out
 }
 
 /// A threshold's verdict.
@@ -371,11 +525,11 @@ pub fn judge(rows: &[Row], thresholds: &[Threshold], alpha: f64) -> Result<Vec<B
     for t in thresholds {
         let row = rows.iter().find(|r| r.metric == t.metric).ok_or_else(|| {
             format!(
-                "--fail-if '{}': the runs do not both have {} (streamed figures need --stream, goodput an --slo, structured_valid_share a --response-format)",
+                "--fail-if '{}': the runs do not both have {} (streamed figures need --stream, goodput an --slo, structured_valid_share a --response-format, a model's figures that model in both runs' mixes)",
                 t.text, t.metric
             )
         })?;
-        let delta = if t.metric == "failure_rate" {
+        let delta = if base_metric(&t.metric) == "failure_rate" {
             // A share: compared in percentage points.
             Some(row.new - row.base)
         } else {
@@ -525,10 +679,20 @@ mod tests {
             ("ttft_p99=10%", "expected"),
             ("ttft_p99>-10%", "a rise is"),
             ("goodput<+5%", "a rise is"),
+            ("goodput{model=a}<-5%", "no per-model figure"),
+            ("ttft_p99{model=}>+10%", "METRIC{model=NAME}"),
+            ("ttft_p99{lora=a}>+10%", "METRIC{model=NAME}"),
+            ("ttft_p98{model=a}>+10%", "no per-model figure"),
         ] {
             let e = parse_thresholds(bad).err().unwrap_or_default();
             assert!(e.contains(why), "{bad}: {e}");
         }
+        // A model's figures by name.
+        let t = parse_thresholds("ttft_p99{model=sql-lora}>+10%,failure_rate{model=base}>+1%")
+            .unwrap_or_default();
+        assert_eq!(t.len(), 2);
+        assert_eq!(t[0].metric, "ttft_p99{model=sql-lora}");
+        assert_eq!(base_metric(&t[1].metric), "failure_rate");
     }
 
     /// The p-value of the U test against a hand computation: samples 1..=5

@@ -472,3 +472,42 @@ fn the_report_draws_a_line_and_a_row_per_model() {
     let page = std::fs::read_to_string(&html).unwrap_or_default();
     assert!(!page.contains("id=\"models\""));
 }
+
+/// `compare` per model: a second run whose adapters load on every request
+/// (one resident at a time) fails a gate on an adapter's TTFT, and passes
+/// the same gate on the base model, whose requests need no adapter.
+#[test]
+fn compare_gates_each_models_own_figures() {
+    let tok = batchbench_tests::tokenizer_path("qwen")
+        .display()
+        .to_string();
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let run = |name: &str, max_loras: u32| {
+        let d = tmp.path().join(name).display().to_string();
+        let host = format!(
+            "sim://?lora-adapters=a,b&max-loras={max_loras}&lora-load-ms=40&ttft-base-ms=10"
+        );
+        let r = batchbench_tests::run_batchbench(&batchbench_tests::cmd(
+            "--host {} --tokenizer-model {} --users 1 --requests-per-user 60 --input-tokens 16 --output-tokens 2 --stream --seed 4 --model-mix {} --output-dir {}",
+            &[&host, &tok, "base=1,a@base=1,b@base=1", &d],
+        ));
+        assert_eq!(r.code, 0, "{name}");
+        d
+    };
+    let (base, churn) = (run("base", 2), run("churn", 1));
+    let compare = |fail_if: &str| {
+        batchbench_run::commands::batchbench::run(batchbench_tests::cmd(
+            "batchbench compare {} {} --fail-if {}",
+            &[&base, &churn, fail_if],
+        ))
+    };
+    assert_eq!(
+        compare("ttft_mean{model=base}>+50%"),
+        0,
+        "the base loads nothing"
+    );
+    assert_eq!(compare("ttft_mean{model=a}>+50%"), 1, "adapter a loads");
+    // A model neither run served, and a figure no model has, are bad input.
+    assert_eq!(compare("ttft_p50{model=c}>+50%"), 2);
+    assert_eq!(compare("goodput{model=a}<-5%"), 2);
+}
