@@ -109,17 +109,19 @@ pub fn analyze(
     if settings.ranks == Some(0) {
         return Err(Failure::bad("--ranks must be at least 1"));
     }
+    // The run's codec: what it sends back of reasoning, its inputs per
+    // request and its structured-output fields.
+    let codec: Arc<dyn batchbench_contract::plugin::RequestCodec> =
+        registry::codec(&spec.codec.name, &spec.codec.config, &ctx)
+            .map_err(plugin_failure)?
+            .into();
     // Replies assumed to reason: the run's choice of what goes back (its
     // codec's default unless it says), and the other beside it.
     let reasoning = match settings.reasoning_tokens {
-        Some(tokens) => {
-            let codec = registry::codec(&spec.codec.name, &spec.codec.config, &ctx)
-                .map_err(plugin_failure)?;
-            Some((
-                tokens,
-                super::execute::reasoning_history(&spec, codec.as_ref())?,
-            ))
-        }
+        Some(tokens) => Some((
+            tokens,
+            super::execute::reasoning_history(&spec, codec.as_ref())?,
+        )),
         None => None,
     };
     if !settings.max_loras.is_empty()
@@ -135,10 +137,6 @@ pub fn analyze(
     }
     // What the run adds to its requests, drawn as the run would: its audio
     // files read and checked now, its schemas read, its codec asked.
-    let codec: Arc<dyn batchbench_contract::plugin::RequestCodec> =
-        registry::codec(&spec.codec.name, &spec.codec.config, &ctx)
-            .map_err(plugin_failure)?
-            .into();
     let content = batchbench_engine::analysis::ContentPlan {
         structured: super::execute::structured(&spec, codec.as_ref())?,
         codec: Some((spec.codec.name.clone(), codec)),
