@@ -355,7 +355,8 @@ struct BenchmarkConfig {
     response_format: Option<batchbench_contract::spec::ResponseFormatSpec>,
     /// Several models, with the keys of a run spec's `[target.mix]` table:
     /// `models` (each `name`, `weight`, and `base` for an adapter),
-    /// `selection`, `adapter_field`.
+    /// `selection`, `adapter_field`, and against several endpoints
+    /// `endpoints` (each `endpoint`, its index, and the `models` it serves).
     #[serde(default)]
     model_mix: Option<batchbench_contract::models::ModelMixSpec>,
 }

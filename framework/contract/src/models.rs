@@ -112,6 +112,44 @@ pub struct ModelMixSpec {
     /// lists each name a request will carry in its `model` field.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub check_served: bool,
+    /// A fleet's map of which endpoint serves which models: an endpoint
+    /// listed serves those alone, one not listed serves every model (absent:
+    /// every endpoint serves the whole mix).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<EndpointModels>,
+}
+
+/// The models one endpoint of a fleet serves (`--endpoint-models`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointModels {
+    /// The endpoint's index, in the order of the run's hosts (from 0).
+    pub endpoint: usize,
+    /// The models of the mix it serves, by name.
+    pub models: Vec<String>,
+}
+
+/// Parses `I=NAME,NAME` (one `--endpoint-models`).
+pub fn parse_endpoint_models(s: &str) -> Result<EndpointModels, String> {
+    let (i, names) = s
+        .split_once('=')
+        .ok_or_else(|| format!("'{s}' is not ENDPOINT=MODEL,MODEL"))?;
+    let endpoint = i.trim().parse().map_err(|_| {
+        format!(
+            "'{s}': the endpoint '{}' is not an index (0 for the first host)",
+            i.trim()
+        )
+    })?;
+    let models: Vec<String> = names
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if models.is_empty() {
+        return Err(format!("'{s}': endpoint {endpoint} names no model"));
+    }
+    Ok(EndpointModels { endpoint, models })
 }
 
 /// Parses `name[@base]=weight,...` (`--model-mix`).
@@ -176,6 +214,61 @@ impl ModelMixSpec {
         Ok(())
     }
 
+    /// Per model, the endpoints (of `endpoints`) that serve it, in order, by
+    /// the map of [`ModelMixSpec::endpoints`]; `None` without a map. Refuses
+    /// an endpoint out of range or listed twice, a name not in the mix, and a
+    /// model no endpoint serves.
+    pub fn pools(&self, endpoints: usize) -> Result<Option<Vec<Vec<usize>>>, String> {
+        if self.endpoints.is_empty() {
+            return Ok(None);
+        }
+        let mut serves: Vec<Option<Vec<usize>>> = vec![None; endpoints];
+        for e in &self.endpoints {
+            let slot = serves.get_mut(e.endpoint).ok_or_else(|| {
+                format!(
+                    "endpoint {}: the run has {endpoints} endpoint(s) (0 to {})",
+                    e.endpoint,
+                    endpoints.saturating_sub(1)
+                )
+            })?;
+            if slot.is_some() {
+                return Err(format!("endpoint {} is mapped twice", e.endpoint));
+            }
+            let models = e
+                .models
+                .iter()
+                .map(|n| {
+                    self.index(n).ok_or_else(|| {
+                        format!("endpoint {}: '{n}' is not a model of the mix", e.endpoint)
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            *slot = Some(models);
+        }
+        let pools: Vec<Vec<usize>> = (0..self.models.len())
+            .map(|m| {
+                (0..endpoints)
+                    .filter(|&e| serves[e].as_ref().is_none_or(|s| s.contains(&m)))
+                    .collect()
+            })
+            .collect();
+        if let Some(m) = pools.iter().position(Vec::is_empty) {
+            return Err(format!(
+                "model '{}' is served by no endpoint",
+                self.models[m].name
+            ));
+        }
+        Ok(Some(pools))
+    }
+
+    /// Whether endpoint `e` serves model `m` (see [`ModelMixSpec::pools`]).
+    pub fn serves(&self, e: usize, m: usize) -> bool {
+        self.endpoints
+            .iter()
+            .find(|x| x.endpoint == e)
+            .is_none_or(|x| x.models.iter().any(|n| *n == self.models[m].name))
+    }
+
     /// The index of `name` in the mix.
     pub fn index(&self, name: &str) -> Option<usize> {
         self.models.iter().position(|m| m.name == name)
@@ -198,8 +291,17 @@ impl ModelMixSpec {
     /// mix's order: every model's own (an adapter's with
     /// [`AdapterField::Model`]), else an adapter's base.
     pub fn served_names(&self) -> Vec<&str> {
+        self.served_names_of(|_| true)
+    }
+
+    /// [`ModelMixSpec::served_names`] of the models `keep` keeps (an
+    /// endpoint's, by index).
+    pub fn served_names_of(&self, keep: impl Fn(usize) -> bool) -> Vec<&str> {
         let mut out: Vec<&str> = Vec::new();
-        for m in &self.models {
+        for (i, m) in self.models.iter().enumerate() {
+            if !keep(i) {
+                continue;
+            }
             let name = match (&m.base, self.adapter_field) {
                 (Some(b), AdapterField::LoraPath | AdapterField::LoraId) => b.as_str(),
                 _ => m.name.as_str(),
@@ -386,7 +488,54 @@ mod tests {
             selection,
             adapter_field: AdapterField::Model,
             check_served: false,
+            endpoints: Vec::new(),
         }
+    }
+
+    #[test]
+    fn an_endpoint_map_gives_each_model_its_endpoints() {
+        let mut m = mix("base=1,sql@base=1,chat=1", ModelSelection::Random);
+        assert_eq!(m.pools(3), Ok(None));
+        m.endpoints = vec![
+            parse_endpoint_models("0=base, sql").unwrap_or_else(|e| panic!("{e}")),
+            parse_endpoint_models("2=chat").unwrap_or_else(|e| panic!("{e}")),
+        ];
+        // Endpoint 1 is not listed: it serves every model.
+        assert_eq!(
+            m.pools(3),
+            Ok(Some(vec![vec![0, 1], vec![0, 1], vec![1, 2]]))
+        );
+        assert!(m.serves(0, 1) && !m.serves(0, 2) && m.serves(1, 2));
+        assert_eq!(m.served_names_of(|i| m.serves(2, i)), vec!["chat"]);
+        assert!(
+            m.pools(2)
+                .unwrap_err()
+                .contains("the run has 2 endpoint(s)")
+        );
+        m.endpoints[1].endpoint = 0;
+        assert!(m.pools(3).unwrap_err().contains("mapped twice"));
+        m.endpoints = vec![parse_endpoint_models("0=base,sql").unwrap_or_else(|e| panic!("{e}"))];
+        assert!(
+            m.pools(1)
+                .unwrap_err()
+                .contains("'chat' is served by no endpoint")
+        );
+        m.endpoints = vec![parse_endpoint_models("0=nope").unwrap_or_else(|e| panic!("{e}"))];
+        assert!(
+            m.pools(2)
+                .unwrap_err()
+                .contains("'nope' is not a model of the mix")
+        );
+        assert!(
+            parse_endpoint_models("x=a")
+                .unwrap_err()
+                .contains("not an index")
+        );
+        assert!(
+            parse_endpoint_models("1=")
+                .unwrap_err()
+                .contains("names no model")
+        );
     }
 
     #[test]

@@ -300,6 +300,14 @@ pub fn analyze(
         .models
         .as_ref()
         .map(|(spec, slots)| mix::Mix::new(spec, slots));
+    // A policy's fleet whose map gives a model to some endpoints alone: the
+    // policy picks among those, as in the run.
+    let pools = match (&opts.models, &opts.routing) {
+        (Some((spec, _)), Routing::Policy { .. }) => {
+            spec.pools(ranks as usize).map_err(EngineError::Plan)?
+        }
+        _ => None,
+    };
     let mut content = content::Tally::new(&opts.content, opts.seed);
 
     loop {
@@ -446,6 +454,14 @@ pub fn analyze(
         });
         private_blocks += fresh_private as u64;
         global_cached += hits as u64 * u64::from(block);
+        // A conversation stays on the model its opening request picked (the
+        // routing of a fleet with a model map needs it).
+        let opens = index == 0 || req.reset_before;
+        if let Some(m) = mix.as_ref()
+            && opens
+        {
+            a.model = m.picker.pick(opts.seed, a.ord, index);
+        }
 
         let rank = match &opts.routing {
             Routing::RoundRobin => {
@@ -455,9 +471,11 @@ pub fn analyze(
             Routing::Affinity => a.ord % ranks,
             Routing::Slots(f) => f(a.slot).unwrap_or(0),
             Routing::Policy { router, seed, name } => {
-                let in_flight: Vec<u32> = in_service
-                    .iter_mut()
-                    .map(|ends| {
+                let pool = pools.as_ref().map(|p| p[a.model].as_slice());
+                let offered = pool.map_or(in_service.len(), <[usize]>::len);
+                let in_flight: Vec<u32> = (0..offered)
+                    .map(|i| {
+                        let ends = &mut in_service[pool.map_or(i, |p| p[i])];
                         while ends.peek().is_some_and(|Reverse(e)| *e <= t) {
                             ends.pop();
                         }
@@ -477,6 +495,14 @@ pub fn analyze(
                     block_tokens: block,
                 };
                 let e = router.choose_endpoint(&ctx)?;
+                let Some(e) = pool.map_or(Some(e), |p| p.get(e).copied()) else {
+                    return Err(EngineError::Plugin(
+                        batchbench_contract::plugin::PluginError::Config {
+                            plugin: name.clone(),
+                            message: format!("chose endpoint {e}, but was offered {offered}"),
+                        },
+                    ));
+                };
                 let Some(ends) = in_service.get_mut(e) else {
                     return Err(EngineError::Plugin(
                         batchbench_contract::plugin::PluginError::Config {
@@ -493,13 +519,8 @@ pub fn analyze(
         // still (an ideal cache forgets nothing), whichever rank it used since.
         let ideal = rank_ideal.entry(rank).or_default();
         let cached = a.shape.lookup_ideal(ideal, rank);
-        let opens = index == 0 || req.reset_before;
         content.record(a.ord, index, &req, opens)?;
         if let Some(m) = mix.as_mut() {
-            // A conversation stays on the model its opening request picked.
-            if opens {
-                a.model = m.picker.pick(opts.seed, a.ord, index);
-            }
             m.record(a.model, rank, &mut a.shape, tokens);
         }
         let c = ideal_rank_counts.entry(rank).or_default();

@@ -13,13 +13,17 @@ pub struct Models {
     /// Per model: the request's `model` field and the fields that name an
     /// adapter.
     wire: Vec<(String, Vec<(String, Value)>)>,
+    /// Against a fleet with a map of its endpoints' models: per model, the
+    /// endpoints that serve it (the routing policy picks among them).
+    pools: Option<Vec<Vec<usize>>>,
 }
 
 impl Models {
-    /// The mix of `spec`, checked.
-    pub fn new(spec: &ModelMixSpec) -> Result<Self, String> {
+    /// The mix of `spec` for a run of `endpoints` endpoints, checked.
+    pub fn new(spec: &ModelMixSpec, endpoints: usize) -> Result<Self, String> {
         spec.check()?;
         Ok(Self {
+            pools: spec.pools(endpoints)?,
             names: spec.models.iter().map(|m| m.name.clone()).collect(),
             picker: Picker::new(spec),
             wire: (0..spec.models.len()).map(|i| spec.wire(i)).collect(),
@@ -29,6 +33,11 @@ impl Models {
     /// The model of the conversation that request `opening` of `agent` opened.
     pub(crate) fn pick(&self, seed: u64, agent: u64, opening: u64) -> usize {
         self.picker.pick(seed, agent, opening)
+    }
+
+    /// The endpoints that serve model `i`, where a map narrows them.
+    pub(crate) fn pool(&self, i: usize) -> Option<&[usize]> {
+        self.pools.as_ref().map(|p| p[i].as_slice())
     }
 
     /// Model `i`'s `model` field and adapter fields.

@@ -171,25 +171,31 @@ impl Shared {
 
     /// The endpoint the request of `route` goes to: the routing policy's
     /// pick against a fleet (from this client's load per endpoint and the
-    /// prompt's block hashes), endpoint 0 otherwise.
+    /// prompt's block hashes), endpoint 0 otherwise. A request of a `model`
+    /// that a fleet's map gives to some endpoints alone goes to one of them:
+    /// the policy picks among those (as a gateway's pool per model).
     pub(crate) fn choose_endpoint(
         &self,
         route: RouteContext<'_>,
         block_hashes: &[u64],
+        model: Option<usize>,
     ) -> Result<Option<usize>, crate::options::EngineError> {
         use std::sync::atomic::Ordering::Relaxed;
         let Some(r) = &self.chooser else {
             return Ok(None);
         };
+        let pool = model.and_then(|m| self.opts.models.as_deref()?.pool(m));
+        let count = |e: usize| self.in_flight[e].load(Relaxed);
         // The counts as they stand, on the stack for a fleet of up to 32.
+        let n = pool.map_or(self.in_flight.len(), <[usize]>::len);
         let (mut small, mut large) = ([0u32; 32], Vec::new());
-        let in_flight: &[u32] = if self.in_flight.len() <= small.len() {
-            for (c, a) in small.iter_mut().zip(&self.in_flight) {
-                *c = a.load(Relaxed);
+        let in_flight: &[u32] = if n <= small.len() {
+            for (i, c) in small[..n].iter_mut().enumerate() {
+                *c = count(pool.map_or(i, |p| p[i]));
             }
-            &small[..self.in_flight.len()]
+            &small[..n]
         } else {
-            large.extend(self.in_flight.iter().map(|a| a.load(Relaxed)));
+            large.extend((0..n).map(|i| count(pool.map_or(i, |p| p[i]))));
             &large
         };
         let i = r.choose_endpoint(&EndpointContext {
@@ -198,17 +204,14 @@ impl Shared {
             block_hashes,
             block_tokens: self.opts.cache_block_tokens,
         })?;
-        if i >= self.transports.len() {
+        if i >= n {
             return Err(PluginError::Config {
                 plugin: self.opts.routing.clone().unwrap_or_else(|| "router".into()),
-                message: format!(
-                    "chose endpoint {i}, but the run has {} (0 to {})",
-                    self.transports.len(),
-                    self.transports.len() - 1
-                ),
+                message: format!("chose endpoint {i}, but was offered {n} (0 to {})", n - 1),
             }
             .into());
         }
+        let i = pool.map_or(i, |p| p[i]);
         Ok(Some(i))
     }
 }

@@ -99,13 +99,25 @@ impl FaultKind {
 /// query parameter of `--host sim://?key=value&...` (dashes or underscores).
 #[derive(Debug, Clone, Parser, serde::Serialize)]
 pub struct SimConfig {
-    /// Model names listed by /v1/models (any name is accepted in requests).
+    /// Model names listed by /v1/models (any name is accepted in requests,
+    /// unless --strict-models).
     #[arg(
         long = "served-model",
         value_delimiter = ',',
         default_value = "batchbench-sim"
     )]
     pub served_models: Vec<String>,
+    /// Answer 404, as vLLM does, to a request whose `model` is neither a
+    /// served model nor a LoRA adapter (a gateway's per-model pools are
+    /// tested with it).
+    #[arg(long)]
+    pub strict_models: bool,
+    /// A served model's own latency, NAME=FACTOR (comma separated): every
+    /// time of the per-request latency model (TTFT, prefill, decode, audio)
+    /// of a request whose `model` is NAME is multiplied by FACTOR; other
+    /// models take 1. `big=4,small=1`: a larger model beside a smaller one.
+    #[arg(long, value_delimiter = ',', value_name = "NAME=FACTOR")]
+    pub model_slowdown: Vec<String>,
     /// Template tokens added once per request (the assistant turn header).
     #[arg(long, default_value_t = 3)]
     pub template_overhead_tokens: u32,
@@ -294,6 +306,31 @@ impl SimConfig {
         c
     }
 
+    /// `model_slowdown`, parsed: each model's factor.
+    pub fn model_factors(&self) -> Result<Vec<(String, f64)>, String> {
+        let mut out: Vec<(String, f64)> = Vec::new();
+        for pair in &self.model_slowdown {
+            let (name, k) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("model-slowdown: '{pair}' is not NAME=FACTOR"))?;
+            let name = name.trim();
+            let k: f64 = k
+                .trim()
+                .parse()
+                .map_err(|_| format!("model-slowdown: '{pair}': the factor is not a number"))?;
+            if name.is_empty() || !(k.is_finite() && k > 0.0) {
+                return Err(format!(
+                    "model-slowdown: '{pair}' needs a model name and a positive factor"
+                ));
+            }
+            if out.iter().any(|(n, _)| n == name) {
+                return Err(format!("model-slowdown: model '{name}' is named twice"));
+            }
+            out.push((name.to_owned(), k));
+        }
+        Ok(out)
+    }
+
     /// The continuous-batching model, when `max_running` turns it on.
     pub(crate) fn batch_model(&self) -> Option<batch::BatchModel> {
         let ms = |v: f64| std::time::Duration::from_secs_f64(v.max(0.0) / 1000.0);
@@ -383,6 +420,10 @@ impl SimConfig {
                 || self.max_context_tokens > 0)
         {
             return Err("instant answers at once without reading the prompt: it takes no latency model (ttft-base-ms, prefill-us-per-token, decode-ms-per-token, max-running) or context limit (max-context-tokens)".into());
+        }
+        let factors = self.model_factors()?;
+        if self.max_running > 0 && !factors.is_empty() {
+            return Err("model-slowdown scales the per-request latency model; a batch of the continuous-batching model (max-running) is one model's, as on a real server: run a simulator per model behind the run's hosts".into());
         }
         if self.max_running > 0 {
             if self.ttft_base_ms > 0.0 || self.decode_ms_per_token > 0.0 {

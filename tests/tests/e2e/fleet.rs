@@ -360,3 +360,96 @@ fn a_sharded_fleet_run_merges_to_the_whole_run_per_endpoint() {
     let colours = batchbench_tests::chart_colours(&page, "server-requests");
     assert_eq!(colours.len(), 4, "{colours:?}");
 }
+
+/// A gateway's pool per model: endpoint 1 serves `small` alone (it answers
+/// any other model 404, as vLLM does), endpoint 0 every model. With the map,
+/// every request goes to an endpoint that serves its model, the policy
+/// picking among those, and `analyze` places them as the run does.
+#[test]
+fn an_endpoint_map_sends_each_model_where_it_is_served() {
+    let tok = qwen();
+    let strict = |served: &[&str]| {
+        SimServer::start(
+            batchbench_simulator::SimConfig {
+                served_models: served.iter().map(|m| (*m).to_owned()).collect(),
+                strict_models: true,
+                record_requests: true,
+                ..batchbench_simulator::SimConfig::default()
+            },
+            "qwen",
+        )
+    };
+    let (all, small) = (strict(&["big", "small"]), strict(&["small"]));
+    let (all_url, small_url) = (all.url(), small.url());
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let jsonl = dir.path().join("requests.jsonl").display().to_string();
+    let mut args = cmd(
+        "--host {} --host {} --tokenizer-model {} --users 8 --requests-per-user 5 --input-tokens 32 --output-tokens 4 --seed 5 --model-mix big=1,small=1 --router random --check-models",
+        &[&all_url, &small_url, &tok],
+    );
+    // Without the map, endpoint 1 is found not to list `big` before
+    // anything is sent.
+    let r = run_batchbench(&args);
+    assert_eq!(r.code, 2, "endpoint 1 does not serve big");
+    assert_eq!(all.stats().requests + small.stats().requests, 0);
+
+    args.extend(cmd("--endpoint-models 1=small", &[]));
+    let (code, a) = crate::analyze::analyze("batchbench", &args);
+    assert_eq!(code, 0);
+    let a = a.unwrap_or_default();
+    args.extend(cmd("--requests-jsonl {}", &[&jsonl]));
+    let r = run_batchbench(&args);
+    assert_eq!(r.code, 0);
+    assert_eq!(r.count("successful_requests"), 40, "no request met a 404");
+    assert!(
+        small
+            .requests()
+            .iter()
+            .all(|q| q.model.as_deref() == Some("small")),
+        "endpoint 1 was sent its own model alone"
+    );
+    let lines = batchbench_tests::read_jsonl(std::path::Path::new(&jsonl));
+    let on = |model: &str, endpoint: u64| {
+        lines
+            .iter()
+            .filter(|l| l["model"] == model && l["endpoint"] == endpoint)
+            .count()
+    };
+    assert_eq!(on("big", 1), 0);
+    assert!(
+        on("big", 0) > 5 && on("small", 0) > 2 && on("small", 1) > 2,
+        "both pools used"
+    );
+    let per: Vec<u64> = endpoints(&r).iter().map(|e| u(&e["requests"])).collect();
+    assert_eq!(
+        per,
+        [all.stats().requests, small.stats().requests],
+        "the summary's endpoints are the servers' counts"
+    );
+    let predicted: Vec<u64> = a["caches"][0]["ranks"]
+        .as_array()
+        .map(|rs| rs.iter().map(|r| u(&r["requests"])).collect())
+        .unwrap_or_default();
+    assert_eq!(per, predicted, "analyze places each request as the run did");
+
+    // A map that cannot be served: exit 2, nothing sent.
+    let before = all.stats().requests + small.stats().requests;
+    for (map, says) in [
+        ("2=small", "the run has 2 endpoint(s)"),
+        ("1=nope", "'nope' is not a model of the mix"),
+        ("x=small", "not an index"),
+    ] {
+        let mut bad = args[..args.len() - 4].to_vec();
+        bad.extend(cmd("--endpoint-models {}", &[map]));
+        let e = batchbench_tests::refused_batchbench(&bad);
+        assert!(e.contains(says), "{map}: {e}");
+    }
+    let mut bad = args[..args.len() - 4].to_vec();
+    bad.extend(cmd(
+        "--endpoint-models 0=small --endpoint-models 1=small",
+        &[],
+    ));
+    let e = batchbench_tests::refused_batchbench(&bad);
+    assert!(e.contains("model 'big' is served by no endpoint"), "{e}");
+    assert_eq!(all.stats().requests + small.stats().requests, before);
+}

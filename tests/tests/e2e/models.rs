@@ -511,3 +511,70 @@ fn compare_gates_each_models_own_figures() {
     assert_eq!(compare("ttft_p50{model=c}>+50%"), 2);
     assert_eq!(compare("goodput{model=a}<-5%"), 2);
 }
+
+/// Each served model its own latency: `big` four times as slow as
+/// configured, `small` as configured, one user at a time; and a model the
+/// simulator does not serve is answered 404 (as vLLM answers it), counted
+/// as that failure.
+#[test]
+fn each_served_model_has_its_own_latency_and_an_unknown_one_is_a_404() {
+    let sim = SimServer::start(
+        SimConfig {
+            served_models: vec!["big".into(), "small".into()],
+            strict_models: true,
+            model_slowdown: vec!["big=4".into()],
+            ttft_base_ms: 10.0,
+            decode_ms_per_token: 1.0,
+            ..SimConfig::default()
+        },
+        "qwen",
+    );
+    let r = sim.batchbench(
+        "--users 1 --requests-per-user 40 --input-tokens 16 --output-tokens 5 --stream --seed 2 --model-mix big=1,small=1",
+        &[],
+    );
+    assert_eq!(r.code, 0);
+    let rows = r.summary("models").as_array().cloned().unwrap_or_default();
+    let ttft = |i: usize| rows[i]["ttft"]["p50_ms"].as_f64().unwrap_or(f64::NAN);
+    let e2e = |i: usize| rows[i]["latency"]["p50_ms"].as_f64().unwrap_or(f64::NAN);
+    assert_eq!(rows[0]["model"], "big");
+    // TTFT 40 ms against 10; the four decode intervals 16 ms against 4.
+    assert!(
+        (ttft(0) - ttft(1) - 30.0).abs() < 3.0,
+        "{} {}",
+        ttft(0),
+        ttft(1)
+    );
+    assert!(
+        (e2e(0) - e2e(1) - 42.0).abs() < 4.0,
+        "{} {}",
+        e2e(0),
+        e2e(1)
+    );
+    let r = sim.batchbench(
+        "--users 1 --requests-per-user 4 --input-tokens 16 --output-tokens 2 --model-mix big=1,other=1 --seed 2 --max-retries 0",
+        &[],
+    );
+    let failures = r.summary("failures_by_kind");
+    let rows = r.summary("models").as_array().cloned().unwrap_or_default();
+    assert_eq!(rows[1]["model"], "other");
+    assert!(rows[1]["requests"].as_u64() > Some(0), "{rows:?}");
+    assert_eq!(failures["http_404"], rows[1]["requests"], "{failures}");
+    assert_eq!(rows[1]["successful_requests"], 0);
+    // A factor that is not a positive number, and one with the batch model.
+    for q in [
+        "model_slowdown=big=0",
+        "model_slowdown=big",
+        "max_running=4&model_slowdown=big=2",
+    ] {
+        let e = refused_batchbench(&[
+            "--host",
+            &format!("sim://?{q}"),
+            "--users",
+            "1",
+            "--requests-per-user",
+            "1",
+        ]);
+        assert!(e.contains("model-slowdown"), "{q}: {e}");
+    }
+}

@@ -300,7 +300,7 @@ pub(crate) async fn drive(
         // Against a fleet, the routing policy picks the endpoint now, from
         // the load as it stands when the request goes out; each endpoint's
         // prefix-cache estimate is its own.
-        let endpoint = sh.choose_endpoint(ctx, shape.hashes())?;
+        let endpoint = sh.choose_endpoint(ctx, shape.hashes(), model.map(|(_, k)| k))?;
         let rank = endpoint.map_or(rank, |e| Some(e as u64));
         let cache_estimate = sh
             .estimator

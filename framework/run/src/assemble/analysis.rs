@@ -109,6 +109,10 @@ pub fn analyze(
     if settings.ranks == Some(0) {
         return Err(Failure::bad("--ranks must be at least 1"));
     }
+    if let (Some(mix), Routing::Policy { .. }) = (&spec.target.mix, &routing) {
+        mix.pools(ranks.unwrap_or(1) as usize)
+            .map_err(|e| Failure::bad(format!("target.mix.endpoints (--endpoint-models): {e}")))?;
+    }
     // The run's codec: what it sends back of reasoning, its inputs per
     // request and its structured-output fields.
     let codec: Arc<dyn batchbench_contract::plugin::RequestCodec> =

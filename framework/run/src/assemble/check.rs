@@ -91,6 +91,10 @@ pub fn check(spec: &RunSpec) -> Result<Target, Failure> {
         )));
     }
     let target = Target::resolve(t)?;
+    if let Some(m) = &t.mix {
+        m.pools(target.endpoints() as usize)
+            .map_err(|e| Failure::bad(format!("target.mix.endpoints (--endpoint-models): {e}")))?;
+    }
     for (flag, path) in spec.output.files() {
         check_output(flag, path)?;
     }

@@ -173,8 +173,8 @@ pub fn execute(
         };
         let mut transports = transports(&spec, codec.as_ref(), &bases, sizes.pool, api_key)?;
         if let Some(mix) = spec.target.mix.as_ref().filter(|m| m.check_served) {
-            for (t, base) in transports.iter().zip(&bases) {
-                served(t, base, mix).await?;
+            for (e, (t, base)) in transports.iter().zip(&bases).enumerate() {
+                served(t, base, mix, e).await?;
             }
         }
         // A host (the Python package) cancels through its own token; the CLI
@@ -188,7 +188,7 @@ pub fn execute(
             .target
             .mix
             .as_ref()
-            .map(|m| batchbench_engine::models::Models::new(m).map(Arc::new))
+            .map(|m| batchbench_engine::models::Models::new(m, bases.len()).map(Arc::new))
             .transpose()
             .map_err(|e| Failure::bad(format!("--model-mix: {e}")))?;
         // Real clips are read and checked now: a file that does not decode
@@ -575,13 +575,15 @@ fn sim_tokenizers(
     out
 }
 
-/// `--check-models`: the endpoint at `base` lists every name the mix's
-/// requests carry in their `model` field, in its `/v1/models`; one it does
+/// `--check-models`: endpoint `endpoint` at `base` lists every name the
+/// requests it may be sent carry in their `model` field (those of the models
+/// the map gives it, else of every model), in its `/v1/models`; one it does
 /// not is bad input naming it, before anything is sent.
 async fn served(
     t: &Transport,
     base: &str,
     mix: &batchbench_contract::models::ModelMixSpec,
+    endpoint: usize,
 ) -> Result<(), Failure> {
     let url = join_url(base, "/v1/models");
     let fail = |why: String| Failure::bad(format!("--check-models: {url}: {why}"));
@@ -608,7 +610,7 @@ async fn served(
         .as_array()
         .map(|d| d.iter().filter_map(|m| m["id"].as_str()).collect())
         .unwrap_or_default();
-    for name in mix.served_names() {
+    for name in mix.served_names_of(|m| mix.serves(endpoint, m)) {
         if !listed.contains(&name) {
             return Err(fail(format!(
                 "model '{name}' of --model-mix is not listed (it lists: {})",

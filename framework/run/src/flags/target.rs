@@ -57,6 +57,12 @@ pub struct TargetArgs {
     /// missing).
     #[arg(long, help_heading = "Models")]
     pub check_models: bool,
+    /// Against a fleet: the models one endpoint serves, I=NAME,NAME (I the
+    /// endpoint's index in the order of the hosts, from 0; repeatable). A
+    /// request goes to an endpoint that serves its model, the routing policy
+    /// picking among them; an endpoint not named serves every model.
+    #[arg(long, value_name = "I=NAME,NAME", help_heading = "Models")]
+    pub endpoint_models: Vec<String>,
     /// Bearer token; else read from the variable named by --api-key-env.
     #[arg(long, help_heading = "Target")]
     pub api_key: Option<String>,
@@ -308,6 +314,7 @@ impl TargetArgs {
             ("--adapter-field", self.adapter_field.is_some()),
             ("--model-tokenizer", !self.model_tokenizer.is_empty()),
             ("--check-models", self.check_models),
+            ("--endpoint-models", !self.endpoint_models.is_empty()),
         ];
         let Some(mix) = spec.target.mix.as_mut() else {
             if let Some((flag, _)) = knobs.iter().find(|(_, on)| *on) {
@@ -325,6 +332,12 @@ impl TargetArgs {
         }
         if self.check_models {
             mix.check_served = true;
+        }
+        for given in &self.endpoint_models {
+            mix.endpoints.push(
+                batchbench_contract::models::parse_endpoint_models(given)
+                    .map_err(|e| Failure::bad(format!("--endpoint-models: {e}")))?,
+            );
         }
         for pair in &self.model_tokenizer {
             let (name, tok) = pair.split_once('=').ok_or_else(|| {

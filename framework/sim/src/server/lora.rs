@@ -94,6 +94,30 @@ impl AppState {
         lock(&self.loras[worker]).take(a)
     }
 
+    /// With `strict_models`, vLLM's 404 for a `model` that is neither served
+    /// nor a LoRA adapter.
+    pub(super) fn unknown_model(&self, model: Option<&str>) -> Option<Response> {
+        let m = model.filter(|_| self.cfg.strict_models)?;
+        let known = self.cfg.served_models.iter().any(|s| s == m)
+            || self.cfg.lora_adapters.iter().any(|s| s == m);
+        (!known).then(|| {
+            let body = serde_json::json!({"error": {
+                "message": format!("The model `{m}` does not exist."),
+                "type": "NotFoundError",
+                "param": "model",
+                "code": 404,
+            }});
+            (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+        })
+    }
+
+    /// The latency factor of a request for `model` (`model_slowdown`).
+    pub(super) fn slowdown(&self, model: Option<&str>) -> f64 {
+        model
+            .and_then(|m| self.model_factors.iter().find(|(n, _)| n == m))
+            .map_or(1.0, |(_, k)| *k)
+    }
+
     /// The adapters resident on `worker`, by name.
     pub(super) fn resident_adapters(&self, worker: usize) -> Vec<&str> {
         lock(&self.loras[worker])

@@ -117,7 +117,8 @@ pub struct SimStats {
     pub requests: u64,
     /// Faults injected, by kind.
     pub faults: BTreeMap<String, u64>,
-    /// Requests rejected as invalid (HTTP 400).
+    /// Requests rejected as invalid (HTTP 400), or for a model not served
+    /// (HTTP 404, with `strict_models`).
     pub rejected: u64,
     /// Responses API: responses stored for a later `previous_response_id`.
     pub stored_responses: u64,
@@ -131,6 +132,8 @@ struct AppState {
     /// Models with a tokenizer of their own, by name (the others count with
     /// `tok`), each with the salt of its entries in `ids_cache`.
     model_toks: HashMap<String, (Arc<TokenizerHandle>, u64)>,
+    /// Each model's latency factor (`model_slowdown`); the others' is 1.
+    model_factors: Vec<(String, f64)>,
     /// Per worker: the LoRA adapters resident, least recently used first.
     loras: Vec<Mutex<batchbench_contract::models::AdapterSlots>>,
     seq: AtomicU64,
@@ -318,7 +321,9 @@ impl Sim {
             None => Vec::new(),
         };
         let (cfg_workers, cfg_max_loras) = (cfg.workers, cfg.max_loras as usize);
+        let model_factors = cfg.model_factors().map_err(std::io::Error::other)?;
         let state = Arc::new(AppState {
+            model_factors,
             cfg,
             gauges,
             schedulers,
@@ -503,6 +508,8 @@ struct Plan {
     /// Seconds of audio in its prompt (the encoder's time before its first
     /// token is `audio_ms_per_second` for each).
     audio_seconds: f64,
+    /// Its model's latency factor (`model_slowdown`; 1 for most).
+    slowdown: f64,
 }
 
 /// The handler of one API's generation endpoint.
@@ -541,6 +548,10 @@ async fn serve(
             return error(StatusCode::BAD_REQUEST, &e);
         }
     };
+    if let Some(e) = st.unknown_model(parsed.model.as_deref()) {
+        st.rejected.fetch_add(1, Ordering::Relaxed);
+        return e;
+    }
     let Counted {
         ids,
         count: prompt,
@@ -735,6 +746,7 @@ async fn serve(
         && !ids.is_empty())
     .then_some(ids);
     let plan = Plan {
+        slowdown: st.slowdown(parsed.model.as_deref()),
         adapter_load: if adapter_loaded {
             Duration::from_secs_f64(st.cfg.lora_load_ms / 1000.0)
         } else {

@@ -6,12 +6,13 @@ use super::*;
 pub(super) fn ttft(st: &AppState, p: &Plan) -> Duration {
     let ms =
         st.cfg.ttft_base_ms + st.cfg.prefill_us_per_token * (p.prompt - p.cached) as f64 / 1000.0;
-    Duration::from_secs_f64(ms.max(0.0) / 1000.0) + encode(st, p)
+    Duration::from_secs_f64((ms * p.slowdown).max(0.0) / 1000.0) + encode(st, p)
 }
 
 /// The audio encoder's time for a request's clips (none without audio).
 pub(super) fn encode(st: &AppState, p: &Plan) -> Duration {
-    Duration::from_secs_f64((st.cfg.audio_ms_per_second * p.audio_seconds).max(0.0) / 1000.0)
+    let ms = st.cfg.audio_ms_per_second * p.audio_seconds * p.slowdown;
+    Duration::from_secs_f64(ms.max(0.0) / 1000.0)
 }
 
 pub(super) async fn sleep(d: Duration) {
@@ -129,7 +130,8 @@ pub(super) async fn pace(st: &AppState, p: &Plan) -> (Pace, InFlight) {
     }
     let g = st.gauges[w].clone();
     g.running.fetch_add(1, Ordering::Relaxed);
-    let decode = Duration::from_secs_f64(st.cfg.decode_ms_per_token.max(0.0) / 1000.0);
+    let decode =
+        Duration::from_secs_f64((st.cfg.decode_ms_per_token * p.slowdown).max(0.0) / 1000.0);
     (
         Pace::Timed(Schedule {
             due: std::time::Instant::now(),
