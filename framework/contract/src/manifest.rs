@@ -49,6 +49,8 @@ struct FastLine<'a> {
     trajectory_id: std::borrow::Cow<'a, str>,
     #[serde(default)]
     start_after_ms: Option<f64>,
+    #[serde(default, borrow)]
+    model: Option<std::borrow::Cow<'a, str>>,
     #[serde(borrow)]
     requests: Vec<FastRequest<'a>>,
 }
@@ -90,6 +92,7 @@ impl<'a> FastLine<'a> {
         match self.schema_version {
             1 => {
                 self.start_after_ms.is_none()
+                    && self.model.is_none()
                     && self.requests.iter().all(|r| {
                         r.overhead_tokens.is_none()
                             && r.stream.is_none()
@@ -108,6 +111,7 @@ impl<'a> FastLine<'a> {
             self.schema_version,
             self.trajectory_id.into_owned(),
             self.start_after_ms,
+            self.model.map(std::borrow::Cow::into_owned),
             self.requests,
         )
     }
@@ -130,8 +134,14 @@ impl FastRequest<'_> {
     }
 }
 
-/// A parsed line: version, trajectory id, start offset, requests.
-type Parts<'a> = (u32, String, Option<f64>, Vec<FastRequest<'a>>);
+/// A parsed line: version, trajectory id, start offset, model, requests.
+type Parts<'a> = (
+    u32,
+    String,
+    Option<f64>,
+    Option<String>,
+    Vec<FastRequest<'a>>,
+);
 
 #[derive(Deserialize)]
 struct Peek {
@@ -156,6 +166,8 @@ struct V2Line {
     trajectory_id: String,
     #[serde(default)]
     start_after_ms: Option<f64>,
+    #[serde(default)]
+    model: Option<String>,
     requests: Vec<serde_json::Value>,
 }
 
@@ -175,6 +187,9 @@ struct V1Request {
 struct Parsed {
     id: Arc<str>,
     start_after_ms: Option<u64>,
+    /// The model it names (version 2), set on each request that opens a
+    /// conversation.
+    model: Option<Arc<str>>,
     requests: Vec<PlannedRequest>,
 }
 
@@ -188,6 +203,10 @@ pub struct Manifest {
     pub requests: u64,
     /// Trajectories whose blocks disagree with `prompt_tokens - overhead`.
     pub mismatches: Vec<String>,
+    /// The models its trajectories name, once each, in file order.
+    pub models: Vec<String>,
+    /// Where each of `models` is first named (`FILE:LINE: trajectory ID`).
+    pub models_at: Vec<String>,
 }
 
 fn positive(v: Option<i64>, field: &str) -> Result<u32, String> {
@@ -315,6 +334,7 @@ fn load_in_chunks(
     let mut schema_version = 0;
     let mut requests = 0u64;
     let mut mismatches = Vec::new();
+    let (mut models, mut models_at): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
     let mut fail = |message: String| {
         error_count += 1;
         if errors.len() < MAX_ERRORS {
@@ -335,6 +355,12 @@ fn load_in_chunks(
                     requests += p.requests.len() as u64;
                     if let Some(m) = mismatch {
                         mismatches.push(format!("{shown}:{line_no}: {m}"));
+                    }
+                    if let Some(m) = p.model.as_deref()
+                        && !models.iter().any(|x| x == m)
+                    {
+                        models.push(m.to_owned());
+                        models_at.push(format!("{shown}:{line_no}: trajectory {}", p.id));
                     }
                     trajectories.push(p);
                 }
@@ -365,6 +391,8 @@ fn load_in_chunks(
         schema_version,
         requests,
         mismatches,
+        models,
+        models_at,
     })
 }
 
@@ -490,13 +518,13 @@ fn parse_precise(text: &str) -> Result<Parts<'static>, String> {
         }
         None => return Err(at("field schema_version: missing or not an integer".into())),
     };
-    let (id, start, raw) = if version == 1 {
+    let (id, start, model, raw) = if version == 1 {
         let l: V1Line = serde_json::from_str(text)
             .map_err(|e| at(format!("{} (schema version 1)", field_error(&e))))?;
-        (l.trajectory_id, None, l.requests)
+        (l.trajectory_id, None, None, l.requests)
     } else {
         let l: V2Line = serde_json::from_str(text).map_err(|e| at(field_error(&e)))?;
-        (l.trajectory_id, l.start_after_ms, l.requests)
+        (l.trajectory_id, l.start_after_ms, l.model, l.requests)
     };
     let mut reqs = Vec::with_capacity(raw.len());
     for (i, r) in raw.into_iter().enumerate() {
@@ -521,7 +549,7 @@ fn parse_precise(text: &str) -> Result<Parts<'static>, String> {
                 .into_owned()
         });
     }
-    Ok((version, id, start, reqs))
+    Ok((version, id, start, model, reqs))
 }
 
 /// Validates one manifest line as [`load`] does (for tests and fuzzing): the
@@ -531,7 +559,7 @@ pub fn check_line(text: &str, cfg: &ReplayConfig) -> Result<(), String> {
 }
 
 fn parse_line(text: &str, cfg: &ReplayConfig) -> Result<LineResult, String> {
-    let (version, id, start, raw) = match serde_json::from_str::<FastLine<'_>>(text) {
+    let (version, id, start, model, raw) = match serde_json::from_str::<FastLine<'_>>(text) {
         Ok(l) if l.plausible() => l.into_parts(),
         _ => parse_precise(text)?,
     };
@@ -544,6 +572,12 @@ fn parse_line(text: &str, cfg: &ReplayConfig) -> Result<LineResult, String> {
             Some(millis(Some(s), "start_after_ms").map_err(|e| format!("trajectory {id}: {e}"))?)
         }
     };
+    if model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+        return Err(format!(
+            "trajectory {id}: field model: must not be empty (omit it instead)"
+        ));
+    }
+    let model: Option<Arc<str>> = model.map(Arc::from);
     let id: Arc<str> = Arc::from(id);
     if raw.is_empty() {
         return Err(format!(
@@ -581,6 +615,8 @@ fn parse_line(text: &str, cfg: &ReplayConfig) -> Result<LineResult, String> {
             },
             delay_after_ms: millis(r.delay_after_ms, "delay_after_ms").map_err(at)?,
             reset_before: r.reset_before,
+            // The conversations it opens go to the trajectory's model.
+            model: model.clone().filter(|_| i == 0 || r.reset_before),
             ..PlannedRequest::default()
         };
         let has_blocks = r.blocks.is_some();
@@ -699,6 +735,7 @@ fn parse_line(text: &str, cfg: &ReplayConfig) -> Result<LineResult, String> {
         Parsed {
             id,
             start_after_ms: start,
+            model,
             requests: out,
         },
         version,
@@ -771,6 +808,8 @@ impl Replay {
             manifest_sha256: None,
             schema_version: Some(m.schema_version),
             endless: false,
+            models: m.models.clone(),
+            models_at: m.models_at.clone(),
         };
         Self {
             info,
@@ -859,6 +898,55 @@ mod tests {
             .iter()
             .map(|b| format!("{}:{}:{}", b.seed, b.tokens, b.role))
             .collect()
+    }
+
+    #[test]
+    fn a_trajectory_names_its_model_for_each_conversation_it_opens() {
+        let req = r#"{"prompt_tokens":10,"output_tokens":2}"#;
+        let next = r#"{"prompt_tokens":20,"output_tokens":2}"#;
+        let reset = r#"{"prompt_tokens":10,"output_tokens":2,"reset_before":true}"#;
+        let lines = [
+            format!(
+                r#"{{"schema_version":2,"trajectory_id":"a","model":"sql","requests":[{req},{next},{reset}]}}"#
+            ),
+            format!(r#"{{"schema_version":2,"trajectory_id":"b","requests":[{req}]}}"#),
+            format!(
+                r#"{{"schema_version":2,"trajectory_id":"c","model":"sql","requests":[{req}]}}"#
+            ),
+        ];
+        let f = manifest(&lines);
+        let m = load(&config(f.path())).unwrap();
+        assert_eq!(m.models, ["sql"]);
+        assert!(
+            m.models_at[0].ends_with(":1: trajectory a"),
+            "{:?}",
+            m.models_at
+        );
+        let named: Vec<Option<&str>> = m.trajectories[0]
+            .requests
+            .iter()
+            .map(|r| r.model.as_deref())
+            .collect();
+        assert_eq!(named, [Some("sql"), None, Some("sql")]);
+        assert_eq!(m.trajectories[1].requests[0].model, None);
+        // Not in version 1; not empty.
+        for (text, says) in [
+            (
+                format!(
+                    r#"{{"schema_version":1,"trajectory_id":"v","model":"x","requests":[{req}]}}"#
+                ),
+                "unknown field `model`",
+            ),
+            (
+                format!(
+                    r#"{{"schema_version":2,"trajectory_id":"e","model":"","requests":[{req}]}}"#
+                ),
+                "trajectory e: field model: must not be empty",
+            ),
+        ] {
+            let e = check_line(&text, &config(f.path())).unwrap_err();
+            assert!(e.contains(says), "{e}");
+        }
     }
 
     #[test]

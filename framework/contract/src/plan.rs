@@ -211,6 +211,12 @@ pub struct PlannedRequest {
     /// Start a fresh conversation for this request.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reset_before: bool,
+    /// On a request that opens a conversation (the first of its trajectory,
+    /// or one with `reset_before`): the model of the run's mix the
+    /// conversation goes to, instead of the mix's pick. Ignored elsewhere,
+    /// and in a run without a mix (its one model takes every request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<Arc<str>>,
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -26,6 +26,15 @@ pub struct WorkloadInfo {
     /// run asks ([`BuildContext::endless`](crate::registry::BuildContext::endless)).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub endless: bool,
+    /// The models of the run's mix its requests name (a replayed
+    /// trajectory's own), once each: the run checks them against its mix
+    /// before anything is sent.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
+    /// Where each of `models` is first named (`FILE:LINE: trajectory ID`),
+    /// for the error that refuses one; empty when the source cannot say.
+    #[serde(skip)]
+    pub models_at: Vec<String>,
 }
 
 /// What reporters know about the run.

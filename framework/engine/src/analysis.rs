@@ -302,12 +302,9 @@ pub fn analyze(
         .map(|(spec, slots)| mix::Mix::new(spec, slots));
     // A policy's fleet whose map gives a model to some endpoints alone: the
     // policy picks among those, as in the run.
-    let pools = match (&opts.models, &opts.routing) {
-        (Some((spec, _)), Routing::Policy { .. }) => {
-            spec.pools(ranks as usize).map_err(EngineError::Plan)?
-        }
-        _ => None,
-    };
+    if let (Some(m), Routing::Policy { .. }) = (mix.as_mut(), &opts.routing) {
+        m.pool_endpoints(ranks).map_err(EngineError::Plan)?;
+    }
     let mut content = content::Tally::new(&opts.content, opts.seed);
 
     loop {
@@ -460,7 +457,7 @@ pub fn analyze(
         if let Some(m) = mix.as_ref()
             && opens
         {
-            a.model = m.picker.pick(opts.seed, a.ord, index);
+            a.model = m.open(&req, opts.seed, a.ord, index, &a.id)?;
         }
 
         let rank = match &opts.routing {
@@ -471,7 +468,7 @@ pub fn analyze(
             Routing::Affinity => a.ord % ranks,
             Routing::Slots(f) => f(a.slot).unwrap_or(0),
             Routing::Policy { router, seed, name } => {
-                let pool = pools.as_ref().map(|p| p[a.model].as_slice());
+                let pool = mix.as_ref().and_then(|m| m.pool(a.model));
                 let offered = pool.map_or(in_service.len(), <[usize]>::len);
                 let in_flight: Vec<u32> = (0..offered)
                     .map(|i| {

@@ -30,9 +30,25 @@ impl Models {
         })
     }
 
-    /// The model of the conversation that request `opening` of `agent` opened.
-    pub(crate) fn pick(&self, seed: u64, agent: u64, opening: u64) -> usize {
-        self.picker.pick(seed, agent, opening)
+    /// The model of the conversation that request `opening` of `agent`
+    /// opened: the one the request names (a replayed trajectory's own),
+    /// else the mix's pick.
+    pub(crate) fn pick(
+        &self,
+        seed: u64,
+        agent: u64,
+        opening: u64,
+        named: Option<&str>,
+    ) -> Result<usize, String> {
+        match named {
+            None => Ok(self.picker.pick(seed, agent, opening)),
+            Some(n) => self.names.iter().position(|m| m == n).ok_or_else(|| {
+                format!(
+                    "request {opening} of agent {agent} names model '{n}', which is not in the run's mix ({})",
+                    self.names.join(", ")
+                )
+            }),
+        }
     }
 
     /// The endpoints that serve model `i`, where a map narrows them.

@@ -51,6 +51,9 @@ pub struct Stats {
     pub normalised_seeds: u64,
     /// Trajectories left out by sampling.
     pub sampled_out: u64,
+    /// Written trajectories whose requests name more than one model: each is
+    /// written with its first request's model.
+    pub across_models: u64,
 }
 
 impl Stats {
@@ -76,7 +79,14 @@ impl Stats {
             self.pre_window_sessions,
             self.normalised_seeds,
             self.sampled_out,
-        )
+        ) + &if self.across_models > 0 {
+            format!(
+                "\ntrajectories across models: {} (each written with its first request's model)",
+                self.across_models
+            )
+        } else {
+            String::new()
+        }
     }
 }
 
@@ -86,6 +96,8 @@ struct Usable {
     ts: i64,
     principal: u32,
     instance: u32,
+    /// The model alias (`None`: the row has none).
+    model: Option<u32>,
     correlation_id: i64,
     chain: Box<[u32]>,
     roles: Box<[BlockRole]>,
@@ -159,6 +171,7 @@ fn usable(row: Row, names: &mut Interner) -> Result<Usable, &'static str> {
     Ok(Usable {
         ts: row.ts,
         principal: names.id(&row.principal_id),
+        model: (!row.model.is_empty()).then(|| names.id(&row.model)),
         instance: names.id(&row.instance_id),
         correlation_id: row.correlation_id,
         chain: row.chain.iter().map(|h| names.id(h)).collect(),
@@ -349,6 +362,13 @@ fn link(b: Builder) -> Reconstruction {
     stats.trajectories = out.len() as u64;
     stats.requests = out.iter().map(|t| t.members.len() as u64).sum();
     stats.pre_window_sessions = out.iter().filter(|t| t.pre_window).count() as u64;
+    stats.across_models = out
+        .iter()
+        .filter(|t| {
+            let first = kept[t.members[0]].model;
+            t.members.iter().any(|&m| kept[m].model != first)
+        })
+        .count() as u64;
     drop(stems);
     Reconstruction {
         kept,
@@ -383,6 +403,9 @@ struct LineOut<'a> {
     schema_version: u32,
     trajectory_id: &'a str,
     start_after_ms: u64,
+    /// The model alias of its first request, where the records have one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<&'a str>,
     requests: Vec<RequestOut<'a>>,
 }
 
@@ -504,6 +527,11 @@ impl Reconstruction {
             schema_version: 2,
             trajectory_id: &t.id,
             start_after_ms: t.start_after_ms,
+            model: t
+                .members
+                .first()
+                .and_then(|&m| kept[m].model)
+                .map(|i| names.name(i)),
             requests,
         }
     }
@@ -655,6 +683,32 @@ mod tests {
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0]["requests"][0]["prompt_tokens"], 14);
         assert_eq!(lines[0]["requests"][0]["overhead_tokens"], 0);
+    }
+
+    #[test]
+    fn each_trajectory_carries_its_first_requests_model() {
+        let a = row("p", 10, 1, &[S, U1]);
+        let mut b = row("p", 20, 2, &[S, U1, A1, T1]);
+        b.model = "other".into();
+        let mut c = row("q", 30, 3, &[S, U1]);
+        c.model = String::new();
+        let (lines, stats) = run(vec![a, b, c]);
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["model"], "m");
+        assert!(lines[1].get("model").is_none(), "a row without a model");
+        assert_eq!(stats.across_models, 1);
+        assert!(stats.report().ends_with(
+            "trajectories across models: 1 (each written with its first request's model)"
+        ));
+        // The manifest line is one the replay reads, its model with it.
+        let text = serde_json::to_string(&lines[0]).unwrap();
+        let cfg = batchbench_contract::manifest::ReplayConfig {
+            path: "plans.jsonl".into(),
+            order_by_start: false,
+            initial_overhead_tokens: 0,
+            turn_overhead_tokens: 0,
+        };
+        batchbench_contract::manifest::check_line(&text, &cfg).unwrap();
     }
 
     #[test]

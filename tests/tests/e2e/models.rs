@@ -578,3 +578,107 @@ fn each_served_model_has_its_own_latency_and_an_unknown_one_is_a_404() {
         assert!(e.contains("model-slowdown"), "{q}: {e}");
     }
 }
+
+/// A v2 manifest's trajectories may name their model: each conversation
+/// goes to it (a reset's too), a trajectory without one to the mix's pick,
+/// `analyze` counts the same, and a model that is not in the mix is refused
+/// naming the file, line, trajectory and field. Without a mix, the run's one
+/// model takes every request, as before.
+#[test]
+fn a_replayed_trajectory_goes_to_the_model_it_names() {
+    let sim = SimServer::recording("qwen");
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let req = |prompt: u32, reset: bool| serde_json::json!({"prompt_tokens": prompt, "output_tokens": 3, "reset_before": reset});
+    let line = |id: &str, model: Option<&str>| {
+        let mut l = serde_json::json!({
+            "schema_version": 2,
+            "trajectory_id": id,
+            "requests": [req(40, false), req(60, false), req(40, true), req(60, false)],
+        });
+        if let Some(m) = model {
+            l["model"] = m.into();
+        }
+        l.to_string()
+    };
+    let lines = [
+        line("t-a", Some("sql")),
+        line("t-b", Some("chat")),
+        line("t-c", Some("sql")),
+        line("t-pick", None),
+    ];
+    let m = dir.path().join("plans.jsonl");
+    std::fs::write(&m, lines.join("\n") + "\n").unwrap_or_else(|e| panic!("{e}"));
+    let m = m.display().to_string();
+    let jsonl = dir.path().join("requests.jsonl").display().to_string();
+    let mix = "base=1,sql@base=1,chat@base=1";
+    let r = sim.agent(
+        "--agent-plans-jsonl {} --model-mix {} --seed 4 --requests-jsonl {}",
+        &[&m, mix, &jsonl],
+    );
+    assert_eq!(r.code, 0);
+    let mut by_trajectory: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for l in read_jsonl(std::path::Path::new(&jsonl)) {
+        by_trajectory
+            .entry(l["trajectory_id"].as_str().unwrap_or_default().to_owned())
+            .or_default()
+            .insert(l["model"].as_str().unwrap_or_default().to_owned());
+    }
+    let one = |t: &str| by_trajectory[t].iter().cloned().collect::<Vec<_>>();
+    assert_eq!(one("t-a"), ["sql"], "both conversations of t-a");
+    assert_eq!(one("t-b"), ["chat"]);
+    assert_eq!(one("t-c"), ["sql"]);
+    // The server was sent the same names.
+    let mut sent: BTreeMap<String, u64> = BTreeMap::new();
+    for q in sim.requests() {
+        *sent.entry(q.model.unwrap_or_default()).or_default() += 1;
+    }
+    assert!(sent["sql"] >= 8 && sent["chat"] >= 4, "{sent:?}");
+    // analyze counts each model's requests as the run sent them.
+    let mut args = sim.args("--agent-plans-jsonl {} --model-mix {} --seed 4", &[&m, mix]);
+    let (code, a) = analyze("batchbench-agent", &args);
+    assert_eq!(code, 0);
+    let a = a.unwrap_or_default();
+    let predicted: BTreeMap<String, u64> = a["models"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|x| {
+            (
+                x["model"].as_str().unwrap_or_default().to_owned(),
+                x["requests"].as_u64().unwrap_or(0),
+            )
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    assert_eq!(predicted, sent, "analyze's per-model requests");
+
+    // A model the mix does not have: exit 2, nothing sent (the message,
+    // naming the line, trajectory and field, is the run crate's unit test).
+    let before = sim.stats().requests;
+    args = sim.args(
+        "--agent-plans-jsonl {} --model-mix base=1,sql@base=1",
+        &[&m],
+    );
+    let r = batchbench_tests::run_agent(&args);
+    assert_eq!(r.code, 2);
+    assert_eq!(sim.stats().requests, before, "nothing is sent");
+    // An empty model is a broken line.
+    std::fs::write(
+        dir.path().join("empty.jsonl"),
+        line("t-x", Some(" ")) + "\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let empty = dir.path().join("empty.jsonl").display().to_string();
+    let r = sim.agent("--agent-plans-jsonl {}", &[&empty]);
+    assert_eq!(r.code, 2);
+    // Without a mix, every request goes to the run's one model.
+    let before = sim.requests().len();
+    let r = sim.agent("--agent-plans-jsonl {} --model one", &[&m]);
+    assert_eq!(r.code, 0);
+    assert!(
+        sim.requests()[before..]
+            .iter()
+            .all(|q| q.model.as_deref() == Some("one"))
+    );
+}

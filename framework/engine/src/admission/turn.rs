@@ -184,12 +184,17 @@ pub(crate) async fn drive(
         // A run of several models: a conversation goes to the model picked
         // when it opened (see `job`, which made its text with that model's
         // tokenizer).
-        let model = sh.opts.models.as_deref().map(|m| {
-            if fresh {
-                state.model = m.pick(sh.opts.seed, agent_id, index);
+        let model = match sh.opts.models.as_deref() {
+            Some(m) => {
+                if fresh {
+                    state.model = m
+                        .pick(sh.opts.seed, agent_id, index, cur.model.as_deref())
+                        .map_err(EngineError::Plan)?;
+                }
+                Some((m, state.model))
             }
-            (m, state.model)
-        });
+            None => None,
+        };
         // The images this request carries (the conversation's, resent each turn).
         let (images, image_bytes) = if sh.opts.images.is_some() {
             conv.messages

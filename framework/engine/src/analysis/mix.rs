@@ -11,13 +11,16 @@ use std::collections::HashMap;
 /// ideal per-rank cache, and each adapter capacity's loads per rank.
 pub(super) struct Mix<'a> {
     spec: &'a batchbench_contract::models::ModelMixSpec,
-    pub(super) picker: batchbench_contract::models::Picker,
+    picker: batchbench_contract::models::Picker,
     /// Per model: its index among the adapters (`None`: a base model).
     adapter: Vec<Option<usize>>,
     /// Per model: requests, prompt tokens, cached tokens.
     counts: Vec<RankCounts>,
     /// Per model and rank: its ideal cache.
     ideal: HashMap<(usize, u64), crate::synthesis::prefix::IdealCache>,
+    /// Against a fleet with a model map: per model, the endpoints that
+    /// serve it.
+    pools: Option<Vec<Vec<usize>>>,
     /// Per capacity: its slots per rank, adapter requests and loads.
     slots: Vec<(
         u32,
@@ -47,7 +50,40 @@ impl<'a> Mix<'a> {
             counts: spec.models.iter().map(|_| RankCounts::default()).collect(),
             ideal: HashMap::new(),
             slots: slots.iter().map(|&n| (n, HashMap::new(), 0, 0)).collect(),
+            pools: None,
         }
+    }
+
+    /// The model of the conversation `req` opens: the one it names (a
+    /// replayed trajectory's own), else the mix's pick.
+    pub(super) fn open(
+        &self,
+        req: &batchbench_contract::plan::PlannedRequest,
+        seed: u64,
+        ord: u64,
+        index: u64,
+        id: &str,
+    ) -> Result<usize, crate::options::EngineError> {
+        match req.model.as_deref() {
+            Some(n) => self.spec.index(n).ok_or_else(|| {
+                crate::options::EngineError::Plan(format!(
+                    "trajectory {id}: model '{n}' is not in the run's mix"
+                ))
+            }),
+            None => Ok(self.picker.pick(seed, ord, index)),
+        }
+    }
+
+    /// Takes the fleet's map of which endpoints (of `endpoints`) serve each
+    /// model.
+    pub(super) fn pool_endpoints(&mut self, endpoints: u64) -> Result<(), String> {
+        self.pools = self.spec.pools(endpoints as usize)?;
+        Ok(())
+    }
+
+    /// The endpoints that serve model `m`, where a map narrows them.
+    pub(super) fn pool(&self, m: usize) -> Option<&[usize]> {
+        self.pools.as_ref().map(|p| p[m].as_slice())
     }
 
     pub(super) fn record(&mut self, model: usize, rank: u64, shape: &mut Shape, tokens: u64) {

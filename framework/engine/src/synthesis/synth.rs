@@ -140,7 +140,10 @@ pub(crate) fn job(
     // A conversation stays on the model its opening request was sent to.
     let model = match &opts.models {
         Some(_) if continues => state.model,
-        Some(m) => m.pick(opts.seed, agent_id, index),
+        Some(m) => m
+            .pick(opts.seed, agent_id, index, req.model.as_deref())
+            .map_err(EngineError::Plan)?,
+        // Without a mix, the run's one model (a request's own is ignored).
         None => 0,
     };
     let kind = match req.prompt_plan(continues) {

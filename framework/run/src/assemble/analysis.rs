@@ -31,6 +31,7 @@ pub fn analyze(
     let built = registry::workload(&spec.workload.name, &spec.workload.config, &ctx);
     let mut source = built.map_err(plugin_failure)?;
     let info = source.info();
+    super::check::check_named_models(&spec, &info)?;
     if info.endless {
         return Err(Failure::bad(format!(
             "the {} workload goes on without end: analyze needs a finite one",

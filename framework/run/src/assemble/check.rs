@@ -327,3 +327,70 @@ fn model_bounds(spec: &RunSpec) -> Result<(), Failure> {
     }
     Ok(())
 }
+
+/// Every model the workload's requests name (a replayed trajectory's own) is
+/// a model of the run's mix: a request for another would go to a model the
+/// user did not ask for, or be refused by the server mid-run. Without a mix
+/// the run has one model, `--model`, and every request goes to it (a
+/// manifest exported with its recorded model aliases replays against any
+/// server); the run says so.
+pub(super) fn check_named_models(spec: &RunSpec, info: &WorkloadInfo) -> Result<(), Failure> {
+    let Some(first) = info.models.first() else {
+        return Ok(());
+    };
+    let at = |i: usize| {
+        info.models_at
+            .get(i)
+            .map_or_else(String::new, |w| format!("{w}: "))
+    };
+    let Some(mix) = &spec.target.mix else {
+        eprintln!(
+            "note: the workload names {} model(s) ('{first}'{}); without --model-mix every request goes to --model {}",
+            info.models.len(),
+            if info.models.len() > 1 { ", ..." } else { "" },
+            spec.target.model
+        );
+        return Ok(());
+    };
+    for (i, m) in info.models.iter().enumerate() {
+        if mix.index(m).is_none() {
+            let names: Vec<&str> = mix.models.iter().map(|x| x.name.as_str()).collect();
+            return Err(Failure::bad(format!(
+                "{}field model: '{m}' is not a model of --model-mix ({})",
+                at(i),
+                names.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_named_model_outside_the_mix_is_refused_where_it_is_named() {
+        let mut spec = RunSpec::new(batchbench_contract::spec::default_codec());
+        let info = WorkloadInfo {
+            models: vec!["sql".into(), "chat".into()],
+            models_at: vec![
+                "plans.jsonl:1: trajectory t-a".into(),
+                "plans.jsonl:2: trajectory t-b".into(),
+            ],
+            ..WorkloadInfo::default()
+        };
+        // Without a mix: the run's one model takes them (a note, no error).
+        assert!(check_named_models(&spec, &info).is_ok());
+        spec.target.mix = Some(batchbench_contract::models::ModelMixSpec {
+            models: batchbench_contract::models::parse_mix("base=1,sql@base=1")
+                .unwrap_or_else(|e| panic!("{e}")),
+            ..Default::default()
+        });
+        let e = check_named_models(&spec, &info).expect_err("chat is not in the mix");
+        assert_eq!(
+            format!("{:#}", e.error),
+            "plans.jsonl:2: trajectory t-b: field model: 'chat' is not a model of --model-mix (base, sql)"
+        );
+    }
+}

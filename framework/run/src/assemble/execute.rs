@@ -75,6 +75,7 @@ pub fn execute(
     let mut source = sharded(built.map_err(plugin_failure)?, shard)?;
     let info = source.info();
     check_endless(&spec, &info)?;
+    super::check::check_named_models(&spec, &info)?;
     let (codec, knobs) = codec(&mut spec, &ctx)?;
     let structured = structured(&spec, codec.as_ref())?;
     let mut routers = build_routers(&spec.routers, &ctx)?;
