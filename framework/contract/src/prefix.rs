@@ -11,6 +11,11 @@ pub const DEFAULT_BLOCK_TOKENS: u32 = 16;
 pub struct Estimate {
     /// Shared by every request of the run.
     pub global: u64,
-    /// On the request's data-parallel rank, when it has one.
+    /// On the request's data-parallel rank, when it has one (in a run of
+    /// several models, on that rank's cache of the request's model).
     pub rank: Option<u64>,
+    /// In a run of several models: on a perfect cache of the request's model
+    /// alone (on its rank when it has one), as a server's prefix cache does
+    /// not cross models or adapters.
+    pub model: Option<u64>,
 }

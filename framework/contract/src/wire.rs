@@ -234,6 +234,10 @@ pub struct WireRequestRecord {
     /// The same on the request's data-parallel rank (a run routed to ranks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rank_estimated_cached_tokens: Option<u64>,
+    /// In a run of several models: the same on the request's model's own
+    /// cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_estimated_cached_tokens: Option<u64>,
     /// Live blocks generated from their seed for want of a reply.
     pub live_block_fallbacks: u32,
     /// Time to first token (streaming).
@@ -352,6 +356,7 @@ impl WireRequestRecord {
             estimated_cached_tokens: r.estimated_cached_tokens,
             global_estimated_cached_tokens: r.cache_estimate.global,
             rank_estimated_cached_tokens: r.cache_estimate.rank,
+            model_estimated_cached_tokens: r.cache_estimate.model,
             live_block_fallbacks: r.live_block_fallbacks,
             ttft_ms: r.ttft.map(ms),
             ttfrt_ms: r.ttfrt.map(ms),
@@ -406,6 +411,7 @@ impl WireRequestRecord {
             cache_estimate: crate::prefix::Estimate {
                 global: self.global_estimated_cached_tokens,
                 rank: self.rank_estimated_cached_tokens,
+                model: self.model_estimated_cached_tokens,
             },
             live_block_fallbacks: self.live_block_fallbacks,
             ttft: self.ttft_ms.map(from_ms),
@@ -489,6 +495,7 @@ mod tests {
             cache_estimate: crate::prefix::Estimate {
                 global: 64,
                 rank: Some(32),
+                model: None,
             },
             live_block_fallbacks: 0,
             ttft: Some(Duration::from_millis(5)),

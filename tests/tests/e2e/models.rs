@@ -682,3 +682,39 @@ fn a_replayed_trajectory_goes_to_the_model_it_names() {
             .all(|q| q.model.as_deref() == Some("one"))
     );
 }
+
+/// Each model's "own perfect cache" is a cache of its requests alone, as a
+/// server's prefix cache does not cross models: with a prefix every prompt
+/// shares, each model's first request misses it. The run's figure per model
+/// is `analyze`'s, and the models' together are the shared cache's less the
+/// prefix once for each model but the first.
+#[test]
+fn each_models_perfect_cache_is_its_own() {
+    let sim = SimServer::start(SimConfig::default(), "qwen");
+    let line = "--users 1 --requests-per-user 30 --input-tokens 128 --input-prefix-overlap 0.5 --output-tokens 2 --seed 6 --model-mix a=1,b=1,c=1";
+    let r = sim.batchbench(line, &[]);
+    assert_eq!(r.code, 0);
+    let rows = r.summary("models").as_array().cloned().unwrap_or_default();
+    let own: Vec<u64> = rows
+        .iter()
+        .map(|m| m["estimated_cached_tokens"].as_u64().unwrap_or(u64::MAX))
+        .collect();
+    let (code, a) = analyze("batchbench", &sim.args(line, &[]));
+    assert_eq!(code, 0);
+    let a = a.unwrap_or_default();
+    let predicted: Vec<u64> = a["models"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|m| m["cache"]["cached_tokens"].as_u64().unwrap_or(0))
+        .collect();
+    assert_eq!(own, predicted, "the run's per-model caches are analyze's");
+    // 64 shared tokens: four blocks of 16.
+    let shared = r.count("global_estimated_cached_input_tokens");
+    assert_eq!(
+        own.iter().sum::<u64>(),
+        shared - 2 * 64,
+        "{own:?} against {shared}"
+    );
+}

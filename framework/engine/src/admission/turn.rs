@@ -311,7 +311,7 @@ pub(crate) async fn drive(
             .estimator
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .observe(&mut shape, rank);
+            .observe(&mut shape, rank, model.map(|(_, k)| k));
         let transport = &sh.transports[endpoint.unwrap_or(0)];
         let in_flight = endpoint.map(|e| &sh.in_flight[e]);
         if let Some(n) = in_flight {

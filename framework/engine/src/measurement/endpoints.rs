@@ -105,6 +105,12 @@ pub struct EndpointTally {
 
 impl EndpointTally {
     pub(crate) fn record(&mut self, rec: &RequestRecord<'_>) {
+        self.record_with(rec, rec.cache_estimate.rank);
+    }
+
+    /// Folds in `rec`, whose own perfect cache (the endpoint's, or the
+    /// model's) would have held `estimated` of its prompt.
+    pub(crate) fn record_with(&mut self, rec: &RequestRecord<'_>, estimated: Option<u64>) {
         self.requests += 1;
         if let Some((kind, _)) = rec.failure {
             *self.failures.entry(kind).or_insert(0) += 1;
@@ -116,7 +122,7 @@ impl EndpointTally {
         if let Some(t) = rec.ttft {
             self.ttft.record_at(t, at);
         }
-        self.estimated_cached_tokens += rec.cache_estimate.rank.unwrap_or(0);
+        self.estimated_cached_tokens += estimated.unwrap_or(0);
         if let Some(u) = rec.usage {
             self.prompt_tokens += u.prompt_tokens;
             self.completion_tokens += u.completion_tokens;

@@ -349,7 +349,8 @@ impl Metrics {
             e.record(rec);
         }
         if let Some(m) = self.model_mut(rec.model) {
-            m.tally.record(rec);
+            // A model's own perfect cache: caches do not cross models.
+            m.tally.record_with(rec, rec.cache_estimate.model);
         }
         self.requests += 1;
         self.retries += u64::from(rec.retries);

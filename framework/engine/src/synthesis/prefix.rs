@@ -616,19 +616,40 @@ impl LruCache {
 }
 
 /// The run's estimates, in send order: one ideal cache shared by every request,
-/// and one per data-parallel rank when the run routes to ranks.
+/// one per data-parallel rank when the run routes to ranks, and in a run of
+/// several models one per model (and rank), as caches do not cross models.
 #[derive(Debug, Default)]
 pub struct Estimator {
     global: IdealCache,
     ranks: HashMap<u64, IdealCache>,
+    models: HashMap<(usize, Option<u64>), IdealCache>,
 }
 
 impl Estimator {
-    /// Looks `shape` up and stores it, sent to `rank`.
-    pub fn observe(&mut self, shape: &mut Shape, rank: Option<u64>) -> Estimate {
+    /// Looks `shape` up and stores it, sent to `rank` for `model` (of a mix).
+    pub fn observe(
+        &mut self,
+        shape: &mut Shape,
+        rank: Option<u64>,
+        model: Option<usize>,
+    ) -> Estimate {
         let global = shape.lookup_ideal(&mut self.global, u64::MAX);
-        let rank = rank.map(|r| shape.lookup_ideal(self.ranks.entry(r).or_default(), r));
-        Estimate { global, rank }
+        let Some(m) = model else {
+            let rank = rank.map(|r| shape.lookup_ideal(self.ranks.entry(r).or_default(), r));
+            return Estimate {
+                global,
+                rank,
+                model: None,
+            };
+        };
+        // Keyed apart from the rank caches and the global one.
+        let key = (1 << 62) | ((m as u64) << 32) | rank.map_or(0xFFFF_FFFF, |r| r & 0xFFFF_FFFF);
+        let own = shape.lookup_ideal(self.models.entry((m, rank)).or_default(), key);
+        Estimate {
+            global,
+            rank: rank.map(|_| own),
+            model: Some(own),
+        }
     }
 }
 
@@ -729,9 +750,9 @@ mod tests {
             let mut e = Estimator::default();
             let mut u = Shape::new(16);
             u.advance(7, 0, None, &first, None, ov);
-            e.observe(&mut u, Some(1));
+            e.observe(&mut u, Some(1), None);
             u.advance(7, 1, Some(&first), &next, Some(reply), ov);
-            (e.observe(&mut u, Some(1)), u.tokens())
+            (e.observe(&mut u, Some(1), None), u.tokens())
         };
         // 100 prompt tokens and 25 of reply: 7 whole blocks of 16 (112 tokens).
         let (whole, tokens) = run(SentBack {
@@ -764,9 +785,9 @@ mod tests {
         let mut e = Estimator::default();
         let mut u = Shape::new(16);
         u.advance(7, 0, None, &first, None, ov);
-        assert_eq!(e.observe(&mut u, Some(1)).global, 0);
+        assert_eq!(e.observe(&mut u, Some(1), None).global, 0);
         u.advance(7, 1, Some(&first), &next, Some(answer(25)), ov);
-        let est = e.observe(&mut u, Some(1));
+        let est = e.observe(&mut u, Some(1), None);
         assert_eq!(est.global, 96);
         assert_eq!(est.rank, Some(96));
         // A synthetic prompt is one trajectory's own: its blocks stay with the

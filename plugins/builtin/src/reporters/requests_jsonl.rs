@@ -101,6 +101,9 @@ struct Line<'a> {
     /// The same on the request's data-parallel rank (a run routed to ranks).
     #[serde(skip_serializing_if = "Option::is_none")]
     rank_estimated_cached_tokens: Option<u64>,
+    /// The same on a cache of the request's model alone (a mix).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_estimated_cached_tokens: Option<u64>,
     live_block_fallbacks: u32,
     /// Intended send time (the schedule's, or when the request was ready),
     /// milliseconds from the benchmark clock start.
@@ -248,6 +251,7 @@ fn line<'a>(rec: &'a RequestRecord<'a>, epoch_ms: Option<f64>) -> Line<'a> {
         estimated_cached_tokens: rec.estimated_cached_tokens,
         global_estimated_cached_tokens: rec.cache_estimate.global,
         rank_estimated_cached_tokens: rec.cache_estimate.rank,
+        model_estimated_cached_tokens: rec.cache_estimate.model,
         live_block_fallbacks: rec.live_block_fallbacks,
         intended_ms: ms(rec.timing.intended),
         sent_ms: ms(rec.timing.sent),
@@ -339,6 +343,9 @@ pub struct RecordLine {
     pub global_estimated_cached_tokens: u64,
     /// The per-rank estimate.
     pub rank_estimated_cached_tokens: Option<u64>,
+    /// The per-model estimate (a mix).
+    #[serde(default)]
+    pub model_estimated_cached_tokens: Option<u64>,
     /// Live blocks made from their seed.
     pub live_block_fallbacks: u32,
     /// Intended send, ms from the clock start.
@@ -408,6 +415,7 @@ impl RecordLine {
             estimated_cached_tokens: self.estimated_cached_tokens,
             global_estimated_cached_tokens: self.global_estimated_cached_tokens,
             rank_estimated_cached_tokens: self.rank_estimated_cached_tokens,
+            model_estimated_cached_tokens: self.model_estimated_cached_tokens,
             live_block_fallbacks: self.live_block_fallbacks,
             ttft_ms: self.ttft_ms,
             ttfrt_ms: self.ttfrt_ms,
@@ -529,6 +537,7 @@ mod tests {
             cache_estimate: batchbench_contract::prefix::Estimate {
                 global: 96,
                 rank: Some(48),
+                model: None,
             },
             live_block_fallbacks: 2,
             ttft: Some(Duration::from_millis(4)),
