@@ -328,6 +328,11 @@ fn merge_into(
     metrics.itl = shard_histograms.family("itl");
     metrics.itl_reasoning = shard_histograms.family("itl_reasoning");
     metrics.itl_answer = shard_histograms.family("itl_answer");
+    for m in &mut metrics.models {
+        m.slo.itl = shard_histograms.family(
+            &batchbench_engine::measurement::metrics::model_itl_family(&m.name),
+        );
+    }
     metrics.tpot = shard_histograms.family("tpot");
     metrics.scheduling_delay = shard_histograms.family("scheduling_delay");
     let admission_lag = shard_histograms.family("admission_lag");

@@ -484,7 +484,7 @@ fn a_mixs_shards_merge_into_the_unsharded_runs_models() {
     let (whole, dirs) = shard_dirs(
         tmp.path(),
         &words(
-            "--users 32 --requests-per-user 4 --input-tokens 16 --output-tokens 2 --seed 31 --model-mix base=0.6,lora@base=0.4",
+            "--users 32 --requests-per-user 4 --input-tokens 16 --output-tokens 3 --seed 31 --model-mix base=0.6,lora@base=0.4 --stream --slo itl_p90{model=lora}<=10s",
         ),
     );
     let out = tmp.path().join("merged");
@@ -511,4 +511,14 @@ fn a_mixs_shards_merge_into_the_unsharded_runs_models() {
     assert_eq!(want.len(), 2, "{unsharded}");
     assert_eq!(got, want);
     assert_eq!(want.iter().map(|(_, n)| n).sum::<u64>(), 128);
+    // Each model's inter-token latency (the records do not hold the gaps):
+    // the merged family is the shards' together, and the bound naming the
+    // model is judged on it.
+    let lora = batchbench_engine::measurement::metrics::model_itl_family("lora");
+    let shards: u64 = dirs.iter().map(|d| family(d, &lora).len() as u64).sum();
+    assert!(shards >= 100, "{shards} gaps of lora");
+    assert_eq!(family(&out, &lora).len() as u64, shards);
+    assert_eq!(family(&whole, &lora).len() as u64, shards);
+    let verdict = serde_json::to_value(&m.summary.slo).unwrap_or_default();
+    assert_eq!(verdict["bounds"][0]["met"], true, "{verdict}");
 }

@@ -409,6 +409,7 @@ pub(crate) async fn drive(
                             reasoning.map(|(n, _)| n),
                             !warmup && !held,
                             sent_at.saturating_duration_since(sh.start),
+                            model.map(|(m, k)| m.names[k].as_str()),
                         );
                     }
                     (

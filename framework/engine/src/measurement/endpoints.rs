@@ -28,10 +28,12 @@ impl ModelTally {
     }
 }
 
-/// A model's distributions for its SLO bounds (every metric but the
-/// inter-token gaps, which a bound cannot name a model for).
+/// A model's distributions for its SLO bounds.
 #[derive(Debug, Default)]
 pub struct ModelSlo {
+    /// Inter-token latency per token of its measured streamed replies (a
+    /// gap of k tokens counts k times, as the run's own).
+    pub itl: Latency,
     /// TTFT from the intended send time.
     pub ttft: Latency,
     /// TTFAT from the intended send time.
@@ -64,7 +66,7 @@ impl ModelSlo {
         self.queue_wait.record_at(f.queue_wait, at);
     }
 
-    /// The distribution of `metric` (none for `itl`).
+    /// The distribution of `metric`.
     pub fn of(&self, metric: batchbench_contract::slo::SloMetric) -> Option<&Latency> {
         use batchbench_contract::slo::SloMetric;
         match metric {
@@ -73,7 +75,7 @@ impl ModelSlo {
             SloMetric::Tpot => Some(&self.tpot),
             SloMetric::E2e => Some(&self.e2e),
             SloMetric::QueueWait => Some(&self.queue_wait),
-            SloMetric::Itl => None,
+            SloMetric::Itl => Some(&self.itl),
         }
     }
 }

@@ -502,9 +502,14 @@ impl Metrics {
         self.failures.values().sum()
     }
 
-    /// Adds a held reply's inter-token gaps to the figures, in the batch of
-    /// send time `sent`.
-    pub fn record_gaps(&mut self, gaps: &StreamGaps, sent: Duration) {
+    /// Adds a held reply's inter-token gaps to the figures (and to its
+    /// `model`'s, of a mix), in the batch of send time `sent`.
+    pub fn record_gaps(&mut self, gaps: &StreamGaps, sent: Duration, model: Option<&str>) {
+        if let Some(m) = model.and_then(|n| self.models.iter_mut().find(|m| m.name == n)) {
+            for &(us, k) in &gaps.all {
+                m.slo.itl.record_n_at(u64::from(us), u64::from(k), sent);
+            }
+        }
         for (family, held) in [
             (&mut self.itl, &gaps.all),
             (&mut self.itl_reasoning, &gaps.reasoning),
@@ -520,7 +525,8 @@ impl Metrics {
     /// is not): time per output token, and inter-token latency per token (not
     /// per chunk), in the batch of its send time `sent`; where the reply
     /// reasoned (`reasoning` tokens of the completion) and then answered, the
-    /// inter-token latency of each phase too. Returns the reply's time per
+    /// inter-token latency of each phase too; in a run of several models, its
+    /// `model`'s inter-token latency as well. Returns the reply's time per
     /// output token and its longest per-token gap (the figures of per-request
     /// SLO bounds).
     pub fn record_stream(
@@ -530,6 +536,7 @@ impl Metrics {
         reasoning: Option<u64>,
         measured: bool,
         sent: Duration,
+        model: Option<&str>,
     ) -> (Option<Duration>, Option<Duration>) {
         let Some(first) = reply.first_token_at else {
             return (None, None);
@@ -546,9 +553,16 @@ impl Metrics {
             tpot = Some(t);
         }
         let mut itl_max: Option<Duration> = None;
+        let mut model_itl = model
+            .filter(|_| measured)
+            .and_then(|n| self.models.iter_mut().find(|m| m.name == n))
+            .map(|m| &mut m.slo.itl);
         for (per_token, k) in itl_gaps(reply, completion_tokens) {
             if measured {
                 self.itl.record_n_at(per_token, k, sent);
+            }
+            if let Some(l) = model_itl.as_mut() {
+                l.record_n_at(per_token, k, sent);
             }
             let d = Duration::from_micros(per_token);
             itl_max = Some(itl_max.map_or(d, |m| m.max(d)));
@@ -624,6 +638,11 @@ pub fn truncate(s: &mut String, max: usize) {
     }
 }
 
+/// The histogram family of model `name`'s inter-token latency.
+pub fn model_itl_family(name: &str) -> String {
+    format!("itl{{model={name}}}")
+}
+
 impl Metrics {
     /// Every latency family as sparse buckets, for the results directory.
     pub fn histograms(&self) -> batchbench_contract::results::Histograms {
@@ -650,6 +669,14 @@ impl Metrics {
         .into_iter()
         .filter(|(_, l)| !l.is_empty())
         .map(|(name, l)| (name.to_owned(), l.buckets()))
+        // A mix's inter-token latency per model: a merge judges a bound that
+        // names one from them (the records do not hold the gaps).
+        .chain(
+            self.models
+                .iter()
+                .filter(|m| !m.slo.itl.is_empty())
+                .map(|m| (model_itl_family(&m.name), m.slo.itl.buckets())),
+        )
         .collect();
         batchbench_contract::results::Histograms {
             unit: "us".to_owned(),
@@ -1006,7 +1033,7 @@ mod tests {
         assert_eq!(tokens, 9, "every token after the first");
         // Recorded into each phase's family, beside the whole reply's.
         let mut m = Metrics::default();
-        m.record_stream(&reply, 10, Some(4), true, Duration::ZERO);
+        m.record_stream(&reply, 10, Some(4), true, Duration::ZERO, None);
         assert_eq!((m.itl_reasoning.len(), m.itl_answer.len()), (3, 6));
         assert_eq!(m.itl.len(), 9);
         // Without both phases there is no split.

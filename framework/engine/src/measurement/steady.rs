@@ -313,7 +313,7 @@ pub(crate) fn settle(
             if let Some(t) = rec.tpot {
                 metrics.tpot.record_at(t, sent);
             }
-            metrics.record_gaps(&h.itl, sent);
+            metrics.record_gaps(&h.itl, sent, rec.model);
         }
         metrics.record_outcome(&mut rec, load, slo);
         notify(&rec);
