@@ -718,3 +718,36 @@ fn each_models_perfect_cache_is_its_own() {
         "{own:?} against {shared}"
     );
 }
+
+/// A reasoning model that does not report its reasoning tokens: the client
+/// counts each reply's reasoning text with the tokenizer of the reply's own
+/// model, as the simulator writes each model's replies with that model's.
+#[test]
+fn reasoning_is_counted_with_the_tokenizer_of_its_model() {
+    let sim = SimServer::with_model_tokenizers(
+        SimConfig {
+            reasoning_tokens: 24,
+            omit_reasoning_usage: true,
+            ..SimConfig::default()
+        },
+        "qwen",
+        &[("deepseek", "deepseek")],
+    );
+    let deepseek = tokenizer_path("deepseek").display().to_string();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let jsonl = dir.path().join("requests.jsonl").display().to_string();
+    let r = sim.batchbench(
+        "--users 4 --requests-per-user 10 --input-tokens 32 --output-tokens 40 --stream --seed 8 --model-mix {} --model-tokenizer {} --requests-jsonl {}",
+        &["qwen-base=1,deepseek=1", &format!("deepseek={deepseek}"), &jsonl],
+    );
+    assert_eq!(r.code, 0);
+    let lines = read_jsonl(std::path::Path::new(&jsonl));
+    assert_eq!(lines.len(), 40);
+    let mut models = BTreeSet::new();
+    for l in &lines {
+        models.insert(l["model"].as_str().unwrap_or_default().to_owned());
+        assert_eq!(l["reasoning_tokens"], 24, "{l}");
+        assert_eq!(l["reasoning_counted"], true, "{l}");
+    }
+    assert_eq!(models.len(), 2, "both models answered");
+}

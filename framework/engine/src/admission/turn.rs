@@ -375,7 +375,7 @@ pub(crate) async fn drive(
         // Reasoning tokens from the usage, else counted (on the blocking
         // pool unless short), before the collector's lock is taken.
         let reasoning = match &result {
-            Ok(r) => reasoning_tokens(&sh.synth, r).await,
+            Ok(r) => reasoning_tokens(&sh.synth, r, model.map_or(usize::MAX, |(_, k)| k)).await,
             Err(_) => None,
         };
         // A structured answer parsed and validated, before the lock too.
@@ -588,16 +588,18 @@ fn send_back(
 
 /// A reply's reasoning tokens and whether the client counted them: the
 /// usage's count where the API reports one, else the reasoning text counted
-/// with the run's tokenizer (none without a tokenizer or reasoning).
+/// with the tokenizer of the request's `model` (of a mix; else the run's;
+/// none without a tokenizer or reasoning).
 async fn reasoning_tokens(
     synth: &crate::synthesis::synth::Synth,
     r: &Reply,
+    model: usize,
 ) -> Option<(u64, bool)> {
     if let Some(n) = r.usage.and_then(|u| u.reasoning_tokens) {
         return Some((n, false));
     }
     let text = r.reasoning.as_deref().filter(|t| !t.is_empty())?;
-    Some((synth.count_reasoning(text).await?, true))
+    Some((synth.count_reasoning(text, model).await?, true))
 }
 
 /// The ids this client sent with a request: the value of its request-id

@@ -239,10 +239,11 @@ const INLINE_TOKENS: u64 = 4_096;
 const INLINE_COUNT_BYTES: usize = 256;
 
 impl Synth {
-    /// The tokens of a reply's reasoning `text` by the run's tokenizer (none
-    /// without one): in place when short, else on the blocking pool.
-    pub(crate) async fn count_reasoning(&self, text: &str) -> Option<u64> {
-        let tok = self.tokenizer.clone()?;
+    /// The tokens of a reply's reasoning `text` by the tokenizer of the
+    /// reply's `model` (of a mix; else the run's; none without one): in place
+    /// when short, else on the blocking pool.
+    pub(crate) async fn count_reasoning(&self, text: &str, model: usize) -> Option<u64> {
+        let tok = self.tokenizer_of(model).0?.clone();
         if text.len() <= INLINE_COUNT_BYTES {
             return tok.count_synthetic(text).ok().map(|n| n as u64);
         }

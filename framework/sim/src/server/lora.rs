@@ -9,7 +9,7 @@ use super::*;
 /// The server's state, counting with the tokenizer of one request's model.
 pub(super) struct Counter<'a> {
     st: &'a AppState,
-    tok: &'a TokenizerHandle,
+    pub(super) tok: &'a TokenizerHandle,
     salt: u64,
 }
 
@@ -109,6 +109,15 @@ impl AppState {
             }});
             (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
         })
+    }
+
+    /// The tokenizer of `model` (its own, else the server's) and the salt of
+    /// its ids-cache entries.
+    pub(super) fn model_tok(&self, model: Option<&str>) -> (Arc<TokenizerHandle>, u64) {
+        match model.and_then(|m| self.model_toks.get(m)) {
+            Some((tok, salt)) => (tok.clone(), *salt),
+            None => (self.tok.clone(), 0),
+        }
     }
 
     /// The latency factor of a request for `model` (`model_slowdown`).

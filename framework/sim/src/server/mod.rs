@@ -212,10 +212,6 @@ const STORED_RESPONSES: usize = 100_000;
 const IDS_CACHE_ENTRIES: usize = 200_000;
 
 impl AppState {
-    fn ids(&self, text: &str) -> Result<Arc<[u32]>, String> {
-        self.ids_by(&self.tok, 0, text)
-    }
-
     /// `text`'s ids by `tok`, whose cache entries are salted by `salt`.
     fn ids_by(&self, tok: &TokenizerHandle, salt: u64, text: &str) -> Result<Arc<[u32]>, String> {
         if text.is_empty() {
@@ -510,6 +506,10 @@ struct Plan {
     audio_seconds: f64,
     /// Its model's latency factor (`model_slowdown`; 1 for most).
     slowdown: f64,
+    /// The tokenizer its reply is written with (its model's own, else the
+    /// server's), and the salt of its entries in the ids cache.
+    tok: Arc<TokenizerHandle>,
+    salt: u64,
 }
 
 /// The handler of one API's generation endpoint.
@@ -639,12 +639,13 @@ async fn serve(
     // A structured answer is as long as its JSON, cut at the cap.
     let (answer, answer_text) = match parsed.structured.as_ref().filter(|_| api.generates()) {
         Some(schema) => {
-            let mut text = structured::answer(schema.as_ref(), &st.tok, &mut rng);
+            let own = Counter::of(&st, parsed.model.as_deref());
+            let mut text = structured::answer(schema.as_ref(), own.tok, &mut rng);
             let mut brng = Stream::at(st.cfg.seed ^ 0x150B_AD0A, &[fnv(&body)]);
             if st.cfg.invalid_json_rate > 0.0 && brng.next_f64() < st.cfg.invalid_json_rate {
                 text = structured::broken(&text);
             }
-            let tokens = match st.ids(&text) {
+            let tokens = match own.ids(&text) {
                 Ok(ids) => ids.len(),
                 Err(e) => return error(StatusCode::BAD_REQUEST, &e),
             };
@@ -745,7 +746,10 @@ async fn serve(
         && fault.is_none()
         && !ids.is_empty())
     .then_some(ids);
+    let (tok, salt) = st.model_tok(parsed.model.as_deref());
     let plan = Plan {
+        tok,
+        salt,
         slowdown: st.slowdown(parsed.model.as_deref()),
         adapter_load: if adapter_loaded {
             Duration::from_secs_f64(st.cfg.lora_load_ms / 1000.0)

@@ -58,13 +58,12 @@ pub(super) async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Resp
         let done = std::time::Instant::now();
         drop(in_flight);
         let mut think = String::new();
-        st.tok
-            .push_words(&mut rng, p.reasoning as usize, &mut think);
+        p.tok.push_words(&mut rng, p.reasoning as usize, &mut think);
         let text = match &p.answer {
             Some(a) => a.clone(),
             None => {
                 let mut text = String::new();
-                st.tok
+                p.tok
                     .push_words(&mut rng, (p.completion - p.reasoning) as usize, &mut text);
                 text
             }
@@ -202,7 +201,7 @@ pub(super) async fn respond(st: Arc<AppState>, p: Plan, mut rng: Stream) -> Resp
             match (&p.answer, reasoning) {
                 // A structured answer's text, in even shares per token.
                 (Some(a), false) => text.push_str(&answer_piece(a, &p, sent, n)),
-                _ => st.tok.push_words(&mut rng, n as usize, &mut text),
+                _ => p.tok.push_words(&mut rng, n as usize, &mut text),
             }
             if reasoning {
                 think.push_str(&text[from..]);
@@ -293,7 +292,7 @@ pub(super) fn store(st: &AppState, p: &Plan, text: &str) {
     let Some((parent, ids, count)) = &p.store else {
         return;
     };
-    let Ok(out) = st.ids(text) else {
+    let Ok(out) = st.ids_by(&p.tok, p.salt, text) else {
         return;
     };
     let mut own = Vec::with_capacity(ids.len() + 1 + out.len());
@@ -316,7 +315,10 @@ pub(super) fn hold_reply(st: &AppState, p: &Plan, think: &str, answer: &str) {
     let Some(prompt) = &p.held else {
         return;
     };
-    let (Ok(think), Ok(answer)) = (st.ids(think), st.ids(answer)) else {
+    let (Ok(think), Ok(answer)) = (
+        st.ids_by(&p.tok, p.salt, think),
+        st.ids_by(&p.tok, p.salt, answer),
+    ) else {
         return;
     };
     let mut ids = Vec::with_capacity(prompt.len() + 1 + think.len() + answer.len());
