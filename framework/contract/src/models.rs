@@ -261,6 +261,32 @@ impl ModelMixSpec {
         Ok(Some(pools))
     }
 
+    /// The distinct pools of [`ModelMixSpec::pools`]: each model's pool (an
+    /// index into the second list), and each pool's endpoints. Models served
+    /// by the same endpoints share a pool, as a gateway balances each set of
+    /// replicas with a balancer of its own.
+    #[allow(clippy::type_complexity)]
+    pub fn distinct_pools(
+        &self,
+        endpoints: usize,
+    ) -> Result<Option<(Vec<usize>, Vec<Vec<usize>>)>, String> {
+        let Some(per_model) = self.pools(endpoints)? else {
+            return Ok(None);
+        };
+        let mut pools: Vec<Vec<usize>> = Vec::new();
+        let of = per_model
+            .into_iter()
+            .map(|p| match pools.iter().position(|q| *q == p) {
+                Some(i) => i,
+                None => {
+                    pools.push(p);
+                    pools.len() - 1
+                }
+            })
+            .collect();
+        Ok(Some((of, pools)))
+    }
+
     /// Whether endpoint `e` serves model `m` (see [`ModelMixSpec::pools`]).
     pub fn serves(&self, e: usize, m: usize) -> bool {
         self.endpoints
@@ -506,6 +532,11 @@ mod tests {
             Ok(Some(vec![vec![0, 1], vec![0, 1], vec![1, 2]]))
         );
         assert!(m.serves(0, 1) && !m.serves(0, 2) && m.serves(1, 2));
+        // base and sql share a pool (a balancer); chat has its own.
+        assert_eq!(
+            m.distinct_pools(3),
+            Ok(Some((vec![0, 0, 1], vec![vec![0, 1], vec![1, 2]])))
+        );
         assert_eq!(m.served_names_of(|i| m.serves(2, i)), vec!["chat"]);
         assert!(
             m.pools(2)

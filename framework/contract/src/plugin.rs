@@ -424,8 +424,11 @@ pub struct RouteExtras {
 pub struct EndpointContext<'a> {
     /// Who the request belongs to.
     pub route: RouteContext<'a>,
-    /// This client's requests in flight on each endpoint, by endpoint index
-    /// (the order of the run's hosts); its length is the number of endpoints.
+    /// This client's requests in flight on each endpoint the router picks
+    /// among, by index: the run's hosts in order, or, against a fleet whose
+    /// model map gives the request's model to some endpoints alone, those
+    /// endpoints in host order (the run then keeps an instance of the policy
+    /// per such pool, and maps the index back). Its length is their number.
     pub in_flight: &'a [u32],
     /// Hashes of the prompt's full blocks, in order; each covers the prompt
     /// from its start to the end of its block (chained), so equal hashes at

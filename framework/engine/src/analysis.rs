@@ -14,6 +14,7 @@
 
 mod content;
 mod mix;
+mod place;
 
 pub use content::ContentPlan;
 
@@ -50,6 +51,10 @@ pub enum Routing {
         router: std::sync::Arc<dyn batchbench_contract::plugin::Router>,
         /// The run seed.
         seed: u64,
+        /// With a fleet's model map: an instance of the policy per pool of
+        /// endpoints (see [`batchbench_contract::models::ModelMixSpec::distinct_pools`]),
+        /// as the run has; empty: `router` picks in every pool.
+        pools: Vec<std::sync::Arc<dyn batchbench_contract::plugin::Router>>,
     },
 }
 
@@ -253,12 +258,15 @@ pub fn analyze(
     let latency_us = (opts.latency_ms.max(0.0) * 1000.0) as u64;
 
     let mut blocks: HashMapById<BlockInfo> = HashMapById::default();
-    let mut rank_ideal: HashMap<u64, crate::synthesis::prefix::IdealCache> = HashMap::new();
+    // Per rank (and model, of a mix: caches do not cross models).
+    let mut rank_ideal: HashMap<(usize, u64), crate::synthesis::prefix::IdealCache> =
+        HashMap::new();
     let mut lrus: Vec<HashMap<u64, LruCache>> =
         opts.capacities.iter().map(|_| HashMap::new()).collect();
     let mut ideal_rank_counts: HashMap<u64, RankCounts> = HashMap::new();
     // The ideal per-rank caches under the other choice of what goes back.
-    let mut other_rank_ideal: HashMap<u64, crate::synthesis::prefix::IdealCache> = HashMap::new();
+    let mut other_rank_ideal: HashMap<(usize, u64), crate::synthesis::prefix::IdealCache> =
+        HashMap::new();
     let mut other_counts = RankCounts::default();
     let mut lru_counts: Vec<HashMap<u64, RankCounts>> =
         opts.capacities.iter().map(|_| HashMap::new()).collect();
@@ -467,55 +475,44 @@ pub fn analyze(
             }
             Routing::Affinity => a.ord % ranks,
             Routing::Slots(f) => f(a.slot).unwrap_or(0),
-            Routing::Policy { router, seed, name } => {
+            Routing::Policy {
+                router,
+                seed,
+                name,
+                pools,
+            } => {
                 let pool = mix.as_ref().and_then(|m| m.pool(a.model));
-                let offered = pool.map_or(in_service.len(), <[usize]>::len);
-                let in_flight: Vec<u32> = (0..offered)
-                    .map(|i| {
-                        let ends = &mut in_service[pool.map_or(i, |p| p[i])];
-                        while ends.peek().is_some_and(|Reverse(e)| *e <= t) {
-                            ends.pop();
-                        }
-                        u32::try_from(ends.len()).unwrap_or(u32::MAX)
-                    })
-                    .collect();
-                let ctx = batchbench_contract::plugin::EndpointContext {
-                    route: batchbench_contract::plugin::RouteContext {
-                        seed: *seed,
-                        agent_id: a.ord,
-                        routing_slot: a.slot,
-                        trajectory_id: &a.id,
-                        request_index: index,
-                    },
-                    in_flight: &in_flight,
-                    block_hashes: a.shape.hashes(),
-                    block_tokens: block,
+                let router = pool.and_then(|(p, _)| pools.get(p)).unwrap_or(router);
+                let ctx = batchbench_contract::plugin::RouteContext {
+                    seed: *seed,
+                    agent_id: a.ord,
+                    routing_slot: a.slot,
+                    trajectory_id: &a.id,
+                    request_index: index,
                 };
-                let e = router.choose_endpoint(&ctx)?;
-                let Some(e) = pool.map_or(Some(e), |p| p.get(e).copied()) else {
-                    return Err(EngineError::Plugin(
-                        batchbench_contract::plugin::PluginError::Config {
-                            plugin: name.clone(),
-                            message: format!("chose endpoint {e}, but was offered {offered}"),
-                        },
-                    ));
+                let placed = place::Placed {
+                    router: router.as_ref(),
+                    name,
+                    pool: pool.map(|(_, endpoints)| endpoints),
+                    at: t,
+                    ends_at: t + latency_us,
                 };
-                let Some(ends) = in_service.get_mut(e) else {
-                    return Err(EngineError::Plugin(
-                        batchbench_contract::plugin::PluginError::Config {
-                            plugin: name.clone(),
-                            message: format!("chose endpoint {e}, but there are {ranks}"),
-                        },
-                    ));
-                };
-                ends.push(Reverse(t + latency_us));
-                e as u64
+                placed.place(ctx, a.shape.hashes(), block, &mut in_service)?
             }
         };
         // What this session stored on a rank before is known to be there
         // still (an ideal cache forgets nothing), whichever rank it used since.
-        let ideal = rank_ideal.entry(rank).or_default();
-        let cached = a.shape.lookup_ideal(ideal, rank);
+        // Of a mix, each rank holds a cache per model (keyed apart from the
+        // mix's own per-model caches).
+        let (model, key) = match mix {
+            Some(_) => (
+                a.model,
+                (1 << 61) | ((a.model as u64) << 32) | (rank & 0xFFFF_FFFF),
+            ),
+            None => (0, rank),
+        };
+        let ideal = rank_ideal.entry((model, rank)).or_default();
+        let cached = a.shape.lookup_ideal(ideal, key);
         content.record(a.ord, index, &req, opens)?;
         if let Some(m) = mix.as_mut() {
             m.record(a.model, rank, &mut a.shape, tokens);
@@ -525,8 +522,8 @@ pub fn analyze(
         c.prompt += tokens;
         c.cached += cached;
         if let Some(other) = a.other.as_mut() {
-            let ideal = other_rank_ideal.entry(rank).or_default();
-            other_counts.cached += other.lookup_ideal(ideal, rank);
+            let ideal = other_rank_ideal.entry((model, rank)).or_default();
+            other_counts.cached += other.lookup_ideal(ideal, key);
             other_counts.prompt += other.tokens();
             other_counts.requests += 1;
         }
@@ -534,7 +531,11 @@ pub fn analyze(
             let lru = lrus[i]
                 .entry(rank)
                 .or_insert_with(|| LruCache::new((cap_tokens / u64::from(block)) as usize));
-            let hit = lru.lookup_and_insert(a.shape.hashes()) as u64 * u64::from(block);
+            let hit = match mix {
+                Some(_) => lru.lookup_and_insert(&mix::own_blocks(a.shape.hashes(), model)),
+                None => lru.lookup_and_insert(a.shape.hashes()),
+            } as u64
+                * u64::from(block);
             let c = lru_counts[i].entry(rank).or_default();
             c.requests += 1;
             c.prompt += tokens;

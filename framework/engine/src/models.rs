@@ -13,9 +13,10 @@ pub struct Models {
     /// Per model: the request's `model` field and the fields that name an
     /// adapter.
     wire: Vec<(String, Vec<(String, Value)>)>,
-    /// Against a fleet with a map of its endpoints' models: per model, the
-    /// endpoints that serve it (the routing policy picks among them).
-    pools: Option<Vec<Vec<usize>>>,
+    /// Against a fleet with a map of its endpoints' models: each model's
+    /// pool, and each pool's endpoints (a routing policy of its own picks
+    /// among them).
+    pools: Option<(Vec<usize>, Vec<Vec<usize>>)>,
 }
 
 impl Models {
@@ -23,7 +24,7 @@ impl Models {
     pub fn new(spec: &ModelMixSpec, endpoints: usize) -> Result<Self, String> {
         spec.check()?;
         Ok(Self {
-            pools: spec.pools(endpoints)?,
+            pools: spec.distinct_pools(endpoints)?,
             names: spec.models.iter().map(|m| m.name.clone()).collect(),
             picker: Picker::new(spec),
             wire: (0..spec.models.len()).map(|i| spec.wire(i)).collect(),
@@ -31,12 +32,12 @@ impl Models {
     }
 
     /// The model of the conversation that request `opening` of `agent`
-    /// opened: the one the request names (a replayed trajectory's own),
-    /// else the mix's pick.
+    /// (trajectory `trajectory`) opened: the one the request names (a
+    /// replayed trajectory's own), else the mix's pick.
     pub(crate) fn pick(
         &self,
         seed: u64,
-        agent: u64,
+        (agent, trajectory): (u64, &str),
         opening: u64,
         named: Option<&str>,
     ) -> Result<usize, String> {
@@ -44,16 +45,24 @@ impl Models {
             None => Ok(self.picker.pick(seed, agent, opening)),
             Some(n) => self.names.iter().position(|m| m == n).ok_or_else(|| {
                 format!(
-                    "request {opening} of agent {agent} names model '{n}', which is not in the run's mix ({})",
+                    "trajectory {trajectory}, request {opening}: field model: '{n}' is not a model of --model-mix ({})",
                     self.names.join(", ")
                 )
             }),
         }
     }
 
-    /// The endpoints that serve model `i`, where a map narrows them.
-    pub(crate) fn pool(&self, i: usize) -> Option<&[usize]> {
-        self.pools.as_ref().map(|p| p[i].as_slice())
+    /// The pool of model `i` and its endpoints, where a map narrows them.
+    pub(crate) fn pool(&self, i: usize) -> Option<(usize, &[usize])> {
+        self.pools
+            .as_ref()
+            .map(|(of, pools)| (of[i], pools[of[i]].as_slice()))
+    }
+
+    /// How many pools a fleet's map makes (0 without one): each needs a
+    /// routing policy of its own.
+    pub fn pool_count(&self) -> usize {
+        self.pools.as_ref().map_or(0, |(_, p)| p.len())
     }
 
     /// Model `i`'s `model` field and adapter fields.

@@ -44,6 +44,8 @@ pub struct Engine {
     gpu: Option<crate::telemetry::gpu::Nvml>,
     codec: Arc<dyn RequestCodec>,
     routers: Vec<Arc<dyn Router>>,
+    /// With a model map: a routing policy per pool of endpoints.
+    pool_routers: Vec<Arc<dyn Router>>,
     reporters: Vec<Box<dyn Reporter>>,
     tokenizer: Option<Arc<TokenizerHandle>>,
     /// A run of several models: each model's own tokenizer (`None`: the run's).
@@ -70,6 +72,7 @@ impl Engine {
             gpu: None,
             codec,
             routers: Vec::new(),
+            pool_routers: Vec::new(),
             reporters: Vec::new(),
             tokenizer: None,
             model_tokenizers: Vec::new(),
@@ -97,6 +100,16 @@ impl Engine {
     /// Adds a router; routers decorate in the order added.
     pub fn router(mut self, r: Arc<dyn Router>) -> Self {
         self.routers.push(r);
+        self
+    }
+
+    /// Against a fleet whose model map makes pools of endpoints
+    /// ([`crate::models::Models::pool_count`]): a routing policy for each
+    /// pool, in pool order, each an instance of the run's own (they decorate
+    /// nothing; the run's routers do). Without them the run's one policy
+    /// picks in every pool.
+    pub fn pool_routers(mut self, rs: Vec<Arc<dyn Router>>) -> Self {
+        self.pool_routers = rs;
         self
     }
 
@@ -321,6 +334,7 @@ impl Engine {
                 .collect(),
             transports: self.transports,
             chooser,
+            pool_choosers: self.pool_routers,
             gpu: self.gpu,
             codec: self.codec,
             routers: self.routers,

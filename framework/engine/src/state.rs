@@ -98,6 +98,9 @@ pub(crate) struct Shared {
     pub(crate) in_flight: Vec<std::sync::atomic::AtomicU32>,
     /// The router that picks endpoints, against a fleet.
     pub(crate) chooser: Option<Arc<dyn Router>>,
+    /// With a model map: one routing policy per pool of endpoints (the
+    /// chooser's kind), each with its own state, as a gateway's balancers.
+    pub(crate) pool_choosers: Vec<Arc<dyn Router>>,
     /// The GPUs beside the client, sampled with the server's metrics.
     pub(crate) gpu: Option<crate::telemetry::gpu::Nvml>,
     pub(crate) codec: Arc<dyn RequestCodec>,
@@ -181,10 +184,14 @@ impl Shared {
         model: Option<usize>,
     ) -> Result<Option<usize>, crate::options::EngineError> {
         use std::sync::atomic::Ordering::Relaxed;
-        let Some(r) = &self.chooser else {
+        let Some(mut r) = self.chooser.as_ref() else {
             return Ok(None);
         };
         let pool = model.and_then(|m| self.opts.models.as_deref()?.pool(m));
+        if let Some(own) = pool.and_then(|(p, _)| self.pool_choosers.get(p)) {
+            r = own;
+        }
+        let pool = pool.map(|(_, endpoints)| endpoints);
         let count = |e: usize| self.in_flight[e].load(Relaxed);
         // The counts as they stand, on the stack for a fleet of up to 32.
         let n = pool.map_or(self.in_flight.len(), <[usize]>::len);

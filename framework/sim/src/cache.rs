@@ -22,8 +22,16 @@ impl PrefixCache {
 
     /// Looks up the prompt's full blocks, then stores them. Returns the cached
     /// prefix length in tokens.
+    #[cfg(test)]
     pub fn lookup_and_insert(&mut self, tokens: &[u32]) -> u64 {
-        let mut hash: u64 = 0x84222325cbf29ce4;
+        self.lookup_and_insert_for(tokens, 0)
+    }
+
+    /// [`PrefixCache::lookup_and_insert`] for the model (or LoRA adapter)
+    /// `salt` names: blocks of another model's never match, as a server keys
+    /// its cache blocks by adapter too.
+    pub fn lookup_and_insert_for(&mut self, tokens: &[u32], salt: u64) -> u64 {
+        let mut hash: u64 = 0x84222325cbf29ce4 ^ salt;
         let hashes: Vec<u64> = tokens
             .chunks_exact(self.block)
             .map(|chunk| {
@@ -57,5 +65,8 @@ mod tests {
         let other: Vec<u32> = (100..108).collect();
         small.lookup_and_insert(&other);
         assert_eq!(small.lookup_and_insert(&a), 0, "evicted");
+        // Another model's blocks are its own.
+        assert_eq!(c.lookup_and_insert_for(&a, 7), 0);
+        assert_eq!(c.lookup_and_insert_for(&a, 7), 8);
     }
 }

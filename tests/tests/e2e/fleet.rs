@@ -453,3 +453,41 @@ fn an_endpoint_map_sends_each_model_where_it_is_served() {
     assert!(e.contains("model 'big' is served by no endpoint"), "{e}");
     assert_eq!(all.stats().requests + small.stats().requests, before);
 }
+
+/// Each pool of a model map has a routing policy of its own, as a gateway's
+/// balancer per model: two models in turn, each on two of four replicas,
+/// round robin in each pool, spread every pool evenly (one counter for the
+/// whole fleet would send each model to one replica of its two). Each
+/// endpoint's perfect cache is one per model, and `analyze` places and caches
+/// every request as the run does.
+#[test]
+fn each_pool_of_a_model_map_is_balanced_on_its_own() {
+    let tok = qwen();
+    let args = cmd(
+        "--host sim://?replicas=4 --tokenizer-model {} --users 1 --requests-per-user 40 --input-tokens 64 --input-prefix-overlap 0.5 --output-tokens 2 --seed 3 --model-mix a=1,b=1 --model-selection round_robin --router round_robin --endpoint-models 0=a --endpoint-models 1=a --endpoint-models 2=b --endpoint-models 3=b",
+        &[&tok],
+    );
+    let r = run_batchbench(&args);
+    assert_eq!(r.code, 0);
+    let es = endpoints(&r);
+    let per: Vec<u64> = es.iter().map(|e| u(&e["requests"])).collect();
+    assert_eq!(per, [10, 10, 10, 10], "each pool's replicas in turn");
+    let cached: Vec<u64> = es
+        .iter()
+        .map(|e| u(&e["estimated_cached_tokens"]))
+        .collect();
+    // 32 shared tokens (two blocks): every request but each endpoint's
+    // first finds them on its own model's cache there.
+    assert_eq!(cached, [9 * 32; 4]);
+    let (code, a) = crate::analyze::analyze("batchbench", &args);
+    assert_eq!(code, 0);
+    let a = a.unwrap_or_default();
+    let ranks = a["caches"][0]["ranks"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let placed: Vec<u64> = ranks.iter().map(|x| u(&x["requests"])).collect();
+    let predicted: Vec<u64> = ranks.iter().map(|x| u(&x["cached_tokens"])).collect();
+    assert_eq!(placed, per);
+    assert_eq!(predicted, cached, "analyze's caches per endpoint and model");
+}

@@ -750,4 +750,34 @@ fn reasoning_is_counted_with_the_tokenizer_of_its_model() {
         assert_eq!(l["reasoning_counted"], true, "{l}");
     }
     assert_eq!(models.len(), 2, "both models answered");
+    // The client's side alone: a server that writes every reply with Qwen's
+    // tokenizer, counted with DeepSeek's for the model that has it, differs
+    // from 24 (and Qwen's own model's stays 24).
+    let qwen_only = SimServer::start(
+        SimConfig {
+            reasoning_tokens: 24,
+            omit_reasoning_usage: true,
+            ..SimConfig::default()
+        },
+        "qwen",
+    );
+    let r = qwen_only.batchbench(
+        "--users 4 --requests-per-user 10 --input-tokens 32 --output-tokens 40 --stream --seed 8 --model-mix {} --model-tokenizer {} --requests-jsonl {}",
+        &["qwen-base=1,deepseek=1", &format!("deepseek={deepseek}"), &jsonl],
+    );
+    assert_eq!(r.code, 0);
+    let lines = read_jsonl(std::path::Path::new(&jsonl));
+    let of = |m: &str| -> Vec<u64> {
+        lines
+            .iter()
+            .filter(|l| l["model"] == m)
+            .map(|l| l["reasoning_tokens"].as_u64().unwrap_or(0))
+            .collect()
+    };
+    assert!(of("qwen-base").iter().all(|&n| n == 24));
+    assert!(
+        of("deepseek").iter().any(|&n| n != 24),
+        "{:?}",
+        of("deepseek")
+    );
 }

@@ -188,7 +188,7 @@ pub(crate) async fn drive(
             Some(m) => {
                 if fresh {
                     state.model = m
-                        .pick(sh.opts.seed, agent_id, index, cur.model.as_deref())
+                        .pick(sh.opts.seed, (agent_id, id), index, cur.model.as_deref())
                         .map_err(EngineError::Plan)?;
                 }
                 Some((m, state.model))

@@ -18,9 +18,9 @@ pub(super) struct Mix<'a> {
     counts: Vec<RankCounts>,
     /// Per model and rank: its ideal cache.
     ideal: HashMap<(usize, u64), crate::synthesis::prefix::IdealCache>,
-    /// Against a fleet with a model map: per model, the endpoints that
-    /// serve it.
-    pools: Option<Vec<Vec<usize>>>,
+    /// Against a fleet with a model map: each model's pool, and each pool's
+    /// endpoints.
+    pools: Option<(Vec<usize>, Vec<Vec<usize>>)>,
     /// Per capacity: its slots per rank, adapter requests and loads.
     slots: Vec<(
         u32,
@@ -28,6 +28,13 @@ pub(super) struct Mix<'a> {
         u64,
         u64,
     )>,
+}
+
+/// The block hashes of a prompt of `model` in a cache shared by a mix's
+/// models (an LRU of one capacity): a model's blocks are its own.
+pub(super) fn own_blocks(hashes: &[u64], model: usize) -> Vec<u64> {
+    let salt = (model as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    hashes.iter().map(|h| h ^ salt).collect()
 }
 
 impl<'a> Mix<'a> {
@@ -67,7 +74,7 @@ impl<'a> Mix<'a> {
         match req.model.as_deref() {
             Some(n) => self.spec.index(n).ok_or_else(|| {
                 crate::options::EngineError::Plan(format!(
-                    "trajectory {id}: model '{n}' is not in the run's mix"
+                    "trajectory {id}: field model: '{n}' is not a model of --model-mix"
                 ))
             }),
             None => Ok(self.picker.pick(seed, ord, index)),
@@ -77,13 +84,15 @@ impl<'a> Mix<'a> {
     /// Takes the fleet's map of which endpoints (of `endpoints`) serve each
     /// model.
     pub(super) fn pool_endpoints(&mut self, endpoints: u64) -> Result<(), String> {
-        self.pools = self.spec.pools(endpoints as usize)?;
+        self.pools = self.spec.distinct_pools(endpoints as usize)?;
         Ok(())
     }
 
-    /// The endpoints that serve model `m`, where a map narrows them.
-    pub(super) fn pool(&self, m: usize) -> Option<&[usize]> {
-        self.pools.as_ref().map(|p| p[m].as_slice())
+    /// The pool of model `m` and its endpoints, where a map narrows them.
+    pub(super) fn pool(&self, m: usize) -> Option<(usize, &[usize])> {
+        self.pools
+            .as_ref()
+            .map(|(of, pools)| (of[m], pools[of[m]].as_slice()))
     }
 
     pub(super) fn record(&mut self, model: usize, rank: u64, shape: &mut Shape, tokens: u64) {

@@ -141,7 +141,7 @@ pub(crate) fn job(
     let model = match &opts.models {
         Some(_) if continues => state.model,
         Some(m) => m
-            .pick(opts.seed, agent_id, index, req.model.as_deref())
+            .pick(opts.seed, (agent_id, id), index, req.model.as_deref())
             .map_err(EngineError::Plan)?,
         // Without a mix, the run's one model (a request's own is ignored).
         None => 0,

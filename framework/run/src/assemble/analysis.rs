@@ -64,7 +64,7 @@ pub fn analyze(
             .map(Arc::from)
     };
     let mut ranks = settings.ranks;
-    let routing = match routing {
+    let mut routing = match routing {
         "round-robin" => Routing::RoundRobin,
         "affinity" => Routing::Affinity,
         "run" if policy.is_some() => {
@@ -76,6 +76,7 @@ pub fn analyze(
                 })?,
                 name,
                 seed: ctx.seed,
+                pools: Vec::new(),
             }
         }
         "run" if !routed => {
@@ -98,6 +99,7 @@ pub fn analyze(
                     name: other.to_owned(),
                     router,
                     seed: ctx.seed,
+                    pools: Vec::new(),
                 }
             }
             None => {
@@ -110,9 +112,8 @@ pub fn analyze(
     if settings.ranks == Some(0) {
         return Err(Failure::bad("--ranks must be at least 1"));
     }
-    if let (Some(mix), Routing::Policy { .. }) = (&spec.target.mix, &routing) {
-        mix.pools(ranks.unwrap_or(1) as usize)
-            .map_err(|e| Failure::bad(format!("target.mix.endpoints (--endpoint-models): {e}")))?;
+    if let Some(mix) = spec.target.mix.as_ref().filter(|m| !m.endpoints.is_empty()) {
+        pool_routers(&spec, mix, &mut routing, ranks.unwrap_or(1), fleet, &ctx)?;
     }
     // The run's codec: what it sends back of reasoning, its inputs per
     // request and its structured-output fields.
@@ -191,4 +192,44 @@ pub fn analyze(
     .map_err(engine_failure);
     prep.finish();
     out
+}
+
+/// A fleet's model map in `analyze`: each pool of endpoints gets an instance
+/// of the routing policy, as the run's has (see the run's own), so that
+/// requests are placed in their model's endpoints as the run places them.
+/// Against a fleet, the map needs a routing policy to place by.
+fn pool_routers(
+    spec: &RunSpec,
+    mix: &batchbench_contract::models::ModelMixSpec,
+    routing: &mut batchbench_engine::analysis::Routing,
+    endpoints: u64,
+    fleet: u32,
+    ctx: &registry::BuildContext,
+) -> Result<(), Failure> {
+    let flag = "target.mix.endpoints (--endpoint-models)";
+    let batchbench_engine::analysis::Routing::Policy { name, pools, .. } = routing else {
+        if fleet > 1 {
+            return Err(Failure::bad(format!(
+                "{flag}: a fleet's map places each request among its model's endpoints by a routing policy: analyze with --routing run (the run's policy) or a policy's name"
+            )));
+        }
+        return Ok(());
+    };
+    let n = mix
+        .distinct_pools(endpoints as usize)
+        .map_err(|e| Failure::bad(format!("{flag}: {e}")))?
+        .map_or(0, |(_, p)| p.len());
+    let config = spec
+        .routers
+        .iter()
+        .find(|r| r.name == *name)
+        .map_or_else(|| serde_json::json!({}), |r| r.config.clone());
+    *pools = (0..n)
+        .map(|_| {
+            registry::router(name, &config, ctx)
+                .map(Arc::from)
+                .map_err(plugin_failure)
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(())
 }

@@ -301,7 +301,7 @@ pub(super) fn check_endless(spec: &RunSpec, info: &WorkloadInfo) -> Result<(), F
 }
 
 /// SLO bounds that name a model (`ttft_p99{model=NAME}<=300ms`): each names a
-/// model of the run's mix, and a metric judged per model (not `itl`).
+/// model of the run's mix.
 fn model_bounds(spec: &RunSpec) -> Result<(), Failure> {
     for b in &spec.slo {
         let Some(name) = b.model.as_deref() else {
@@ -339,12 +339,16 @@ pub(super) fn check_named_models(spec: &RunSpec, info: &WorkloadInfo) -> Result<
             .map_or_else(String::new, |w| format!("{w}: "))
     };
     let Some(mix) = &spec.target.mix else {
-        eprintln!(
+        // Once a process: a capacity search runs many points.
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            eprintln!(
             "note: the workload names {} model(s) ('{first}'{}); without --model-mix every request goes to --model {}",
             info.models.len(),
             if info.models.len() > 1 { ", ..." } else { "" },
             spec.target.model
-        );
+            );
+        });
         return Ok(());
     };
     for (i, m) in info.models.iter().enumerate() {

@@ -506,6 +506,8 @@ struct Plan {
     audio_seconds: f64,
     /// Its model's latency factor (`model_slowdown`; 1 for most).
     slowdown: f64,
+    /// Its model's and adapter's key in the prefix cache.
+    cache_salt: u64,
     /// The tokenizer its reply is written with (its model's own, else the
     /// server's), and the salt of its entries in the ids cache.
     tok: Arc<TokenizerHandle>,
@@ -671,6 +673,9 @@ async fn serve(
         st.cfg.fault_status[frng.below(st.cfg.fault_status.len() as u64) as usize]
     };
 
+    // Its cache blocks are its model's and adapter's alone.
+    let cache_salt = rng::hash_str(parsed.model.as_deref().unwrap_or(""))
+        ^ adapter.map_or(0, |a| (a as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     // The adapter, made resident on its worker (loaded when it was not).
     let adapter_loaded =
         fault.is_none() && adapter.is_some_and(|a| st.take_adapter(worker as usize, a));
@@ -682,7 +687,7 @@ async fn serve(
         let cached = if !api.generates() {
             0
         } else {
-            w.0.lookup_and_insert(&ids).min(prompt)
+            w.0.lookup_and_insert_for(&ids, cache_salt).min(prompt)
         };
         w.1.requests += 1;
         w.1.prompt_tokens += prompt;
@@ -748,6 +753,7 @@ async fn serve(
     .then_some(ids);
     let (tok, salt) = st.model_tok(parsed.model.as_deref());
     let plan = Plan {
+        cache_salt,
         tok,
         salt,
         slowdown: st.slowdown(parsed.model.as_deref()),

@@ -328,7 +328,7 @@ pub(super) fn hold_reply(st: &AppState, p: &Plan, think: &str, answer: &str) {
     ids.extend_from_slice(&answer);
     lock(&st.workers[p.worker as usize])
         .0
-        .lookup_and_insert(&ids);
+        .lookup_and_insert_for(&ids, p.cache_salt);
 }
 
 /// The part of a structured answer `a` that tokens `sent..sent + n` of the
