@@ -129,6 +129,35 @@ pub struct EndpointModels {
     pub models: Vec<String>,
 }
 
+/// A fleet's model map as pools of endpoints: models served by the same
+/// endpoints share a pool, as a gateway balances each set of replicas with a
+/// balancer of its own (the run keeps a routing policy per pool).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pools {
+    /// Each model's pool.
+    of: Vec<usize>,
+    /// Each pool's endpoints, in host order.
+    pools: Vec<Vec<usize>>,
+}
+
+impl Pools {
+    /// Model `m`'s pool and its endpoints.
+    pub fn of(&self, m: usize) -> (usize, &[usize]) {
+        let p = self.of[m];
+        (p, &self.pools[p])
+    }
+
+    /// How many pools there are.
+    pub fn len(&self) -> usize {
+        self.pools.len()
+    }
+
+    /// Whether there is none (never, for a map that was checked).
+    pub fn is_empty(&self) -> bool {
+        self.pools.is_empty()
+    }
+}
+
 /// Parses `I=NAME,NAME` (one `--endpoint-models`).
 pub fn parse_endpoint_models(s: &str) -> Result<EndpointModels, String> {
     let (i, names) = s
@@ -261,15 +290,9 @@ impl ModelMixSpec {
         Ok(Some(pools))
     }
 
-    /// The distinct pools of [`ModelMixSpec::pools`]: each model's pool (an
-    /// index into the second list), and each pool's endpoints. Models served
-    /// by the same endpoints share a pool, as a gateway balances each set of
-    /// replicas with a balancer of its own.
-    #[allow(clippy::type_complexity)]
-    pub fn distinct_pools(
-        &self,
-        endpoints: usize,
-    ) -> Result<Option<(Vec<usize>, Vec<Vec<usize>>)>, String> {
+    /// The distinct pools of [`ModelMixSpec::pools`] (see [`Pools`]);
+    /// `None` without a map.
+    pub fn distinct_pools(&self, endpoints: usize) -> Result<Option<Pools>, String> {
         let Some(per_model) = self.pools(endpoints)? else {
             return Ok(None);
         };
@@ -284,7 +307,7 @@ impl ModelMixSpec {
                 }
             })
             .collect();
-        Ok(Some((of, pools)))
+        Ok(Some(Pools { of, pools }))
     }
 
     /// Whether endpoint `e` serves model `m` (see [`ModelMixSpec::pools`]).
@@ -533,10 +556,14 @@ mod tests {
         );
         assert!(m.serves(0, 1) && !m.serves(0, 2) && m.serves(1, 2));
         // base and sql share a pool (a balancer); chat has its own.
+        let pools = m.distinct_pools(3).unwrap_or_else(|e| panic!("{e}"));
+        let pools = pools.unwrap_or_else(|| panic!("a map"));
+        assert_eq!(pools.len(), 2);
         assert_eq!(
-            m.distinct_pools(3),
-            Ok(Some((vec![0, 0, 1], vec![vec![0, 1], vec![1, 2]])))
+            (pools.of(0), pools.of(1)),
+            ((0, &[0, 1][..]), (0, &[0, 1][..]))
         );
+        assert_eq!(pools.of(2), (1, &[1, 2][..]));
         assert_eq!(m.served_names_of(|i| m.serves(2, i)), vec!["chat"]);
         assert!(
             m.pools(2)

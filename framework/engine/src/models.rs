@@ -16,7 +16,7 @@ pub struct Models {
     /// Against a fleet with a map of its endpoints' models: each model's
     /// pool, and each pool's endpoints (a routing policy of its own picks
     /// among them).
-    pools: Option<(Vec<usize>, Vec<Vec<usize>>)>,
+    pools: Option<batchbench_contract::models::Pools>,
 }
 
 impl Models {
@@ -54,15 +54,15 @@ impl Models {
 
     /// The pool of model `i` and its endpoints, where a map narrows them.
     pub(crate) fn pool(&self, i: usize) -> Option<(usize, &[usize])> {
-        self.pools
-            .as_ref()
-            .map(|(of, pools)| (of[i], pools[of[i]].as_slice()))
+        self.pools.as_ref().map(|p| p.of(i))
     }
 
     /// How many pools a fleet's map makes (0 without one): each needs a
     /// routing policy of its own.
     pub fn pool_count(&self) -> usize {
-        self.pools.as_ref().map_or(0, |(_, p)| p.len())
+        self.pools
+            .as_ref()
+            .map_or(0, batchbench_contract::models::Pools::len)
     }
 
     /// Model `i`'s `model` field and adapter fields.

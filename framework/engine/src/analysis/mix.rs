@@ -20,7 +20,7 @@ pub(super) struct Mix<'a> {
     ideal: HashMap<(usize, u64), crate::synthesis::prefix::IdealCache>,
     /// Against a fleet with a model map: each model's pool, and each pool's
     /// endpoints.
-    pools: Option<(Vec<usize>, Vec<Vec<usize>>)>,
+    pools: Option<batchbench_contract::models::Pools>,
     /// Per capacity: its slots per rank, adapter requests and loads.
     slots: Vec<(
         u32,
@@ -90,9 +90,7 @@ impl<'a> Mix<'a> {
 
     /// The pool of model `m` and its endpoints, where a map narrows them.
     pub(super) fn pool(&self, m: usize) -> Option<(usize, &[usize])> {
-        self.pools
-            .as_ref()
-            .map(|(of, pools)| (of[m], pools[of[m]].as_slice()))
+        self.pools.as_ref().map(|p| p.of(m))
     }
 
     pub(super) fn record(&mut self, model: usize, rank: u64, shape: &mut Shape, tokens: u64) {

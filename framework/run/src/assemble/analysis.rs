@@ -195,7 +195,7 @@ pub fn analyze(
 }
 
 /// A fleet's model map in `analyze`: each pool of endpoints gets an instance
-/// of the routing policy, as the run's has (see the run's own), so that
+/// of the routing policy, as the run's has, so that
 /// requests are placed in their model's endpoints as the run places them.
 /// Against a fleet, the map needs a routing policy to place by.
 fn pool_routers(
@@ -218,18 +218,7 @@ fn pool_routers(
     let n = mix
         .distinct_pools(endpoints as usize)
         .map_err(|e| Failure::bad(format!("{flag}: {e}")))?
-        .map_or(0, |(_, p)| p.len());
-    let config = spec
-        .routers
-        .iter()
-        .find(|r| r.name == *name)
-        .map_or_else(|| serde_json::json!({}), |r| r.config.clone());
-    *pools = (0..n)
-        .map(|_| {
-            registry::router(name, &config, ctx)
-                .map(Arc::from)
-                .map_err(plugin_failure)
-        })
-        .collect::<Result<_, _>>()?;
+        .map_or(0, |p| p.len());
+    *pools = super::build::pool_policies(spec, name, n, ctx)?;
     Ok(())
 }

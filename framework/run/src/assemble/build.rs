@@ -45,6 +45,31 @@ pub(super) fn routing_policy(
     Ok(Some("round_robin".to_owned()))
 }
 
+/// Against a fleet whose model map makes `pools` pools of endpoints: an
+/// instance of the run's routing policy `name` (with its config in the spec)
+/// for each, so that each pool is balanced on its own, as a gateway's
+/// balancer per model is (a round robin's counter, a least-outstanding
+/// count). The run and `analyze` both take them from here.
+pub(super) fn pool_policies(
+    spec: &RunSpec,
+    name: &str,
+    pools: usize,
+    ctx: &BuildContext,
+) -> Result<Vec<Arc<dyn Router>>, Failure> {
+    let config = spec
+        .routers
+        .iter()
+        .find(|r| r.name == name)
+        .map_or_else(|| serde_json::json!({}), |r| r.config.clone());
+    (0..pools)
+        .map(|_| {
+            registry::router(name, &config, ctx)
+                .map(Arc::from)
+                .map_err(plugin_failure)
+        })
+        .collect()
+}
+
 /// The spec as the run record keeps it: the credentials of its URLs (the
 /// target's, the metrics endpoints') replaced by `***`; the API key is never in
 /// a spec at all.

@@ -3,7 +3,7 @@
 //! in-process simulator for `sim://`), its transports, and the engine run to
 //! its summary.
 
-use super::build::{build_routers, recorded_spec, reporters, routing_policy};
+use super::build::{build_routers, pool_policies, recorded_spec, reporters, routing_policy};
 use super::check::check_endless;
 use super::target::Target;
 use super::{Outcome, Prelude, Profile, RunHooks, load_tokenizer, prelude};
@@ -192,7 +192,10 @@ pub fn execute(
             .map(|m| batchbench_engine::models::Models::new(m, bases.len()).map(Arc::new))
             .transpose()
             .map_err(|e| Failure::bad(format!("--model-mix: {e}")))?;
-        let pool_routers = pool_routers(&spec, models.as_deref(), routing.as_deref(), &ctx)?;
+        let pool_routers = match (models.as_deref(), routing.as_deref()) {
+            (Some(m), Some(name)) => pool_policies(&spec, name, m.pool_count(), &ctx)?,
+            _ => Vec::new(),
+        };
         // Real clips are read and checked now: a file that does not decode
         // stops the run here, before anything is sent.
         let audio = spec
@@ -257,33 +260,6 @@ pub fn execute(
         }
         out.map(|o| Outcome::Ran(Box::new(o)))
     })
-}
-
-/// Against a fleet whose model map makes pools of endpoints: an instance of
-/// the run's routing policy for each pool (its config the run's), so that each
-/// pool is balanced on its own, as a gateway's balancer per model is (a round
-/// robin's counter, a least-outstanding count).
-fn pool_routers(
-    spec: &RunSpec,
-    models: Option<&batchbench_engine::models::Models>,
-    policy: Option<&str>,
-    ctx: &BuildContext,
-) -> Result<Vec<Arc<dyn batchbench_contract::plugin::Router>>, Failure> {
-    let (Some(models), Some(name)) = (models, policy) else {
-        return Ok(Vec::new());
-    };
-    let config = spec
-        .routers
-        .iter()
-        .find(|r| r.name == name)
-        .map_or_else(|| serde_json::json!({}), |r| r.config.clone());
-    (0..models.pool_count())
-        .map(|_| {
-            registry::router(name, &config, ctx)
-                .map(Arc::from)
-                .map_err(plugin_failure)
-        })
-        .collect()
 }
 
 /// The workload a shard runs: its share of the trajectories (the whole
