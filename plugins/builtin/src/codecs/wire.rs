@@ -174,15 +174,29 @@ pub struct SseLines {
 
 impl SseLines {
     /// Feeds `bytes`; `f(event, data)` is called for each complete data line.
+    ///
+    /// Complete lines are read where they lie in `bytes`; only a line cut at
+    /// the end of a piece is held, until the piece that completes it.
     pub fn feed(&mut self, bytes: &[u8], f: &mut OnData<'_>) -> Result<(), CodecError> {
-        self.buf.extend_from_slice(bytes);
-        let mut start = 0;
-        while let Some(pos) = memchr::memchr(b'\n', &self.buf[start..]) {
-            let end = start + pos;
-            Self::line(&mut self.event, &self.buf[start..end], f)?;
-            start = end + 1;
+        let mut rest = bytes;
+        if !self.buf.is_empty() {
+            let Some(pos) = memchr::memchr(b'\n', rest) else {
+                self.buf.extend_from_slice(rest);
+                return Ok(());
+            };
+            self.buf.extend_from_slice(&rest[..pos]);
+            let held = std::mem::take(&mut self.buf);
+            Self::line(&mut self.event, &held, f)?;
+            // Its room serves the next cut line.
+            self.buf = held;
+            self.buf.clear();
+            rest = &rest[pos + 1..];
         }
-        self.buf.drain(..start);
+        while let Some(pos) = memchr::memchr(b'\n', rest) {
+            Self::line(&mut self.event, &rest[..pos], f)?;
+            rest = &rest[pos + 1..];
+        }
+        self.buf.extend_from_slice(rest);
         Ok(())
     }
 
@@ -285,8 +299,6 @@ pub(crate) fn choices_reply<'a, C: Deserialize<'a>>(
     }
     let choice = r
         .choices
-        .into_iter()
-        .next()
         .ok_or_else(|| CodecError("response has no choices".into()))?;
     let reply = Reply {
         usage: r.usage.map(WireUsage::into_usage),
@@ -330,7 +342,7 @@ pub(crate) fn choices_chunk<'a, C: Deserialize<'a>>(
     if let Some(t) = chunk.timings.and_then(WireTimings::into_server_timing) {
         reply.server_timing = Some(t);
     }
-    Ok(chunk.choices.into_iter().next())
+    Ok(chunk.choices)
 }
 
 /// A response of choices (chat completions and completions, a JSON reply or
@@ -341,14 +353,45 @@ pub(crate) struct ChoicesResponse<'a, C> {
     /// The response's id (borrowed from the body unless it has escapes).
     #[serde(default, borrow)]
     pub(crate) id: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default = "Vec::new")]
-    pub(crate) choices: Vec<C>,
+    /// The first choice: the run asks for one (`n` is never sent), and the
+    /// others, where a server sends them, are skipped unread (no vector is
+    /// built for a chunk's one choice).
+    #[serde(
+        default = "Option::default",
+        deserialize_with = "first_choice",
+        bound(deserialize = "C: Deserialize<'de>")
+    )]
+    pub(crate) choices: Option<C>,
     #[serde(default)]
     pub(crate) usage: Option<WireUsage>,
     #[serde(default)]
     pub(crate) timings: Option<WireTimings>,
     #[serde(default)]
     pub(crate) error: Option<Value>,
+}
+
+/// The first element of an array, the others skipped without being built.
+fn first_choice<'de, D, C>(d: D) -> Result<Option<C>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    C: Deserialize<'de>,
+{
+    struct First<C>(std::marker::PhantomData<C>);
+    impl<'de, C: Deserialize<'de>> serde::de::Visitor<'de> for First<C> {
+        type Value = Option<C>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an array of choices")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Option<C>, A::Error> {
+            let first = seq.next_element()?;
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(first)
+        }
+    }
+    d.deserialize_seq(First(std::marker::PhantomData))
 }
 
 /// llama.cpp's `timings` object (chat and completions; in a stream, on the
@@ -767,9 +810,16 @@ mod tests {
     #[test]
     fn sse_lines_carry_their_event_across_pieces() {
         let text = "event: a\r\ndata: {\"x\":1}\r\n\r\n: comment\ndata: two\n\nevent: b\ndata: 3";
+        // Lines whole in a piece, cut in two, and spread over several.
+        for size in [1, 2, 3, 7, 16, text.len()] {
+            sse_lines_in_pieces_of(text, size);
+        }
+    }
+
+    fn sse_lines_in_pieces_of(text: &str, size: usize) {
         let mut got = Vec::new();
         let mut s = SseLines::default();
-        for piece in text.as_bytes().chunks(3) {
+        for piece in text.as_bytes().chunks(size) {
             s.feed(piece, &mut |e, d| {
                 got.push((e.to_owned(), String::from_utf8_lossy(d).into_owned()));
                 Ok(())
@@ -787,7 +837,8 @@ mod tests {
                 ("a".to_owned(), "{\"x\":1}".to_owned()),
                 (String::new(), "two".to_owned()),
                 ("b".to_owned(), "3".to_owned())
-            ]
+            ],
+            "pieces of {size}"
         );
     }
 }
