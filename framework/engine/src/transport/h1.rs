@@ -1,4 +1,5 @@
-//! Plain HTTP/1.1 to one origin: hyper connections kept by the transport.
+//! Plain HTTP/1.1 to one origin: connections kept by the transport, and the
+//! exchange on them written here.
 //!
 //! A run sends every request to one URL, so the general pooled client's work per
 //! request (its pool keyed by origin, the connector and proxy matching, the URL
@@ -7,29 +8,35 @@
 //! per thread that sends (a thread takes another's only when its own is
 //! empty), and sends on them directly. TLS, proxies and credentials in the URL stay with the
 //! general client (see [`super::Transport::new`]).
+//!
+//! The exchange is the request's own task's: its head (the fixed part
+//! rendered once, then the router's headers and the length) and body go out
+//! in one vectored write, and the response is read on the same task, its head
+//! parsed by `httparse` and its body framed by its length, as chunks, or up to
+//! the close. A general HTTP client drives each connection from a task of its
+//! own, and every request then crosses two tasks and a channel each way: on
+//! an instant server that was a third of the client's CPU per request.
 
-use super::{Chunks, Failure};
+use super::Failure;
 use batchbench_contract::plugin::FailureKind;
-use bytes::Bytes;
-use hyper::body::Incoming;
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper::header::{HeaderMap, HeaderValue};
-use hyper::{Method, Request, Response, Uri};
-use std::pin::Pin;
+use bytes::{Buf, Bytes, BytesMut};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Where requests go and the connections kept open to it.
 pub(super) struct Origin {
     /// `host:port` as a connect address (IPv6 without brackets).
     host: String,
     port: u16,
-    /// The request target: the URL's path and query.
-    path: Uri,
-    /// Every request's headers: `host`, `accept`, the content type, the key and
-    /// the run's own.
+    /// The request line and every request's headers (`host`, `accept`, the
+    /// content type, the key and the run's own), rendered once.
+    head: Vec<u8>,
+    /// The request target, for a head rendered again with a router's headers.
+    target: String,
+    /// Every request's headers: a router's header replaces one of them.
     headers: HeaderMap,
     connect_timeout: Duration,
     /// Connections that finished their last response, newest last, kept per
@@ -54,21 +61,12 @@ enum Kept {
     Closed,
 }
 
-/// One connection: its sender, what it has seen, and the responses it has
-/// carried.
+/// One connection: its socket, bytes read past the last response, and the
+/// responses it has carried.
 struct Conn {
-    sender: SendRequest<Chunks>,
-    life: Arc<Life>,
+    tcp: tokio::net::TcpStream,
+    buf: BytesMut,
     served: u32,
-}
-
-/// What a connection's socket has seen, kept beside it.
-#[derive(Debug, Default)]
-struct Life {
-    /// Bytes read from the server.
-    read: AtomicU64,
-    /// When the connection ended (the server closed it, or it failed).
-    ended: OnceLock<Instant>,
 }
 
 /// A close seen within this of a connection's last response is the server
@@ -90,86 +88,74 @@ struct Counts {
     closed_when_idle: AtomicU64,
 }
 
-/// A TCP stream that counts the bytes it reads: a kept connection that ends
-/// before any byte of its request's response is told apart from one that
-/// ends in the middle of it.
-struct Counted {
-    tcp: tokio::net::TcpStream,
-    life: Arc<Life>,
-}
-
-impl tokio::io::AsyncRead for Counted {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        let r = Pin::new(&mut this.tcp).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = r {
-            let n = (buf.filled().len() - before) as u64;
-            this.life.read.fetch_add(n, Ordering::Relaxed);
-        }
-        r
-    }
-}
-
-impl tokio::io::AsyncWrite for Counted {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.tcp.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
-    }
-}
-
 impl std::fmt::Debug for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Origin")
             .field("host", &self.host)
             .field("port", &self.port)
-            .field("path", &self.path)
+            .field("target", &self.target)
             .finish_non_exhaustive()
     }
 }
 
-/// A connection lent to one request; [`Origin::give_back`] returns it.
-pub(super) struct Lent {
-    /// The connection, with the responses it carried before this one.
+/// A request's response, its head read, on the connection that carries its
+/// body: [`Response::chunk`] reads the body, and [`Origin::give_back`]
+/// keeps the connection once it has.
+pub(super) struct Response {
+    /// The status code.
+    pub(super) status: u16,
+    /// The body's `content-length`, where the server framed it by one.
+    pub(super) length: Option<u64>,
+    /// The server's id of the request (the response header the run names),
+    /// where it sent one.
+    pub(super) server_id: Option<String>,
+    body: Framing,
     conn: Conn,
-    /// The response said `Connection: close`.
+    /// The server said it closes the connection after this response (or
+    /// ends the body with the close).
     close: bool,
 }
 
-/// A request's response head, on the connection that carries its body.
+/// How a response's body ends, and how much of it is still to read.
+enum Framing {
+    /// After so many more bytes (its `content-length`).
+    Length(u64),
+    /// With its last chunk (`transfer-encoding: chunked`).
+    Chunked(Chunk),
+    /// With the connection: no length and no chunks.
+    Close,
+    /// It has ended.
+    Done,
+}
+
+/// Where a chunked body's reading stands.
+#[derive(Clone, Copy)]
+enum Chunk {
+    /// At a chunk's size line.
+    Size,
+    /// In a chunk's data, with so many bytes of it left.
+    Data(u64),
+    /// After a chunk's data, at its line end.
+    DataEnd,
+    /// After the last chunk, in the trailers.
+    Trailers,
+}
+
+/// A request sent and its response's head read.
 pub(super) struct Sent {
-    pub(super) response: Response<Incoming>,
-    pub(super) lent: Lent,
+    pub(super) response: Response,
     /// When the request went out on the connection that answered it (a new
     /// connection's handshake included, as for any request that opens one).
     pub(super) at: Instant,
+}
+
+/// How an exchange on a connection failed.
+enum Exchange {
+    /// The connection ended (an EOF, a reset, a broken pipe) before any byte
+    /// of the response: on a kept connection, the server had closed it.
+    NothingBack(Failure),
+    /// Anything else: the server saw the request, or the response was wrong.
+    Failed(Failure),
 }
 
 /// What the server did with the run's connections.
@@ -181,9 +167,9 @@ pub struct ConnectionCounts {
     pub responses: u64,
     /// Of those, responses on a connection that had carried one before.
     pub reused: u64,
-    /// Connections the server closed right after a response (within a
-    /// second: `Connection: close`, or a close seen while the connection was
-    /// idle or as an EOF or reset on the next request).
+    /// Connections the server closed right after a response (`Connection:
+    /// close`, or a close found within a second of the response when the
+    /// connection was next taken or used).
     pub closed_after_response: u64,
     /// Connections the server closed later while they were idle (its
     /// keep-alive timeout).
@@ -210,6 +196,31 @@ fn this_shard(n: usize) -> usize {
         static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed);
     }
     INDEX.with(|i| *i % n)
+}
+
+/// The most bytes a response head may hold.
+const MAX_HEAD: usize = 64 * 1024;
+
+/// The room a connection's reads are given.
+const READ_ROOM: usize = 16 * 1024;
+
+/// A request head: its line and `headers`, without the length and the blank
+/// line that end it.
+fn render<'a>(
+    target: &str,
+    headers: impl Iterator<Item = (&'a HeaderName, &'a HeaderValue)>,
+) -> Vec<u8> {
+    let mut head = Vec::with_capacity(256);
+    head.extend_from_slice(b"POST ");
+    head.extend_from_slice(target.as_bytes());
+    head.extend_from_slice(b" HTTP/1.1\r\n");
+    for (name, value) in headers {
+        head.extend_from_slice(name.as_str().as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(value.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    head
 }
 
 impl Origin {
@@ -239,20 +250,18 @@ impl Origin {
             target.push('?');
             target.push_str(q);
         }
-        let path: Uri = target
-            .parse()
-            .map_err(|e| format!("the path of '{url}': {e}"))?;
         let host_value =
             HeaderValue::from_str(&authority).map_err(|e| format!("the host of '{url}': {e}"))?;
         // What the general client sends as well.
-        headers.entry(hyper::header::HOST).or_insert(host_value);
+        headers.entry(reqwest::header::HOST).or_insert(host_value);
         headers
-            .entry(hyper::header::ACCEPT)
+            .entry(reqwest::header::ACCEPT)
             .or_insert(HeaderValue::from_static("*/*"));
         Ok(Self {
             host,
             port,
-            path,
+            head: render(&target, headers.iter()),
+            target,
             headers,
             connect_timeout,
             idle: (0..idle_shards()).map(|_| Mutex::default()).collect(),
@@ -274,19 +283,15 @@ impl Origin {
         }
     }
 
-    fn request(
-        &self,
-        body: &[Bytes],
-        extra_headers: &[(String, String)],
-    ) -> Result<Request<Chunks>, Failure> {
-        let mut req = Request::new(Chunks::new(body));
-        *req.method_mut() = Method::POST;
-        *req.uri_mut() = self.path.clone();
-        if extra_headers.is_empty() {
-            *req.headers_mut() = self.headers.clone();
+    /// A request's whole head for a body of `len` bytes: a router's header
+    /// replaces a fixed one of the same name.
+    fn head(&self, len: usize, extra_headers: &[(String, String)]) -> Result<Vec<u8>, Failure> {
+        let mut head = if extra_headers.is_empty() {
+            let mut head = Vec::with_capacity(self.head.len() + 32);
+            head.extend_from_slice(&self.head);
+            head
         } else {
-            // A router's header replaces a fixed one of the same name.
-            let h = req.headers_mut();
+            let mut h = HeaderMap::new();
             for (k, v) in extra_headers {
                 let (name, value) =
                     super::header(k, v).map_err(|msg| (FailureKind::Connect, msg, false))?;
@@ -297,12 +302,17 @@ impl Origin {
                     h.insert(k.clone(), v.clone());
                 }
             }
-        }
-        Ok(req)
+            render(&self.target, h.iter())
+        };
+        head.extend_from_slice(b"content-length: ");
+        head.extend_from_slice(len.to_string().as_bytes());
+        head.extend_from_slice(b"\r\n\r\n");
+        Ok(head)
     }
 
-    /// Sends one request and returns the response head, with the connection
-    /// that carries its body.
+    /// Sends one request and reads its response's head; the response carries
+    /// the connection its body comes on. `id_header` names the response
+    /// header that holds the server's id of the request.
     ///
     /// A kept connection the server closed after its last response is never
     /// a failure: whether the close is seen before the request goes out or
@@ -313,59 +323,48 @@ impl Origin {
         &self,
         body: &[Bytes],
         extra_headers: &[(String, String)],
+        id_header: Option<&str>,
         reconnected: &mut bool,
     ) -> Result<Sent, Failure> {
-        let mut req = self.request(body, extra_headers)?;
+        let len = body.iter().map(Bytes::len).sum();
+        let head = self.head(len, extra_headers)?;
         match self.take_idle() {
             None => {}
             // Counted when the close was seen, at the response's end.
             Some(Kept::Closed) => *reconnected = true,
             Some(Kept::Open(mut conn, given_back)) => {
-                if conn.sender.ready().await.is_err() {
-                    self.closed_while_kept(&conn, given_back, reconnected);
+                if conn.closed() {
+                    self.closed_while_kept(given_back, reconnected);
                 } else {
-                    let read = conn.life.read.load(Ordering::Relaxed);
                     let at = Instant::now();
-                    match conn.sender.try_send_request(req).await {
-                        Ok(response) => return Ok(self.answered(response, conn, at)),
-                        Err(mut e) => {
-                            req = match e.take_message() {
-                                // Closed before the request went out.
-                                Some(unsent) => unsent,
-                                None => {
-                                    let e = e.into_error();
-                                    // Sent: only a close before any byte of
-                                    // the response may send it again.
-                                    let nothing_back =
-                                        conn.life.read.load(Ordering::Relaxed) == read;
-                                    if !(nothing_back && closed_before_response(&e)) {
-                                        return Err(failure("sending the request", &e));
-                                    }
-                                    self.request(body, extra_headers)?
-                                }
-                            };
-                            self.closed_while_kept(&conn, given_back, reconnected);
+                    match conn.exchange(&head, body, id_header).await {
+                        Ok(response) => return Ok(Sent { response, at }),
+                        Err(Exchange::NothingBack(_)) => {
+                            self.closed_while_kept(given_back, reconnected);
                         }
+                        Err(Exchange::Failed(f)) => return Err(f),
                     }
                 }
             }
         }
         // A new connection's handshake is part of its first request's time.
         let at = Instant::now();
-        let mut conn = self.connect().await?;
-        match conn.sender.send_request(req).await {
-            Ok(response) => Ok(self.answered(response, conn, at)),
-            Err(e) => Err(failure("sending the request", &e)),
+        let conn = self.connect().await?;
+        match conn.exchange(&head, body, id_header).await {
+            Ok(response) => Ok(Sent { response, at }),
+            Err(Exchange::NothingBack(f) | Exchange::Failed(f)) => Err(f),
         }
     }
 
     /// A kept connection was found closed: the request takes a new one. A
-    /// close within [`CLOSE_AFTER_RESPONSE`] of its last response is the
-    /// server closing after it; a later one, its idle timeout.
-    fn closed_while_kept(&self, conn: &Conn, given_back: Instant, reconnected: &mut bool) {
+    /// close found within [`CLOSE_AFTER_RESPONSE`] of its last response is
+    /// the server closing after it; a later one, its idle timeout. (A server
+    /// that closes after every response without saying so, under a load
+    /// that leaves its connections idle for longer, counts as timing them
+    /// out; a server that says `Connection: close` is counted at once.)
+    fn closed_while_kept(&self, given_back: Instant, reconnected: &mut bool) {
         *reconnected = true;
-        let ended = conn.life.ended.get().copied().unwrap_or_else(Instant::now);
-        let counter = if ended.saturating_duration_since(given_back) <= CLOSE_AFTER_RESPONSE {
+        let counter = if given_back.elapsed() <= CLOSE_AFTER_RESPONSE {
             &self.counts.closed_after_response
         } else {
             &self.counts.closed_when_idle
@@ -373,32 +372,21 @@ impl Origin {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn answered(&self, response: Response<Incoming>, conn: Conn, at: Instant) -> Sent {
-        let close = response
-            .headers()
-            .get_all(hyper::header::CONNECTION)
-            .iter()
-            .any(|v| {
-                v.to_str()
-                    .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
-            });
-        Sent {
-            response,
-            lent: Lent { conn, close },
-            at,
-        }
-    }
-
-    /// Keeps a connection whose response was read to its end; one the server
+    /// Keeps the connection of a response read to its end; one the server
     /// closed (or said it would) leaves a mark for the next request.
-    pub(super) fn give_back(&self, lent: Lent) {
+    pub(super) fn give_back(&self, response: Response) {
         let c = &self.counts;
         c.responses.fetch_add(1, Ordering::Relaxed);
-        let Lent { mut conn, close } = lent;
+        let Response {
+            mut conn,
+            close,
+            body,
+            ..
+        } = response;
         if conn.served > 0 {
             c.reused.fetch_add(1, Ordering::Relaxed);
         }
-        let kept = if close || conn.sender.is_closed() {
+        let kept = if close || !matches!(body, Framing::Done) {
             c.closed_after_response.fetch_add(1, Ordering::Relaxed);
             Kept::Closed
         } else {
@@ -420,15 +408,15 @@ impl Origin {
     #[cfg(test)]
     pub(super) fn idle_all_closed(&self) -> bool {
         (0..self.idle.len()).all(|i| {
-            self.shard(i).iter().all(|k| match k {
-                Kept::Open(c, _) => c.life.ended.get().is_some(),
+            self.shard(i).iter_mut().all(|k| match k {
+                Kept::Open(c, _) => c.closed(),
                 Kept::Closed => true,
             })
         })
     }
 
     /// The newest kept slot of this thread's stack, else of the next one
-    /// that has any (an open connection found closed fails its `ready`).
+    /// that has any.
     fn take_idle(&self) -> Option<Kept> {
         if self.kept.load(Ordering::Relaxed) == 0 {
             return None;
@@ -469,73 +457,337 @@ impl Origin {
             };
         let _ = tcp.set_nodelay(true);
         self.counts.opened.fetch_add(1, Ordering::Relaxed);
-        let life = Arc::new(Life::default());
-        let io = Counted {
-            tcp,
-            life: life.clone(),
-        };
-        let (sender, conn) = http1::handshake(hyper_util::rt::TokioIo::new(io))
-            .await
-            .map_err(|e| failure("opening the connection", &e))?;
-        let ended = life.clone();
-        tokio::spawn(async move {
-            // Its errors reach the request that was on it.
-            let _ = conn.await;
-            let _ = ended.ended.set(Instant::now());
-        });
         Ok(Conn {
-            sender,
-            life,
+            tcp,
+            buf: BytesMut::with_capacity(READ_ROOM),
             served: 0,
         })
     }
 }
 
-/// The next piece of a response body; `None` at its end.
-pub(super) async fn chunk(body: &mut Incoming) -> Result<Option<Bytes>, Failure> {
-    use http_body::Body as _;
-    loop {
-        let frame = std::future::poll_fn(|cx| std::pin::Pin::new(&mut *body).poll_frame(cx)).await;
-        match frame {
-            None => return Ok(None),
-            Some(Ok(f)) => {
-                if let Ok(data) = f.into_data() {
-                    return Ok(Some(data));
-                }
-                // Trailers: nothing the run reads.
-            }
-            Some(Err(e)) => return Err(failure("reading the response", &e)),
-        }
-    }
+/// The connection ended: an EOF, a reset or a broken pipe, not a timeout or
+/// a malformed response.
+fn ended(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::BrokenPipe
+            | std::io::ErrorKind::UnexpectedEof
+    )
 }
 
-/// The connection ended before any response to a request sent on it: an
-/// EOF, a reset or a broken pipe, not a timeout or a malformed response.
-fn closed_before_response(e: &hyper::Error) -> bool {
-    if e.is_incomplete_message() || e.is_canceled() {
-        return true;
-    }
-    let mut src: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(s) = src {
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            return matches!(
-                io.kind(),
-                std::io::ErrorKind::ConnectionReset
-                    | std::io::ErrorKind::ConnectionAborted
-                    | std::io::ErrorKind::BrokenPipe
-                    | std::io::ErrorKind::UnexpectedEof
-            );
-        }
-        src = s.source();
-    }
-    false
+/// An I/O error as a connection failure.
+fn failure(doing: &str, e: &std::io::Error) -> Failure {
+    (FailureKind::Connect, format!("{doing}: {e}"), true)
 }
 
-/// A hyper error as a connection failure, with its causes.
-fn failure(doing: &str, e: &hyper::Error) -> Failure {
+/// A malformed response: a connection failure, retried as one.
+fn malformed(what: impl std::fmt::Display) -> Failure {
     (
         FailureKind::Connect,
-        super::with_causes(format!("{doing}: {e}"), e),
+        format!("reading the response: {what}"),
         true,
     )
+}
+
+impl Conn {
+    /// Whether the server has closed the kept connection (or sent bytes
+    /// nobody asked for, which leave its framing unknown). Only what the
+    /// runtime has already seen of the socket: no system call while it is
+    /// quiet.
+    fn closed(&mut self) -> bool {
+        if !self.buf.is_empty() {
+            return true;
+        }
+        self.buf.reserve(READ_ROOM);
+        match self.tcp.try_read_buf(&mut self.buf) {
+            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+            // An EOF, or bytes before any request.
+            Ok(_) => true,
+        }
+    }
+
+    /// Reads more of the response into the buffer; `Ok(0)` at the close.
+    async fn read_more(&mut self) -> std::io::Result<usize> {
+        self.buf.reserve(READ_ROOM);
+        self.tcp.read_buf(&mut self.buf).await
+    }
+
+    /// Reads more of a response's body; its end before the body's is a
+    /// failure.
+    async fn fill(&mut self) -> Result<(), Failure> {
+        match self.read_more().await {
+            Ok(0) => Err(malformed("the connection closed before the response's end")),
+            Ok(_) => Ok(()),
+            Err(e) => Err(failure("reading the response", &e)),
+        }
+    }
+
+    /// Up to `left` bytes of a body (what has arrived, reading when nothing
+    /// has), and how many are left after them.
+    async fn take(&mut self, left: u64) -> Result<(Bytes, u64), Failure> {
+        if self.buf.is_empty() {
+            self.fill().await?;
+        }
+        let n = self
+            .buf
+            .len()
+            .min(usize::try_from(left).unwrap_or(usize::MAX));
+        Ok((self.buf.split_to(n).freeze(), left - n as u64))
+    }
+
+    /// Writes the request and reads its response's head.
+    async fn exchange(
+        mut self,
+        head: &[u8],
+        body: &[Bytes],
+        id_header: Option<&str>,
+    ) -> Result<Response, Exchange> {
+        if let Err(e) = self.write(head, body).await {
+            let f = failure("sending the request", &e);
+            return Err(if ended(&e) {
+                Exchange::NothingBack(f)
+            } else {
+                Exchange::Failed(f)
+            });
+        }
+        loop {
+            if let Some(parsed) = self.parse_head(id_header).map_err(Exchange::Failed)? {
+                let (status, length, chunked, close, server_id) = parsed;
+                let body = if chunked {
+                    Framing::Chunked(Chunk::Size)
+                } else if let Some(n) = length {
+                    if n == 0 {
+                        Framing::Done
+                    } else {
+                        Framing::Length(n)
+                    }
+                } else if status == 204 || status == 304 {
+                    Framing::Done
+                } else {
+                    Framing::Close
+                };
+                let close = close || matches!(body, Framing::Close);
+                return Ok(Response {
+                    status,
+                    length: if chunked { None } else { length },
+                    server_id,
+                    body,
+                    conn: self,
+                    close,
+                });
+            }
+            let nothing_yet = self.buf.is_empty();
+            match self.read_more().await {
+                Ok(0) if nothing_yet => {
+                    return Err(Exchange::NothingBack(malformed(
+                        "the connection closed before any of the response",
+                    )));
+                }
+                Ok(0) => {
+                    return Err(Exchange::Failed(malformed(
+                        "the connection closed in the middle of the response head",
+                    )));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let f = failure("reading the response", &e);
+                    return Err(if nothing_yet && ended(&e) {
+                        Exchange::NothingBack(f)
+                    } else {
+                        Exchange::Failed(f)
+                    });
+                }
+            }
+        }
+    }
+
+    /// Writes the head and the body's parts, in as few writes as the socket
+    /// takes.
+    async fn write(&mut self, head: &[u8], body: &[Bytes]) -> std::io::Result<()> {
+        let parts: Vec<&[u8]> = std::iter::once(head)
+            .chain(body.iter().map(|b| &b[..]))
+            .filter(|p| !p.is_empty())
+            .collect();
+        let (mut part, mut offset) = (0, 0);
+        while part < parts.len() {
+            let slices: Vec<std::io::IoSlice<'_>> = parts[part..]
+                .iter()
+                .take(64)
+                .enumerate()
+                .map(|(i, p)| std::io::IoSlice::new(if i == 0 { &p[offset..] } else { p }))
+                .collect();
+            let mut n = self.tcp.write_vectored(&slices).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            while n > 0 {
+                let left = parts[part].len() - offset;
+                if n >= left {
+                    n -= left;
+                    part += 1;
+                    offset = 0;
+                } else {
+                    offset += n;
+                    n = 0;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The response head at the start of the buffer, taken out of it: its
+    /// status, length, whether its body is chunked, whether the server
+    /// closes the connection after it, and the server's id of the request.
+    /// `None` until the head is whole. Interim (1xx) heads are skipped.
+    #[allow(clippy::type_complexity)]
+    fn parse_head(
+        &mut self,
+        id_header: Option<&str>,
+    ) -> Result<Option<(u16, Option<u64>, bool, bool, Option<String>)>, Failure> {
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; 64];
+            let mut r = httparse::Response::new(&mut headers);
+            let n = match r.parse(&self.buf) {
+                Ok(httparse::Status::Complete(n)) => n,
+                Ok(httparse::Status::Partial) if self.buf.len() > MAX_HEAD => {
+                    return Err(malformed(format_args!(
+                        "the response head is over {MAX_HEAD} bytes"
+                    )));
+                }
+                Ok(httparse::Status::Partial) => return Ok(None),
+                Err(e) => return Err(malformed(format_args!("an invalid response head: {e}"))),
+            };
+            let status = r.code.unwrap_or(0);
+            if (100..200).contains(&status) && status != 101 {
+                self.buf.advance(n);
+                continue;
+            }
+            // HTTP/1.0 closes unless it says otherwise.
+            let mut close = r.version == Some(0);
+            let (mut length, mut chunked, mut server_id) = (None, false, None);
+            for h in r.headers.iter() {
+                let value = || std::str::from_utf8(h.value).unwrap_or_default().trim();
+                if h.name.eq_ignore_ascii_case("content-length") {
+                    let value = value();
+                    let n: u64 = value.parse().map_err(|_| {
+                        malformed(format_args!("an invalid content-length '{value}'"))
+                    })?;
+                    if length.is_some_and(|l| l != n) {
+                        return Err(malformed("two different content-lengths"));
+                    }
+                    length = Some(n);
+                } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                    chunked = value()
+                        .rsplit(',')
+                        .next()
+                        .is_some_and(|t| t.trim().eq_ignore_ascii_case("chunked"));
+                } else if h.name.eq_ignore_ascii_case("connection") {
+                    for token in value().split(',').map(str::trim) {
+                        if token.eq_ignore_ascii_case("close") {
+                            close = true;
+                        } else if token.eq_ignore_ascii_case("keep-alive") && r.version == Some(0) {
+                            close = false;
+                        }
+                    }
+                }
+                if server_id.is_none() && id_header.is_some_and(|n| h.name.eq_ignore_ascii_case(n))
+                {
+                    server_id = std::str::from_utf8(h.value).ok().map(str::to_owned);
+                }
+            }
+            self.buf.advance(n);
+            return Ok(Some((status, length, chunked, close, server_id)));
+        }
+    }
+}
+
+impl Response {
+    /// The next piece of the body; `None` at its end.
+    pub(super) async fn chunk(&mut self) -> Result<Option<Bytes>, Failure> {
+        let Self { body, conn, .. } = self;
+        loop {
+            match body {
+                Framing::Done => return Ok(None),
+                Framing::Length(left) => {
+                    let (data, rest) = conn.take(*left).await?;
+                    *body = if rest == 0 {
+                        Framing::Done
+                    } else {
+                        Framing::Length(rest)
+                    };
+                    return Ok(Some(data));
+                }
+                Framing::Close => {
+                    if conn.buf.is_empty() {
+                        match conn.read_more().await {
+                            Ok(0) => {
+                                *body = Framing::Done;
+                                return Ok(None);
+                            }
+                            Ok(_) => {}
+                            Err(e) => return Err(failure("reading the response", &e)),
+                        }
+                    }
+                    return Ok(Some(conn.buf.split().freeze()));
+                }
+                Framing::Chunked(state) => match *state {
+                    Chunk::Size | Chunk::Trailers => {
+                        let Some(end) = conn.buf.windows(2).position(|w| w == b"\r\n") else {
+                            if conn.buf.len() > MAX_HEAD {
+                                return Err(malformed("a chunk's size line is too long"));
+                            }
+                            conn.fill().await?;
+                            continue;
+                        };
+                        let line = &conn.buf[..end];
+                        if matches!(state, Chunk::Trailers) {
+                            // A blank line ends the trailers, and the body.
+                            let last = line.is_empty();
+                            conn.buf.advance(end + 2);
+                            if last {
+                                *body = Framing::Done;
+                                return Ok(None);
+                            }
+                            continue;
+                        }
+                        let size = std::str::from_utf8(line)
+                            .ok()
+                            .and_then(|l| {
+                                let hex = l.split(';').next().unwrap_or_default().trim();
+                                u64::from_str_radix(hex, 16).ok()
+                            })
+                            .ok_or_else(|| malformed("an invalid chunk size"))?;
+                        conn.buf.advance(end + 2);
+                        *state = if size == 0 {
+                            Chunk::Trailers
+                        } else {
+                            Chunk::Data(size)
+                        };
+                    }
+                    Chunk::Data(left) => {
+                        let (data, rest) = conn.take(left).await?;
+                        *state = if rest == 0 {
+                            Chunk::DataEnd
+                        } else {
+                            Chunk::Data(rest)
+                        };
+                        return Ok(Some(data));
+                    }
+                    Chunk::DataEnd => {
+                        if conn.buf.len() < 2 {
+                            conn.fill().await?;
+                            continue;
+                        }
+                        if &conn.buf[..2] != b"\r\n" {
+                            return Err(malformed("a chunk's data is longer than its size"));
+                        }
+                        conn.buf.advance(2);
+                        *state = Chunk::Size;
+                    }
+                },
+            }
+        }
+    }
 }

@@ -433,29 +433,35 @@ impl Transport {
         // the pooled client's timeout does.
         let timeout = self.cfg.timeout;
         let exchange = async {
-            let h1::Sent {
-                response: mut resp,
-                lent,
-                at,
-            } = origin
-                .send(body, extra_headers, &mut attempt.reconnected)
+            let id_header = self.cfg.request_id_header.as_ref().map(|h| h.as_str());
+            let h1::Sent { mut response, at } = origin
+                .send(body, extra_headers, id_header, &mut attempt.reconnected)
                 .await?;
             attempt.sent_at = Some(at);
             let head_at = Instant::now();
-            attempt.server_id = self.server_id(resp.headers());
-            let status = resp.status();
-            let length = http_body::Body::size_hint(resp.body()).exact();
+            attempt.server_id = response.server_id.take();
+            let status = reqwest::StatusCode::from_u16(response.status).map_err(|_| {
+                (
+                    FailureKind::Connect,
+                    format!(
+                        "reading the response: an invalid status {}",
+                        response.status
+                    ),
+                    true,
+                )
+            })?;
+            let length = response.length;
             let reply = self
                 .read(
                     status,
                     length,
-                    ResponseBody::Plain(resp.body_mut()),
+                    ResponseBody::Plain(&mut response),
                     stream,
                     codec,
                 )
                 .await?;
             // Read to its end: the connection carries the next request.
-            origin.give_back(lent);
+            origin.give_back(response);
             Ok((reply, head_at))
         };
         match tokio::time::timeout(timeout, exchange).await {
@@ -596,7 +602,7 @@ struct Attempt {
 
 /// The body of a response, from either wire.
 enum ResponseBody<'a> {
-    Plain(&'a mut hyper::body::Incoming),
+    Plain(&'a mut h1::Response),
     Pooled(&'a mut reqwest::Response),
 }
 
@@ -604,7 +610,7 @@ impl ResponseBody<'_> {
     /// The next piece; `None` at the end.
     async fn chunk(&mut self) -> Result<Option<Bytes>, Failure> {
         match self {
-            Self::Plain(body) => h1::chunk(body).await,
+            Self::Plain(body) => body.chunk().await,
             Self::Pooled(resp) => resp.chunk().await.map_err(classify),
         }
     }
@@ -844,6 +850,84 @@ mod wire_tests {
         // The router's header replaced the fixed one of the same name.
         assert_eq!(lines.iter().filter(|l| l.starts_with("x-route")).count(), 1);
         assert!(echoed.ends_with("\r\n\r\n{\"a\":1}"), "{echoed}");
+    }
+
+    /// A body far larger than a socket's buffers goes out whole over several
+    /// writes, and its echo comes back whole over several reads.
+    #[tokio::test]
+    async fn a_large_body_goes_out_and_comes_back_whole() {
+        let (url, _) = echo_server(0).await;
+        let t = transport(url, None, &[]);
+        let parts: Vec<Bytes> = (0..4u8)
+            .map(|i| Bytes::from(vec![b'a' + i; 300_000]))
+            .collect();
+        let out = t
+            .send(&parts, &[], false, &Text, &CancellationToken::new(), None)
+            .await;
+        let echoed = out.result.unwrap().content;
+        assert!(
+            echoed.contains("content-length: 1200000\r\n"),
+            "{}",
+            &echoed[..200]
+        );
+        let body = &echoed[echoed.len() - 1_200_000..];
+        for (i, part) in body.as_bytes().chunks(300_000).enumerate() {
+            assert!(part.iter().all(|&b| b == b'a' + i as u8), "part {i}");
+        }
+    }
+
+    /// Responses framed every way HTTP/1.1 frames them, written a few bytes
+    /// at a time: an interim `100 Continue` before a chunked body (with a
+    /// chunk extension and a trailer), a length on the same connection, then
+    /// an HTTP/1.0 body that ends with the close, after which the next
+    /// request opens a new connection.
+    #[tokio::test]
+    async fn chunked_interim_and_close_delimited_responses_are_read_whole() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1/x", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let answers: [&[u8]; 3] = [
+                        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-Request-Id: r-7\r\n\r\n4;ext=1\r\nabcd\r\n3\r\nefg\r\n0\r\nx-trailer: t\r\n\r\n",
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+                        b"HTTP/1.0 200 OK\r\n\r\nclose-delimited",
+                    ];
+                    let mut buf = Vec::new();
+                    for answer in answers {
+                        if crate::test_http::read_request(&mut sock, &mut buf)
+                            .await
+                            .is_none()
+                        {
+                            return;
+                        }
+                        for piece in answer.chunks(3) {
+                            if sock.write_all(piece).await.is_err() {
+                                return;
+                            }
+                            tokio::time::sleep(Duration::from_millis(1)).await;
+                        }
+                    }
+                });
+            }
+        });
+        let mut cfg = transport(url, None, &[]).cfg;
+        cfg.request_id_header = header_name("x-request-id");
+        let t = Transport::new(cfg).unwrap();
+        let first = send(&t, &["{}"], &[]).await;
+        assert_eq!(first.server_request_id.as_deref(), Some("r-7"));
+        let contents: Vec<String> = [first]
+            .into_iter()
+            .chain([send(&t, &["{}"], &[]).await, send(&t, &["{}"], &[]).await])
+            .map(|o| o.result.unwrap().content)
+            .collect();
+        assert_eq!(contents, ["abcdefg", "hello", "close-delimited"]);
+        let c = t.connection_counts().unwrap();
+        assert_eq!((c.opened, c.responses, c.reused), (1, 3, 2), "{c:?}");
+        let fourth = send(&t, &["{}"], &[]).await;
+        assert_eq!(fourth.result.unwrap().content, "abcdefg");
+        assert_eq!(fourth.reconnects, 1);
+        assert_eq!(t.connection_counts().unwrap().opened, 2);
     }
 
     #[tokio::test]
