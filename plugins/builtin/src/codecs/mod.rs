@@ -5,6 +5,7 @@
 //! [`wire`].
 
 pub mod anthropic_messages;
+mod chat_chunk;
 pub mod openai_chat;
 pub mod openai_completions;
 pub mod openai_embeddings;

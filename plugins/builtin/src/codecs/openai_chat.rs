@@ -10,6 +10,7 @@
 //! text, never the role-only chunk, and the first answer token the first
 //! content after it.
 
+use super::chat_chunk::{self, Choice};
 use super::wire::{
     SseEvents, SseStream, ThinkTags, choices_chunk, choices_reply, closed, json_str, note_text,
     num_field, split_think, w,
@@ -318,26 +319,6 @@ impl RequestCodec for OpenAiChat {
     }
 }
 
-#[derive(Deserialize)]
-struct Choice<'a> {
-    #[serde(default, borrow)]
-    message: Option<WireMessage<'a>>,
-    #[serde(default, borrow)]
-    delta: Option<WireMessage<'a>>,
-    #[serde(default, borrow)]
-    finish_reason: Option<std::borrow::Cow<'a, str>>,
-}
-
-#[derive(Deserialize, Default)]
-struct WireMessage<'a> {
-    #[serde(default, borrow)]
-    content: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default, borrow)]
-    reasoning_content: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default, borrow)]
-    reasoning: Option<std::borrow::Cow<'a, str>>,
-}
-
 /// Reads the events of a stream of chat-completion chunks.
 #[derive(Debug, Default)]
 struct ChatEvents {
@@ -346,11 +327,30 @@ struct ChatEvents {
     done: bool,
     /// With `reasoning_tags`: the content's `<think>` split.
     tags: Option<ThinkTags>,
+    /// The chunks' fast reading.
+    chunks: chat_chunk::Reader,
 }
 
 impl SseEvents for ChatEvents {
     fn data(&mut self, _event: &str, data: &[u8], now: Instant) -> Result<(), CodecError> {
-        if let Some(choice) = choices_chunk::<Choice<'_>>(data, &mut self.done, &mut self.reply)? {
+        // The common chunk without serde; serde reads the rest ([DONE], a
+        // usage, anything the fast reading is not sure of) and says what is
+        // wrong with a bad one.
+        let fast = if self.done || data == b"[DONE]" {
+            None
+        } else {
+            self.chunks.read(data)
+        };
+        let choice = match fast {
+            Some(chunk) => {
+                if self.reply.id.is_none() {
+                    self.reply.id = chunk.id.map(std::borrow::Cow::into_owned);
+                }
+                chunk.choice
+            }
+            None => choices_chunk::<Choice<'_>>(data, &mut self.done, &mut self.reply)?,
+        };
+        if let Some(choice) = choice {
             if let Some(d) = choice.delta.or(choice.message) {
                 let content = d.content.unwrap_or_default();
                 let reasoning = d.reasoning_content.or(d.reasoning).unwrap_or_default();
