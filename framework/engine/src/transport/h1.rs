@@ -18,11 +18,12 @@
 //! an instant server that was a third of the client's CPU per request.
 
 use super::Failure;
+use super::counts::{ConnectionCounts, Counts};
 use batchbench_contract::plugin::FailureKind;
 use bytes::{Buf, Bytes, BytesMut};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -77,16 +78,6 @@ const CLOSE_AFTER_RESPONSE: Duration = if cfg!(test) {
 } else {
     Duration::from_secs(1)
 };
-
-/// Counters of the connections' life, read by [`Origin::counts`].
-#[derive(Debug, Default)]
-struct Counts {
-    opened: AtomicU64,
-    responses: AtomicU64,
-    reused: AtomicU64,
-    closed_after_response: AtomicU64,
-    closed_when_idle: AtomicU64,
-}
 
 impl std::fmt::Debug for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -158,32 +149,6 @@ enum Exchange {
     Failed(Failure),
 }
 
-/// What the server did with the run's connections.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ConnectionCounts {
-    /// Connections opened.
-    pub opened: u64,
-    /// Responses read to their end.
-    pub responses: u64,
-    /// Of those, responses on a connection that had carried one before.
-    pub reused: u64,
-    /// Connections the server closed right after a response (`Connection:
-    /// close`, or a close found within a second of the response when the
-    /// connection was next taken or used).
-    pub closed_after_response: u64,
-    /// Connections the server closed later while they were idle (its
-    /// keep-alive timeout).
-    pub closed_when_idle: u64,
-}
-
-impl ConnectionCounts {
-    /// The server closed every connection after its first response: every
-    /// request after a connection's first paid a new connection.
-    pub fn closes_after_every_response(&self) -> bool {
-        self.closed_after_response > 0 && self.reused == 0
-    }
-}
-
 /// How many stacks of kept connections: one per core, up to 16.
 fn idle_shards() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(16))
@@ -198,8 +163,10 @@ fn this_shard(n: usize) -> usize {
     INDEX.with(|i| *i % n)
 }
 
-/// The most bytes a response head may hold.
-const MAX_HEAD: usize = 64 * 1024;
+/// The most bytes a response head may hold, and the most headers: what
+/// hyper's client took.
+const MAX_HEAD: usize = 400 * 1024;
+const MAX_HEADERS: usize = 100;
 
 /// The room a connection's reads are given.
 const READ_ROOM: usize = 16 * 1024;
@@ -273,14 +240,7 @@ impl Origin {
 
     /// The connections' counts so far.
     pub(super) fn counts(&self) -> ConnectionCounts {
-        let c = &self.counts;
-        ConnectionCounts {
-            opened: c.opened.load(Ordering::Relaxed),
-            responses: c.responses.load(Ordering::Relaxed),
-            reused: c.reused.load(Ordering::Relaxed),
-            closed_after_response: c.closed_after_response.load(Ordering::Relaxed),
-            closed_when_idle: c.closed_when_idle.load(Ordering::Relaxed),
-        }
+        self.counts.read()
     }
 
     /// A request's whole head for a body of `len` bytes: a router's header
@@ -538,68 +498,78 @@ impl Conn {
     }
 
     /// Writes the request and reads its response's head.
+    ///
+    /// A server may answer before it has read the whole body (a 413 for a
+    /// prompt too large) and close: when the write fails as the connection
+    /// ends, what the server sent before is read all the same, and its answer
+    /// is the response.
     async fn exchange(
         mut self,
         head: &[u8],
         body: &[Bytes],
         id_header: Option<&str>,
     ) -> Result<Response, Exchange> {
-        if let Err(e) = self.write(head, body).await {
-            let f = failure("sending the request", &e);
-            return Err(if ended(&e) {
-                Exchange::NothingBack(f)
-            } else {
-                Exchange::Failed(f)
-            });
+        let written = self.write(head, body).await;
+        if let Err(e) = &written
+            && !ended(e)
+        {
+            return Err(Exchange::Failed(failure("sending the request", e)));
         }
+        // Any byte back (an interim head included) means the server saw
+        // the request: it is never sent again on a new connection.
+        let mut read_any = false;
         loop {
-            if let Some(parsed) = self.parse_head(id_header).map_err(Exchange::Failed)? {
-                let (status, length, chunked, close, server_id) = parsed;
-                let body = if chunked {
-                    Framing::Chunked(Chunk::Size)
-                } else if let Some(n) = length {
-                    if n == 0 {
-                        Framing::Done
-                    } else {
-                        Framing::Length(n)
-                    }
-                } else if status == 204 || status == 304 {
+            if let Some(h) = self.parse_head(id_header).map_err(Exchange::Failed)? {
+                // 1xx (101 here), 204 and 304 have no body, whatever their
+                // headers say; a transfer coding other than chunked last runs
+                // to the close (RFC 9112, 6.3).
+                let body = if matches!(h.status, 100..=199 | 204 | 304) {
                     Framing::Done
-                } else {
+                } else if h.chunked {
+                    Framing::Chunked(Chunk::Size)
+                } else if h.coded {
                     Framing::Close
+                } else {
+                    match h.length {
+                        Some(0) => Framing::Done,
+                        Some(n) => Framing::Length(n),
+                        None => Framing::Close,
+                    }
                 };
-                let close = close || matches!(body, Framing::Close);
+                let close = h.close || matches!(body, Framing::Close) || written.is_err();
                 return Ok(Response {
-                    status,
-                    length: if chunked { None } else { length },
-                    server_id,
+                    status: h.status,
+                    length: h.length.filter(|_| !h.chunked && !h.coded),
+                    server_id: h.server_id,
                     body,
                     conn: self,
                     close,
                 });
             }
-            let nothing_yet = self.buf.is_empty();
-            match self.read_more().await {
-                Ok(0) if nothing_yet => {
-                    return Err(Exchange::NothingBack(malformed(
-                        "the connection closed before any of the response",
-                    )));
-                }
-                Ok(0) => {
-                    return Err(Exchange::Failed(malformed(
-                        "the connection closed in the middle of the response head",
-                    )));
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    let f = failure("reading the response", &e);
-                    return Err(if nothing_yet && ended(&e) {
-                        Exchange::NothingBack(f)
-                    } else {
-                        Exchange::Failed(f)
-                    });
-                }
+            let read = self.read_more().await;
+            if let Ok(1..) = read {
+                read_any = true;
+                continue;
             }
+            // No (whole) head came: the failure is the write's where it
+            // failed, else the read's.
+            let (f, gone) = match (&written, &read) {
+                (Err(e), _) => (failure("sending the request", e), true),
+                (Ok(()), Err(e)) => (failure("reading the response", e), ended(e)),
+                (Ok(()), Ok(_)) => (
+                    malformed(if read_any {
+                        "the connection closed in the middle of the response head"
+                    } else {
+                        "the connection closed before any of the response"
+                    }),
+                    true,
+                ),
+            };
+            return Err(if gone && !read_any {
+                Exchange::NothingBack(f)
+            } else {
+                Exchange::Failed(f)
+            });
         }
     }
 
@@ -637,17 +607,11 @@ impl Conn {
         Ok(())
     }
 
-    /// The response head at the start of the buffer, taken out of it: its
-    /// status, length, whether its body is chunked, whether the server
-    /// closes the connection after it, and the server's id of the request.
-    /// `None` until the head is whole. Interim (1xx) heads are skipped.
-    #[allow(clippy::type_complexity)]
-    fn parse_head(
-        &mut self,
-        id_header: Option<&str>,
-    ) -> Result<Option<(u16, Option<u64>, bool, bool, Option<String>)>, Failure> {
+    /// The response head at the start of the buffer, taken out of it; `None`
+    /// until the head is whole. Interim (1xx) heads but 101 are skipped.
+    fn parse_head(&mut self, id_header: Option<&str>) -> Result<Option<Head>, Failure> {
         loop {
-            let mut headers = [httparse::EMPTY_HEADER; 64];
+            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
             let mut r = httparse::Response::new(&mut headers);
             let n = match r.parse(&self.buf) {
                 Ok(httparse::Status::Complete(n)) => n,
@@ -665,42 +629,64 @@ impl Conn {
                 continue;
             }
             // HTTP/1.0 closes unless it says otherwise.
-            let mut close = r.version == Some(0);
-            let (mut length, mut chunked, mut server_id) = (None, false, None);
-            for h in r.headers.iter() {
-                let value = || std::str::from_utf8(h.value).unwrap_or_default().trim();
-                if h.name.eq_ignore_ascii_case("content-length") {
+            let mut h = Head {
+                status,
+                close: r.version == Some(0),
+                ..Head::default()
+            };
+            for header in r.headers.iter() {
+                let name = header.name;
+                let value = || std::str::from_utf8(header.value).unwrap_or_default().trim();
+                if name.eq_ignore_ascii_case("content-length") {
                     let value = value();
                     let n: u64 = value.parse().map_err(|_| {
                         malformed(format_args!("an invalid content-length '{value}'"))
                     })?;
-                    if length.is_some_and(|l| l != n) {
+                    if h.length.is_some_and(|l| l != n) {
                         return Err(malformed("two different content-lengths"));
                     }
-                    length = Some(n);
-                } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-                    chunked = value()
+                    h.length = Some(n);
+                } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                    h.chunked = value()
                         .rsplit(',')
                         .next()
                         .is_some_and(|t| t.trim().eq_ignore_ascii_case("chunked"));
-                } else if h.name.eq_ignore_ascii_case("connection") {
+                    h.coded = !h.chunked;
+                } else if name.eq_ignore_ascii_case("connection") {
                     for token in value().split(',').map(str::trim) {
                         if token.eq_ignore_ascii_case("close") {
-                            close = true;
+                            h.close = true;
                         } else if token.eq_ignore_ascii_case("keep-alive") && r.version == Some(0) {
-                            close = false;
+                            h.close = false;
                         }
                     }
                 }
-                if server_id.is_none() && id_header.is_some_and(|n| h.name.eq_ignore_ascii_case(n))
+                if h.server_id.is_none() && id_header.is_some_and(|n| name.eq_ignore_ascii_case(n))
                 {
-                    server_id = std::str::from_utf8(h.value).ok().map(str::to_owned);
+                    h.server_id = std::str::from_utf8(header.value).ok().map(str::to_owned);
                 }
             }
             self.buf.advance(n);
-            return Ok(Some((status, length, chunked, close, server_id)));
+            return Ok(Some(h));
         }
     }
+}
+
+/// What a response head says of its body and its connection.
+#[derive(Debug, Default)]
+struct Head {
+    status: u16,
+    /// Its `content-length`.
+    length: Option<u64>,
+    /// `transfer-encoding` ends with `chunked`.
+    chunked: bool,
+    /// `transfer-encoding` names other codings alone: the body runs to the
+    /// close.
+    coded: bool,
+    /// The server closes the connection after it.
+    close: bool,
+    /// The server's id of the request.
+    server_id: Option<String>,
 }
 
 impl Response {

@@ -6,9 +6,10 @@
 //! environment, or credentials in the URL go through reqwest's pooled client.
 //! Both classify failures alike.
 
+mod counts;
 mod h1;
 
-pub use h1::ConnectionCounts;
+pub use counts::ConnectionCounts;
 
 use batchbench_contract::plugin::{FailureKind, Reply, RequestCodec};
 use bytes::Bytes;
@@ -981,6 +982,11 @@ mod wire_tests {
         /// Answers `ok`, then closes the connection once it has been idle
         /// for 200 ms (a keep-alive timeout).
         AnswerIdleClose,
+        /// Sends an interim `100 Continue`, then closes.
+        InterimClose,
+        /// Answers `204 No Content` with a `content-length` (the length of
+        /// what a GET would have returned): no body follows.
+        NoContent,
     }
 
     /// A server that does `script(connection, request on it)` with each
@@ -1020,12 +1026,14 @@ mod wire_tests {
                             Act::AnswerIdleClose => {
                                 b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
                             }
+                            Act::InterimClose => b"HTTP/1.1 100 Continue\r\n\r\n",
+                            Act::NoContent => b"HTTP/1.1 204 No Content\r\ncontent-length: 5\r\n\r\n",
                         };
                         if sock.write_all(out).await.is_err() {
                             return;
                         }
                         match script(conn, req) {
-                            Act::Truncate | Act::PartialHead => return,
+                            Act::Truncate | Act::PartialHead | Act::InterimClose => return,
                             Act::AnswerIdleClose => {
                                 tokio::time::sleep(Duration::from_millis(200)).await;
                                 return;
@@ -1169,6 +1177,47 @@ mod wire_tests {
             "{c:?}"
         );
         assert!(!c.closes_after_every_response(), "{c:?}");
+    }
+
+    /// An interim head is part of the response: a kept connection that
+    /// closes after one is a failure (the server saw the request), never a
+    /// reconnect that would send it again.
+    #[tokio::test]
+    async fn a_close_after_an_interim_head_is_a_failure_not_a_reconnect() {
+        let (url, accepted) = scripted_server(|_, req| {
+            if req == 0 {
+                Act::Answer
+            } else {
+                Act::InterimClose
+            }
+        })
+        .await;
+        let t = retrying(url, 0, Duration::ZERO);
+        assert!(send(&t, &["{}"], &[]).await.result.is_ok());
+        let out = send(&t, &["{}"], &[]).await;
+        assert!(out.result.is_err(), "{:?}", out.result);
+        assert_eq!((out.retries, out.reconnects), (0, 0));
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    /// A 204's `content-length` announces no body: the next response on the
+    /// connection is read as the next one.
+    #[tokio::test]
+    async fn a_no_content_response_has_no_body_whatever_its_length_says() {
+        let (url, accepted) = scripted_server(|_, req| {
+            if req == 0 {
+                Act::NoContent
+            } else {
+                Act::Answer
+            }
+        })
+        .await;
+        let t = retrying(url, 0, Duration::ZERO);
+        let first = send(&t, &["{}"], &[]).await;
+        assert_eq!(first.result.unwrap().content, "");
+        let second = send(&t, &["{}"], &[]).await;
+        assert_eq!(second.result.unwrap().content, "ok");
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
     }
 
     /// A server that keeps its connections is not reported as closing them.

@@ -77,6 +77,7 @@ fn read_spans(data: &[u8]) -> Option<(ChatChunk<'_>, Spans)> {
     };
     let mut chunk = ChatChunk::default();
     let (mut seen_id, mut seen_choices) = (false, false);
+    let mut seen_more = [false; 3];
     s.object(|s, key| {
         match key {
             b"id" => {
@@ -89,7 +90,15 @@ fn read_spans(data: &[u8]) -> Option<(ChatChunk<'_>, Spans)> {
                 chunk.choice = s.first_of(Scan::choice)?;
             }
             // Read by serde when they hold anything.
-            b"usage" | b"timings" | b"error" => s.literal(b"null")?,
+            b"usage" | b"timings" | b"error" => {
+                let k = match key {
+                    b"usage" => 0,
+                    b"timings" => 1,
+                    _ => 2,
+                };
+                once(&mut seen_more[k])?;
+                s.literal(b"null")?;
+            }
             _ => s.skip(0)?,
         }
         Some(())
@@ -576,6 +585,8 @@ mod tests {
         r#"{"n":tru}"#,
         r#"{"n":1.}"#,
         r#"{"n":-}"#,
+        r#"{"choices":[{"delta":{"content":"a"}}],"usage":null,"usage":null}"#,
+        r#"{"choices":[],"error":null,"err\u006fr":null}"#,
     ];
 
     /// serde's reading: the id and the first choice, and whether it holds
