@@ -72,6 +72,8 @@ struct Errors {
     /// The run's `client_bound` message, where it said its client, not the
     /// server, was the limit, and the share of the time its threads were busy.
     client_bound: Option<(String, f64)>,
+    /// The run's length in seconds (`total_duration_seconds`).
+    secs: f64,
     /// Requests the run said it sent over 1 ms behind schedule.
     late_sends: u64,
     /// Where the run's verdict said its process kept its cores busy (its
@@ -181,6 +183,7 @@ fn measure<S: AsRef<str>>(
             (m.to_owned(), if dropped { 1.0 } else { busy })
         }),
         late_sends: r.summary("load")["late_sends"].as_u64().unwrap_or(0),
+        secs: r.summary("total_duration_seconds").as_f64().unwrap_or(0.0),
         cores_busy: r.summary("load")["verdict"]
             .as_str()
             .and_then(|v| v.split_once("% of its cores busy"))
@@ -276,12 +279,27 @@ fn check(what: &str, e: &Errors) {
         // and what its figures measure is the client. The case checks that
         // the verdict came from the client's own load, not from nothing.
         eprintln!("{what}: NOT JUDGED: the run said its client was the limit: {message}");
-        // Four threads on two cores are all the cores at a busy share of
-        // 0.5 (0.45 seen with its sends late): a quarter is real load.
-        assert!(
-            *busy > 0.25,
-            "{what}: client-bound with its threads busy {busy:.2} of the time: {e:?}"
-        );
+        // The client weighs its threads' busy share only over a run of a
+        // second or more (under that, starting up is most of what a thread
+        // did, and late sends are taken as its own): a run of 100 requests
+        // at 1,000/s is a tenth of that, so what grounds its verdict there is
+        // that its sends were late (30 of 100 with the threads busy 16%, a
+        // stall of the machine inside the run, seen in CI). Over a longer
+        // run, four threads on two cores are all the cores at a busy share
+        // of 0.5 (0.45 seen with its sends late): a quarter is real load.
+        if e.secs < 1.0 {
+            assert!(
+                (e.late_sends > 0 && message.contains("sends ran late"))
+                    || message.contains("dropped"),
+                "{what}: a run of {:.2} s said client-bound with no send late or dropped: {e:?}",
+                e.secs
+            );
+        } else {
+            assert!(
+                *busy > 0.25,
+                "{what}: client-bound with its threads busy {busy:.2} of the time: {e:?}"
+            );
+        }
         return;
     }
     // A run that said its client fell behind its schedule, or kept its
