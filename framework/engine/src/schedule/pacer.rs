@@ -325,7 +325,9 @@ async fn timer_task(inner: Arc<Inner>) {
                     q.wake_at = None;
                     Next::Idle
                 }
-                Some(_) if !due_now.is_empty() => Next::Fired,
+                // Far enough to sleep: the timer is armed now, and the waits
+                // just woken run while the task sleeps (a pass of its own
+                // first would cost the runtime a look at its events).
                 Some(next) if next > now + q.margin + EARLY => {
                     let wake = next - q.margin;
                     q.armed = Some(next);
@@ -333,6 +335,8 @@ async fn timer_task(inner: Arc<Inner>) {
                     inner.timer.get_ref().arm(wake - now);
                     Next::Armed
                 }
+                // Near: the waits just woken send before the task spins.
+                Some(_) if !due_now.is_empty() => Next::Fired,
                 Some(next) => {
                     q.armed = Some(next);
                     q.wake_at = None;
@@ -355,14 +359,17 @@ async fn timer_task(inner: Arc<Inner>) {
                 // Until the timer goes off: a wait that comes in earlier
                 // re-arms it itself, so a stale readiness (nothing expired)
                 // needs no new pass.
-                loop {
-                    let Ok(mut ready) = inner.timer.readable().await else {
-                        return;
-                    };
-                    if ready.try_io(|t| t.get_ref().expirations()).is_ok() {
-                        break;
-                    }
-                }
+                //
+                // The expiration is not read: arming the timer again resets
+                // its count, and the runtime hears of each expiration as an
+                // event of its own (edge-triggered), so a wake-up costs no
+                // read, and none that finds nothing. A readiness left from
+                // before (the timer re-armed since it went off) makes one
+                // pass that finds nothing due and sleeps again.
+                let Ok(mut ready) = inner.timer.readable().await else {
+                    return;
+                };
+                ready.clear_ready();
                 let woke = Instant::now();
                 let wake_at = inner.lock().wake_at;
                 if let Some(at) = wake_at
@@ -424,17 +431,6 @@ mod timerfd {
                 libc::timerfd_settime(self.0.as_raw_fd(), 0, &spec, std::ptr::null_mut());
             }
         }
-
-        /// Reads the expirations since the last read; `WouldBlock` when none.
-        pub(super) fn expirations(&self) -> std::io::Result<u64> {
-            let mut n = [0u8; 8];
-            // SAFETY: reads at most 8 bytes into an 8-byte buffer we own.
-            let r = unsafe { libc::read(self.0.as_raw_fd(), n.as_mut_ptr().cast(), 8) };
-            if r < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(u64::from_ne_bytes(n))
-        }
     }
 
     impl AsRawFd for TimerFd {
@@ -462,9 +458,6 @@ mod timerfd {
             ))
         }
         pub(super) fn arm(&self, _: Duration) {}
-        pub(super) fn expirations(&self) -> std::io::Result<u64> {
-            Ok(0)
-        }
     }
 
     impl AsRawFd for TimerFd {
