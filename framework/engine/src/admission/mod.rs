@@ -11,6 +11,7 @@
 
 pub(crate) mod load;
 mod requests;
+mod sessions;
 pub(crate) mod turn;
 
 use crate::admission::turn::run_trajectory;
@@ -199,12 +200,13 @@ pub(crate) async fn open_loop(
         }
     }
     let mut stats = AdmissionStats::default();
-    let mut tasks: JoinSet<Result<u64, EngineError>> = JoinSet::new();
+    let mut lanes = sessions::SessionLanes::start(sh);
     let mut free: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
     let mut next_slot = 0u64;
     let mut next_agent = 0u64;
     let lookahead = sh.opts.lookahead.max(1);
     let mut horizon = sh.start;
+    let cap = u64::try_from(cap).unwrap_or(u64::MAX);
     loop {
         // Keep the lookahead full: prepare upcoming first prompts on the pool.
         while !exhausted && queue.len() < lookahead && stats.fatal.is_none() {
@@ -244,26 +246,27 @@ pub(crate) async fn open_loop(
             stopped_by_deadline = sh.past_deadline();
             break;
         }
-        // Wait until shortly before the offset, reaping finished trajectories
-        // meanwhile: the first request waits for its exact time itself, with
-        // its body made, just before it is sent.
+        // Wait until shortly before the offset, the sessions made so far
+        // handed to the lanes: the first request waits for its exact time
+        // itself, with its body made, just before it is sent.
         let release = load::release_time(sh, scheduled);
-        while release > horizon {
+        if release > horizon {
+            lanes.flush();
             tokio::select! {
                 biased;
-                () = sh.cancel.cancelled() => break,
-                () = sh.deadline.cancelled() => break,
-                Some(done) = tasks.join_next(), if !tasks.is_empty() => {
-                    if let Some(slot) = reap(done, &mut stats.fatal, &sh.cancel) {
-                        free.insert(slot);
-                    }
-                }
+                () = sh.cancel.cancelled() => {}
+                () = sh.deadline.cancelled() => {}
                 () = tokio::time::sleep_until(release.into()) => {
                     // Every session due within the window goes now: the loop
                     // wakes about once per window, whatever the rate.
                     horizon = release.max(std::time::Instant::now()) + RELEASE_WINDOW;
                 }
             }
+        } else if lanes.pending >= sessions::HAND_OVER_MOST {
+            // Behind its schedule the loop never sleeps: it hands over what
+            // it has and lets the lanes run.
+            lanes.flush();
+            tokio::task::yield_now().await;
         }
         if sh.past_deadline() {
             stopped_by_deadline = true;
@@ -273,16 +276,12 @@ pub(crate) async fn open_loop(
         // Released early, a trajectory is late only if the cap held it past its
         // offset.
         let mut held = false;
-        while tasks.len() >= cap && !sh.cancel.is_cancelled() && !sh.deadline.is_cancelled() {
+        while lanes.active() >= cap && !sh.cancel.is_cancelled() && !sh.deadline.is_cancelled() {
             held = true;
             tokio::select! {
                 () = sh.cancel.cancelled() => {}
                 () = sh.deadline.cancelled() => {}
-                Some(done) = tasks.join_next() => {
-                    if let Some(slot) = reap(done, &mut stats.fatal, &sh.cancel) {
-                        free.insert(slot);
-                    }
-                }
+                () = lanes.one_ended() => {}
             }
         }
         // Held by the cap: everything since it was due was the cap's queue (a
@@ -304,11 +303,12 @@ pub(crate) async fn open_loop(
         stats.lag.record(now.saturating_sub(scheduled));
         stats.late += u64::from(late);
         stats.arrivals += 1;
+        lanes.take_freed(&mut free);
         let slot = free.pop_first().unwrap_or_else(|| {
             next_slot += 1;
             sh.opts.shard.global(next_slot - 1)
         });
-        tasks.spawn(run_trajectory(
+        lanes.push(Box::pin(run_trajectory(
             sh.clone(),
             sh.opts.shard.global(next_agent),
             slot,
@@ -316,9 +316,9 @@ pub(crate) async fn open_loop(
             first,
             prepared,
             Some((scheduled, cap_wait)),
-        ));
+        )));
         next_agent += 1;
-        stats.max_observed = stats.max_observed.max(tasks.len() as u64);
+        stats.max_observed = stats.max_observed.max(lanes.active());
     }
     // Abandon what was never admitted (after Ctrl+C, a fatal error or the deadline).
     for (_, _, p, _) in queue {
@@ -326,8 +326,8 @@ pub(crate) async fn open_loop(
             p.cancel();
         }
     }
-    while let Some(done) = tasks.join_next().await {
-        reap(done, &mut stats.fatal, &sh.cancel);
+    if let Some(e) = lanes.finish().await {
+        stats.fatal.get_or_insert(e);
     }
     // Every session due before the deadline and not admitted by it is
     // dropped: those made and not admitted, and, where the deadline stopped
