@@ -12,7 +12,10 @@
 #   3. the open loop at 5,000 requests/s (constant), JSON: CPU per request
 #      beside the minimal C pacer's (bench/pace-floor.c) against the same nginx
 #      (target: at most 1.5x the pacer), with its achieved rate and send lag;
-#   4. a rate far past one client thread's ceiling (400,000/s for 3 s, 256
+#   4. one-turn sessions at the same rate (batchbench-agent --session-rate):
+#      CPU per request beside the request rate's of the same run (target: at
+#      most 1.2x);
+#   5. a rate far past one client thread's ceiling (400,000/s for 3 s, 256
 #      users): the run's wall time against its 3 s duration, the arrivals it
 #      dropped at the deadline, its load note and its client-bound reasons.
 #
@@ -27,7 +30,7 @@ cd "$(dirname "$0")/.."
 if [ -n "$smoke" ]; then per_user=20; secs=1; rate=500; past=20000
 else per_user=500; secs=10; rate=5000; past=400000; fi
 ensure_tools
-build batchbench
+build batchbench batchbench-agent
 command -v cc >/dev/null || { echo "a C compiler is needed for bench/pace-floor.c (apt-get install gcc)" >&2; exit 1; }
 floor_exe=$(mktemp)
 cc -O2 -o "$floor_exe" bench/pace-floor.c
@@ -49,12 +52,12 @@ def child_cpu():
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
 
-def bb(port, args, strict=True):
+def bb(port, args, strict=True, binary="batchbench"):
     """One batchbench run against nginx on `port`: (summary, cpu s, wall s)."""
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "s.json")
         c0, t0 = child_cpu(), time.monotonic()
-        subprocess.run([os.path.join(target, "batchbench"), "--host", f"http://127.0.0.1:{port}",
+        subprocess.run([os.path.join(target, binary), "--host", f"http://127.0.0.1:{port}",
                         "--tokenizer-model", tok, "--input-tokens", "32", "--output-tokens", "16",
                         "--quiet", "--summary-json", out] + args,
                        check=strict, stdout=subprocess.DEVNULL)
@@ -84,8 +87,11 @@ words = " ".join("".join(r.choice(string.ascii_lowercase) for _ in range(6)) for
 body = json.dumps({"model": tok, "messages": [{"role": "user", "content": " " + words}], "max_tokens": 16})
 
 startup = min(bb(json_port, ["--users", "1", "--requests-per-user", "1"])[1] for _ in range(3))
-print(f"start-up (a one-request run, the least of three): {startup * 1000:.0f} ms of CPU, taken off every batchbench figure")
-us = lambda cpu, n: max(cpu - startup, 0.0) / max(n, 1) * 1e6
+one_turn = ["--tool-invocations", "1", "--disable-user-tagging"]
+agent_startup = min(bb(json_port, ["--agents", "1"] + one_turn, binary="batchbench-agent")[1] for _ in range(3))
+print(f"start-up (a one-request run, the least of three): {startup * 1000:.0f} ms of CPU "
+      f"(batchbench-agent {agent_startup * 1000:.0f} ms), taken off every figure of its binary")
+us = lambda cpu, n, start=startup: max(cpu - start, 0.0) / max(n, 1) * 1e6
 
 # 1 and 2. Closed loops against wrk.
 for label, port, extra in [("JSON", json_port, []), ("streamed (SSE, 16 chunks)", sse_port, ["--stream"])]:
@@ -111,7 +117,18 @@ print(f"open loop at {rate:.0f}/s, {n} requests: achieved {load['achieved_rate']
       f"p99 {lag.get('p99_ms', 0) * 1000:.0f} us; {ours:.1f} us of CPU per request; the C pacer ({out[0]} requests) {pacer:.1f} us: "
       f"{ours / pacer:.2f}x (at most 1.5x: {met(ours <= 1.5 * pacer)})")
 
-# 4. Far past the ceiling: the deadline bounds the run.
+# 4. One-turn sessions at the same rate: each session start is one request.
+s, cpu, wall = bb(json_port, ["--session-rate", str(rate), "--arrival", "constant",
+                              "--duration-secs", str(secs)] + one_turn, binary="batchbench-agent")
+sload = s["load"]
+sn = s["successful_requests"]
+sessions = us(cpu, sn, agent_startup)
+slag = sload.get("send_lag") or {}
+print(f"one-turn sessions at {rate:.0f}/s, {sn} requests: achieved {sload['achieved_rate']:.1f}/s, send lag p50 {slag.get('p50_ms', 0) * 1000:.0f} us, "
+      f"p99 {slag.get('p99_ms', 0) * 1000:.0f} us; {sessions:.1f} us of CPU per request: {sessions / ours:.2f}x the request rate's "
+      f"(at most 1.2x: {met(sessions <= 1.2 * ours)})")
+
+# 5. Far past the ceiling: the deadline bounds the run.
 s, cpu, wall = bb(json_port, ["--users", "256", "--client-threads", "1", "--request-rate", str(past),
                               "--arrival", "constant", "--duration-secs", "3"], strict=False)
 load = s["load"]
