@@ -296,6 +296,12 @@ pub(crate) async fn open_loop(
             stopped_by_deadline = sh.past_deadline();
             break;
         }
+        // A prompt still being made on the pool (images, audio, a long
+        // text) may keep the loop a while: the sessions due before it go
+        // first.
+        if matches!(&prep, Prep::Next(p) if p.still_running()) {
+            lanes.flush();
+        }
         let Some(prepared) = prep.ready(&sh.synth, &mut stats.fatal, &sh.cancel).await else {
             break;
         };

@@ -289,6 +289,11 @@ impl NextPrep {
         Self::Running(tokio::spawn(async move { prepare(&synth, job).await }))
     }
 
+    /// Whether finishing it waits for a task that is still making it.
+    pub(crate) fn still_running(&self) -> bool {
+        matches!(self, Self::Running(h) if !h.is_finished())
+    }
+
     pub(crate) fn cancel(self) {
         if let Self::Running(h) = self {
             h.abort();
