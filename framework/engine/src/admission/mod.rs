@@ -9,6 +9,7 @@
 //! and the load model's rules every request passes (`load`: release, send,
 //! the concurrency cap, warmup and the deadline).
 
+mod lanes;
 pub(crate) mod load;
 mod requests;
 mod sessions;
@@ -251,7 +252,7 @@ pub(crate) async fn open_loop(
         // itself, with its body made, just before it is sent.
         let release = load::release_time(sh, scheduled);
         if release > horizon {
-            lanes.flush();
+            lanes.lanes.flush();
             tokio::select! {
                 biased;
                 () = sh.cancel.cancelled() => {}
@@ -262,10 +263,10 @@ pub(crate) async fn open_loop(
                     horizon = release.max(std::time::Instant::now()) + RELEASE_WINDOW;
                 }
             }
-        } else if lanes.pending >= sessions::HAND_OVER_MOST {
+        } else if lanes.lanes.pending >= lanes::HAND_OVER_MOST {
             // Behind its schedule the loop never sleeps: it hands over what
             // it has and lets the lanes run.
-            lanes.flush();
+            lanes.lanes.flush();
             tokio::task::yield_now().await;
         }
         if sh.past_deadline() {
@@ -300,7 +301,7 @@ pub(crate) async fn open_loop(
         // text) may keep the loop a while: the sessions due before it go
         // first.
         if matches!(&prep, Prep::Next(p) if p.still_running()) {
-            lanes.flush();
+            lanes.lanes.flush();
         }
         let Some(prepared) = prep.ready(&sh.synth, &mut stats.fatal, &sh.cancel).await else {
             break;

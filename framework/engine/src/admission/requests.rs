@@ -160,7 +160,7 @@ pub(crate) async fn request_loop(
         // the next window. Before sleeping, the batches go out.
         let release = sh.start + r.due.saturating_sub(HAND_OVER_AHEAD);
         if release > horizon {
-            lanes.flush();
+            lanes.lanes.flush();
             tokio::select! {
                 biased;
                 () = sh.cancel.cancelled() => {}
@@ -168,10 +168,10 @@ pub(crate) async fn request_loop(
                 () = tokio::time::sleep_until(release.into()) => {}
             }
             horizon = release.max(std::time::Instant::now()) + HAND_OVER_WINDOW;
-        } else if lanes.pending >= HAND_OVER_MOST {
+        } else if lanes.lanes.pending >= super::lanes::HAND_OVER_MOST {
             // Behind its schedule the loop never sleeps: it hands over what
             // it has and lets the lanes and the deadline's timer run.
-            lanes.flush();
+            lanes.lanes.flush();
             tokio::task::yield_now().await;
         }
         if sh.cancel.is_cancelled() || sh.past_deadline() {
@@ -179,7 +179,7 @@ pub(crate) async fn request_loop(
             pipeline.push_front(r);
             break;
         }
-        lanes.push(r);
+        lanes.lanes.push(r);
     }
     for r in pipeline {
         if let Made::Next(p) = r.prep {
@@ -213,10 +213,6 @@ pub(crate) async fn request_loop(
 const HAND_OVER_AHEAD: Duration = Duration::from_millis(20);
 const HAND_OVER_WINDOW: Duration = Duration::from_millis(10);
 
-/// The most requests held for the lanes before they are handed over, when the
-/// loop is behind its schedule and does not sleep.
-const HAND_OVER_MOST: usize = 256;
-
 /// The arrivals a lane released, and how late.
 #[derive(Default)]
 struct Released {
@@ -224,18 +220,12 @@ struct Released {
     lag: crate::measurement::metrics::Latency,
 }
 
-/// The workers of the request-level open loop: one task per runtime thread,
-/// each driving its requests in flight without a task or a channel of their
-/// own. The release loop hands requests over in batches, round-robin, up to
-/// [`HAND_OVER_AHEAD`] ahead of their due times; each waits for its time on
-/// the pacer, inside its lane.
+/// The workers of the request-level open loop: [`super::lanes::Lanes`], each
+/// driving its requests in flight without a task or a channel of their own.
+/// The release loop hands requests over up to [`HAND_OVER_AHEAD`] ahead of
+/// their due times; each waits for its time on the pacer, inside its lane.
 struct Lanes {
-    senders: Vec<mpsc::UnboundedSender<Vec<Release>>>,
-    batches: Vec<Vec<Release>>,
-    /// Requests in the batches, not yet handed over.
-    pending: usize,
-    next: usize,
-    handles: Vec<tokio::task::JoinHandle<(Option<EngineError>, Released)>>,
+    lanes: super::lanes::Lanes<Release, (Option<EngineError>, Released)>,
     in_flight: Arc<InFlight>,
 }
 
@@ -248,54 +238,17 @@ struct InFlight {
 
 impl Lanes {
     fn start(sh: &Arc<Shared>) -> Self {
-        let n = tokio::runtime::Handle::current()
-            .metrics()
-            .num_workers()
-            .max(1);
         let in_flight = Arc::new(InFlight::default());
-        let mut senders = Vec::with_capacity(n);
-        let mut handles = Vec::with_capacity(n);
-        for _ in 0..n {
-            let (tx, rx) = mpsc::unbounded_channel();
-            senders.push(tx);
-            handles.push(tokio::spawn(lane(sh.clone(), rx, in_flight.clone())));
-        }
-        Self {
-            senders,
-            batches: (0..n).map(|_| Vec::new()).collect(),
-            pending: 0,
-            next: 0,
-            handles,
-            in_flight,
-        }
-    }
-
-    fn push(&mut self, h: Release) {
-        self.batches[self.next].push(h);
-        self.pending += 1;
-        self.next = (self.next + 1) % self.batches.len();
-    }
-
-    /// Sends every lane its batch.
-    fn flush(&mut self) {
-        self.pending = 0;
-        for (tx, batch) in self.senders.iter().zip(&mut self.batches) {
-            if !batch.is_empty() {
-                // A lane ends only when its sender is dropped or the run is
-                // cancelled; a batch it no longer takes is not sent.
-                let _ = tx.send(std::mem::take(batch));
-            }
-        }
+        let lanes = super::lanes::Lanes::start(|rx| lane(sh.clone(), rx, in_flight.clone()));
+        Self { lanes, in_flight }
     }
 
     /// Hands over the rest and waits for every request in flight; the first
     /// fatal error and the most requests in flight at once.
-    async fn finish(mut self) -> (Option<EngineError>, u64, Released) {
-        self.flush();
-        drop(std::mem::take(&mut self.senders));
+    async fn finish(self) -> (Option<EngineError>, u64, Released) {
         let mut fatal = None;
         let mut all = Released::default();
-        for h in self.handles {
+        for h in self.lanes.close() {
             match h.await {
                 Ok((e, released)) => {
                     if let Some(e) = e {

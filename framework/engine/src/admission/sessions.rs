@@ -1,6 +1,6 @@
-//! The sessions of the open loop, driven by lanes: one task per runtime
-//! thread, each polling the sessions handed to it together, as the request
-//! loop's lanes drive requests. A session is its trajectory's turn loop, a
+//! The sessions of the open loop, driven by lanes (`lanes`): one task per
+//! runtime thread, each polling the sessions handed to it together, as the
+//! request loop's lanes drive requests. A session is its trajectory's turn loop, a
 //! future its lane polls: no task of its own, and the admission loop, which
 //! hands sessions over in batches, is not woken as each one ends (only while
 //! the concurrency cap holds it back).
@@ -15,14 +15,9 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{Notify, mpsc};
-use tokio::task::JoinHandle;
 
 /// One session: its trajectory's turns; its routing slot when it ends.
 pub(super) type Session = Pin<Box<dyn Future<Output = Result<u64, EngineError>> + Send>>;
-
-/// The most sessions held for the lanes before they are handed over, when
-/// the admission loop is behind its schedule and does not sleep.
-pub(super) const HAND_OVER_MOST: usize = 256;
 
 /// What the lanes tell the admission loop of the sessions that ended.
 #[derive(Default)]
@@ -34,61 +29,29 @@ struct Ended {
     notify: Notify,
 }
 
-/// The lanes of the open loop's sessions.
+/// The lanes of the open loop's sessions ([`super::lanes::Lanes`]), and
+/// what they tell of the sessions that ended.
 pub(super) struct SessionLanes {
-    senders: Vec<mpsc::UnboundedSender<Vec<Session>>>,
-    batches: Vec<Vec<Session>>,
-    /// Sessions in the batches, not yet handed over.
-    pub(super) pending: usize,
-    next: usize,
+    pub(super) lanes: super::lanes::Lanes<Session, Option<EngineError>>,
     handed: u64,
-    handles: Vec<JoinHandle<Option<EngineError>>>,
     ended: Arc<Ended>,
 }
 
 impl SessionLanes {
     pub(super) fn start(sh: &Arc<Shared>) -> Self {
-        let n = tokio::runtime::Handle::current()
-            .metrics()
-            .num_workers()
-            .max(1);
         let ended = Arc::new(Ended::default());
-        let (mut senders, mut handles) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        for _ in 0..n {
-            let (tx, rx) = mpsc::unbounded_channel();
-            senders.push(tx);
-            handles.push(tokio::spawn(lane(sh.clone(), rx, ended.clone())));
-        }
+        let lanes = super::lanes::Lanes::start(|rx| lane(sh.clone(), rx, ended.clone()));
         Self {
-            senders,
-            batches: (0..n).map(|_| Vec::new()).collect(),
-            pending: 0,
-            next: 0,
+            lanes,
             handed: 0,
-            handles,
             ended,
         }
     }
 
     /// Adds a session to the next lane's batch: it runs once handed over.
     pub(super) fn push(&mut self, s: Session) {
-        self.batches[self.next].push(s);
-        self.pending += 1;
+        self.lanes.push(s);
         self.handed += 1;
-        self.next = (self.next + 1) % self.batches.len();
-    }
-
-    /// Sends every lane its batch.
-    pub(super) fn flush(&mut self) {
-        self.pending = 0;
-        for (tx, batch) in self.senders.iter().zip(&mut self.batches) {
-            if !batch.is_empty() {
-                // A lane ends only when its sender is dropped; a batch it no
-                // longer takes (its task failed) is not run, and the lane's
-                // failure is the run's.
-                let _ = tx.send(std::mem::take(batch));
-            }
-        }
     }
 
     /// Sessions admitted that have not ended.
@@ -109,17 +72,15 @@ impl SessionLanes {
 
     /// Waits until a session ends (or one ended since the last wait).
     pub(super) async fn one_ended(&mut self) {
-        self.flush();
+        self.lanes.flush();
         self.ended.notify.notified().await;
     }
 
     /// Hands over the rest and waits for every session; the first fatal
     /// error.
-    pub(super) async fn finish(mut self) -> Option<EngineError> {
-        self.flush();
-        drop(std::mem::take(&mut self.senders));
+    pub(super) async fn finish(self) -> Option<EngineError> {
         let mut fatal = None;
-        for h in self.handles {
+        for h in self.lanes.close() {
             let e = match h.await {
                 Ok(e) => e,
                 Err(e) => Some(EngineError::Internal(format!(
