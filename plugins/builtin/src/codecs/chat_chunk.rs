@@ -3,29 +3,32 @@
 //! A streamed reply is a chunk per token or so, each a small JSON object of
 //! which the chat codec reads a handful of fields; through serde's derive each
 //! chunk cost about half a microsecond, most of a streamed request's client
-//! CPU against an instant server. This walks the object once, reads the
-//! response's `id` and the first choice's `delta` or `message` (`content`,
-//! `reasoning_content`, `reasoning`) and `finish_reason`, and checks what it
-//! skips as JSON.
+//! CPU against an instant server, and a whole JSON reply about two. This
+//! walks the object once, reads the response's `id`, the first choice's
+//! `delta` or `message` (`content`, `reasoning_content`, `reasoning`) and
+//! `finish_reason`, and the `usage`, and checks what it skips as JSON.
 //!
 //! It reads what serde would, or gives up: anything it is not sure of (a
-//! chunk with a usage, timings or error object, a field of a type the codec
-//! does not take, a key read twice, nesting over 64 deep, text after the
-//! object, any malformed JSON) returns `None`, and the caller reads the chunk
-//! with serde, which gives its answer or its error. The tests hold the two
-//! readings equal.
+//! chunk with a timings or error object, a field of a type the codec does
+//! not take, a token count that is not plain digits, a key read twice,
+//! nesting over 64 deep, text after the object, any malformed JSON) returns
+//! `None`, and the caller reads the chunk with serde, which gives its answer
+//! or its error. The tests hold the two readings equal.
 
+use super::wire::special;
+use batchbench_contract::plugin::{Reply, Usage};
 use serde::Deserialize;
 use std::borrow::Cow;
 
 /// The most nested objects and arrays skipped before giving up.
 const MAX_DEPTH: usize = 64;
 
-/// A chunk's `id` and its first choice.
+/// A chunk's `id`, its first choice and its usage.
 #[derive(Debug, Default, PartialEq)]
 pub(crate) struct ChatChunk<'a> {
     pub(crate) id: Option<Cow<'a, str>>,
     pub(crate) choice: Option<Choice<'a>>,
+    pub(crate) usage: Option<Usage>,
 }
 
 /// A choice of a chat completion or of a chunk of one: its `message` (a
@@ -55,6 +58,20 @@ pub(crate) struct WireMessage<'a> {
 #[cfg(test)]
 pub(crate) fn read(data: &[u8]) -> Option<ChatChunk<'_>> {
     read_spans(data).map(|(chunk, _)| chunk)
+}
+
+/// A whole JSON reply with a choice: the choice, and the reply with its id
+/// and usage; `None` where serde must read it (see the module's text), a
+/// reply without a choice included (serde says what is wrong with it).
+pub(crate) fn read_reply(body: &[u8]) -> Option<(Choice<'_>, Reply)> {
+    let (chunk, _) = read_spans(body)?;
+    let choice = chunk.choice?;
+    let reply = Reply {
+        usage: chunk.usage,
+        id: chunk.id.map(Cow::into_owned),
+        ..Reply::default()
+    };
+    Some((choice, reply))
 }
 
 /// Where a chunk's strings lie in it (each from its opening quote to past
@@ -89,14 +106,13 @@ fn read_spans(data: &[u8]) -> Option<(ChatChunk<'_>, Spans)> {
                 once(&mut seen_choices)?;
                 chunk.choice = s.first_of(Scan::choice)?;
             }
+            b"usage" => {
+                once(&mut seen_more[0])?;
+                chunk.usage = s.opt_usage()?;
+            }
             // Read by serde when they hold anything.
-            b"usage" | b"timings" | b"error" => {
-                let k = match key {
-                    b"usage" => 0,
-                    b"timings" => 1,
-                    _ => 2,
-                };
-                once(&mut seen_more[k])?;
+            b"timings" | b"error" => {
+                once(&mut seen_more[if key == b"timings" { 1 } else { 2 }])?;
                 s.literal(b"null")?;
             }
             _ => s.skip(0)?,
@@ -133,8 +149,10 @@ struct Template {
 
 impl Reader {
     /// Reads a chunk, or `None` where serde must (see the module's text).
-    pub(crate) fn read<'a>(&mut self, data: &'a [u8]) -> Option<ChatChunk<'a>> {
-        if let Some(chunk) = self.by_template(data) {
+    /// A chunk read by the template has its id only `with_id` (a stream's
+    /// chunks repeat the first one's; its text costs a check each).
+    pub(crate) fn read<'a>(&mut self, data: &'a [u8], with_id: bool) -> Option<ChatChunk<'a>> {
+        if let Some(chunk) = self.by_template(data, with_id) {
             return Some(chunk);
         }
         let (chunk, spans) = read_spans(data)?;
@@ -146,7 +164,7 @@ impl Reader {
     /// a delta or a message with exactly one text, and its strings have no
     /// escape.
     fn learn(&mut self, data: &[u8], chunk: &ChatChunk<'_>, spans: Spans) {
-        let Some(choice) = &chunk.choice else {
+        let (Some(choice), None) = (&chunk.choice, chunk.usage) else {
             return;
         };
         let (m, in_delta) = match (&choice.message, &choice.delta) {
@@ -186,7 +204,7 @@ impl Reader {
     }
 
     /// The chunk read as the template with another text, where it is one.
-    fn by_template<'a>(&self, data: &'a [u8]) -> Option<ChatChunk<'a>> {
+    fn by_template<'a>(&self, data: &'a [u8], with_id: bool) -> Option<ChatChunk<'a>> {
         let t = self.template?;
         let prev = &self.prev;
         let (start, end) = t.text;
@@ -216,8 +234,8 @@ impl Reader {
                 .map(Cow::Borrowed)
         };
         let id = match t.id {
-            Some(span) => Some(at(span)?),
-            None => None,
+            Some(span) if with_id => Some(at(span)?),
+            _ => None,
         };
         let finish_reason = match t.finish {
             Some(span) => Some(at(span)?),
@@ -237,6 +255,7 @@ impl Reader {
                 delta,
                 finish_reason,
             }),
+            usage: None,
         })
     }
 }
@@ -292,18 +311,14 @@ impl<'a> Scan<'a> {
         let mut i = start;
         let mut escaped = false;
         loop {
-            let k = memchr::memchr2(b'"', b'\\', &s[i..])?;
-            if s[i..i + k].iter().any(|&b| b < 0x20) {
-                return None;
-            }
-            i += k;
-            if s[i] == b'"' {
-                break;
-            }
-            escaped = true;
-            i += 2;
-            if i > s.len() {
-                return None;
+            i += special(s.get(i..)?)?;
+            match s[i] {
+                b'"' => break,
+                b'\\' => {
+                    escaped = true;
+                    i += 2;
+                }
+                _ => return None,
             }
         }
         self.i = i + 1;
@@ -469,6 +484,91 @@ impl<'a> Scan<'a> {
         Some(Some(m))
     }
 
+    /// A usage object, or `null`: its token counts, each as serde reads it
+    /// (`prompt_tokens` and `completion_tokens` a number, the details' counts
+    /// a number or `null`), the other members skipped.
+    fn opt_usage(&mut self) -> Option<Option<Usage>> {
+        if self.peek()? == b'n' {
+            self.literal(b"null")?;
+            return Some(None);
+        }
+        let mut u = Usage::default();
+        let mut seen = [false; 4];
+        self.object(|s, key| {
+            match key {
+                b"prompt_tokens" => {
+                    once(&mut seen[0])?;
+                    u.prompt_tokens = s.count()?;
+                }
+                b"completion_tokens" => {
+                    once(&mut seen[1])?;
+                    u.completion_tokens = s.count()?;
+                }
+                b"prompt_tokens_details" => {
+                    once(&mut seen[2])?;
+                    u.cached_tokens = s.opt_detail(b"cached_tokens")?;
+                }
+                b"completion_tokens_details" => {
+                    once(&mut seen[3])?;
+                    u.reasoning_tokens = s.opt_detail(b"reasoning_tokens")?;
+                }
+                _ => s.skip(2)?,
+            }
+            Some(())
+        })?;
+        Some(Some(u))
+    }
+
+    /// A usage's details object, or `null`: its count named `name` (a
+    /// number or `null`), the other members skipped, or checked as serde
+    /// checks them where they are the other detail it knows.
+    fn opt_detail(&mut self, name: &[u8]) -> Option<Option<u64>> {
+        if self.peek()? == b'n' {
+            self.literal(b"null")?;
+            return Some(None);
+        }
+        let mut count = None;
+        let mut seen = [false; 2];
+        self.object(|s, key| {
+            match key {
+                b"cached_tokens" | b"reasoning_tokens" => {
+                    once(&mut seen[usize::from(key == b"reasoning_tokens")])?;
+                    let c = if s.peek()? == b'n' {
+                        s.literal(b"null")?;
+                        None
+                    } else {
+                        Some(s.count()?)
+                    };
+                    if key == name {
+                        count = c;
+                    }
+                }
+                _ => s.skip(3)?,
+            }
+            Some(())
+        })?;
+        Some(count)
+    }
+
+    /// A token count: plain digits without a leading zero, that fit a
+    /// `u64` (anything else is serde's to read or refuse).
+    fn count(&mut self) -> Option<u64> {
+        self.ws();
+        let start = self.i;
+        let mut n: u64 = 0;
+        while let Some(&b) = self.s.get(self.i).filter(|b| b.is_ascii_digit()) {
+            n = n.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+            self.i += 1;
+        }
+        let digits = self.i - start;
+        let leading_zero = digits > 1 && self.s[start] == b'0';
+        match self.s.get(self.i) {
+            Some(b) if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'+') => None,
+            _ if digits == 0 || leading_zero => None,
+            _ => Some(n),
+        }
+    }
+
     /// Skips any value, `depth` deep, checking it is JSON.
     fn skip(&mut self, depth: usize) -> Option<()> {
         if depth > MAX_DEPTH {
@@ -542,7 +642,7 @@ impl<'a> Scan<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codecs::wire::ChoicesResponse;
+    use crate::codecs::wire::{ChoicesResponse, WireUsage};
 
     /// Chunks as vLLM, SGLang and llama.cpp send them, and odd ones.
     const READ_FAST: &[&str] = &[
@@ -564,11 +664,17 @@ mod tests {
         r#"{"choices":[{"delta":null,"message":null}]}"#,
         r#"{}"#,
         r#"{"x":{"y":[{"z":[[],{},"",0,-1.5E+2,1e9]}]},"choices":[{"delta":{"content":"deep"}}]}"#,
+        r#"{"id":"c","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}"#,
+        r#"{"id":"chatcmpl-0","object":"chat.completion","model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":" word word"}}],"usage":{"prompt_tokens":32,"completion_tokens":16,"total_tokens":48}}"#,
+        r#"{"choices":[{"message":{"content":"a"}}],"usage":{"prompt_tokens":0,"completion_tokens":18446744073709551615,"prompt_tokens_details":{"cached_tokens":8,"audio_tokens":null},"completion_tokens_details":{"reasoning_tokens":3,"accepted_prediction_tokens":0}}}"#,
+        r#"{"choices":[{"message":{"content":"a"}}],"usage":{"prompt_tokens_details":null,"completion_tokens_details":{"reasoning_tokens":null,"cached_tokens":2}}}"#,
+        r#"{"choices":[{"message":{"content":"a"}}],"usage":{"prompt_tokens_details":{"reasoning_tokens":4},"extra":{"n":[1]}}}"#,
+        r#"{"choices":[{"delta":{}}],"usage":{}}"#,
+        r#"{"choices":[],"usage" : { "prompt_tokens" : 7 , "completion_tokens" : 1 }}"#,
     ];
 
-    /// Read by serde alone: a usage, timings or an error, or what serde refuses.
+    /// Read by serde alone: timings or an error, or what serde refuses.
     const LEFT_TO_SERDE: &[&str] = &[
-        r#"{"id":"c","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}"#,
         r#"{"choices":[{"delta":{}, "finish_reason":"stop"}],"timings":{"prompt_ms":1.5,"predicted_ms":9}}"#,
         r#"{"error":{"message":"boom","code":500}}"#,
         r#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#,
@@ -587,6 +693,18 @@ mod tests {
         r#"{"n":-}"#,
         r#"{"choices":[{"delta":{"content":"a"}}],"usage":null,"usage":null}"#,
         r#"{"choices":[],"error":null,"err\u006fr":null}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":1.0}}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":1e3}}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":null}}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":-1}}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":01}}"#,
+        r#"{"choices":[],"usage":{"completion_tokens":18446744073709551616}}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":1,"prompt_tokens":1}}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens_details":{"cached_tokens":"3"}}}"#,
+        r#"{"choices":[],"usage":{"completion_tokens_details":{"cached_tokens":[]}}}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens_details":{"cached_tokens":1,"cached_tokens":1}}}"#,
+        r#"{"choices":[],"usage":5}"#,
+        r#"{"choices":[],"usage":null,"usage":{}}"#,
     ];
 
     /// serde's reading: the id and the first choice, and whether it holds
@@ -594,11 +712,12 @@ mod tests {
     fn by_serde(data: &[u8]) -> Result<(ChatChunk<'_>, bool), String> {
         let r: ChoicesResponse<'_, Choice<'_>> =
             serde_json::from_slice(data).map_err(|e| e.to_string())?;
-        let more = r.usage.is_some() || r.timings.is_some() || r.error.is_some();
+        let more = r.timings.is_some() || r.error.is_some();
         Ok((
             ChatChunk {
                 id: r.id,
                 choice: r.choices,
+                usage: r.usage.map(WireUsage::into_usage),
             },
             more,
         ))
@@ -611,7 +730,7 @@ mod tests {
 
     /// [`agrees`], for a reader that has read other chunks before.
     fn agrees_after(reader: &mut Reader, data: &[u8]) -> bool {
-        let Some(fast) = reader.read(data) else {
+        let Some(fast) = reader.read(data, true) else {
             return false;
         };
         match by_serde(data) {
@@ -682,7 +801,7 @@ mod tests {
             let c = chunk(text, "null");
             // The first is read whole: the role chunk is no template for it.
             assert_eq!(
-                r.by_template(c.as_bytes()).is_some(),
+                r.by_template(c.as_bytes(), true).is_some(),
                 by_template && i > 0,
                 "{c}"
             );
@@ -690,7 +809,7 @@ mod tests {
         }
         // Another member where the text was: read whole, as serde reads it.
         let two = chunk(r#""ok","x":"y""#, "null");
-        assert!(r.by_template(two.as_bytes()).is_none());
+        assert!(r.by_template(two.as_bytes(), true).is_none());
         assert!(agrees_after(&mut r, two.as_bytes()));
         // The finish chunk is read whole.
         let finish = chunk(r#""""#, r#""stop""#);
@@ -706,8 +825,12 @@ mod tests {
             assert!(agrees_after(&mut r, text.as_bytes()), "{text}");
         }
         let last = r#"{"choices":[{"delta":{"content":"x"},"finish_reason":null}],"created":1,"id":"chatcmpl-1","model":"m"}"#;
-        let by_template = r.by_template(last.as_bytes()).unwrap_or_default();
+        let by_template = r.by_template(last.as_bytes(), true).unwrap_or_default();
         assert_eq!(by_template.id.as_deref(), Some("chatcmpl-1"));
+        // Without its id where the reader already has it.
+        let without = r.by_template(last.as_bytes(), false).unwrap_or_default();
+        assert_eq!(without.id, None);
+        assert_eq!(without.choice, by_template.choice);
     }
 
     /// Every chunk cut short at every byte, and every byte replaced by each
@@ -723,7 +846,7 @@ mod tests {
             }
             // Read alone, and after the chunk itself (its template).
             let mut primed = Reader::default();
-            primed.read(bytes);
+            primed.read(bytes, true);
             for at in 0..bytes.len() {
                 for b in *b"\"\\,:{}[] 0-.eEnx\n\x01\xff" {
                     let mut altered = bytes.to_vec();

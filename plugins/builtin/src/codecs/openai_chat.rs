@@ -293,7 +293,12 @@ impl RequestCodec for OpenAiChat {
     }
 
     fn decode(&self, body: &[u8]) -> Result<Reply, CodecError> {
-        let (choice, reply) = choices_reply::<Choice<'_>>(body)?;
+        // The common reply without serde (see `chat_chunk`); serde reads
+        // the rest and says what is wrong with a bad one.
+        let (choice, reply) = match chat_chunk::read_reply(body) {
+            Some(read) => read,
+            None => choices_reply::<Choice<'_>>(body)?,
+        };
         let msg = choice.message.unwrap_or_default();
         let mut content = msg.content.map(|c| c.into_owned()).unwrap_or_default();
         let mut reasoning = msg
@@ -339,12 +344,15 @@ impl SseEvents for ChatEvents {
         let fast = if self.done || data == b"[DONE]" {
             None
         } else {
-            self.chunks.read(data)
+            self.chunks.read(data, self.reply.id.is_none())
         };
         let choice = match fast {
             Some(chunk) => {
                 if self.reply.id.is_none() {
                     self.reply.id = chunk.id.map(std::borrow::Cow::into_owned);
+                }
+                if chunk.usage.is_some() {
+                    self.reply.usage = chunk.usage;
                 }
                 chunk.choice
             }
