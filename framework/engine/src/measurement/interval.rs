@@ -132,6 +132,13 @@ impl Bin {
     }
 }
 
+/// The batch of `width` that `at` falls in (64-bit arithmetic: a run of
+/// 584 years fits, and a sample is recorded for every request or token).
+fn batch_of(at: Duration, width: Duration) -> usize {
+    let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    usize::try_from(ns(at) / ns(width).max(1)).unwrap_or(usize::MAX)
+}
+
 impl Batches {
     /// Records `us` sent at `at` from the clock start.
     pub fn record(&mut self, us: u64, at: Duration) {
@@ -144,10 +151,10 @@ impl Batches {
         if count == 0 {
             return;
         }
-        let mut i = (at.as_nanos() / self.width.as_nanos().max(1)) as usize;
+        let mut i = batch_of(at, self.width);
         while i >= MAX_BATCHES {
             self.coarsen();
-            i = (at.as_nanos() / self.width.as_nanos().max(1)) as usize;
+            i = batch_of(at, self.width);
         }
         if self.bins.len() <= i {
             self.bins.resize_with(i + 1, || None);

@@ -611,9 +611,19 @@ impl Conn {
     /// until the head is whole. Interim (1xx) heads but 101 are skipped.
     fn parse_head(&mut self, id_header: Option<&str>) -> Result<Option<Head>, Failure> {
         loop {
-            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-            let mut r = httparse::Response::new(&mut headers);
-            let n = match r.parse(&self.buf) {
+            if self.buf.is_empty() {
+                return Ok(None);
+            }
+            // Left uninitialised: the parser writes the headers it finds
+            // (a hundred empty ones cost more than the parse).
+            let mut headers = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+            let mut r = httparse::Response::new(&mut []);
+            let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+                &mut r,
+                &self.buf,
+                &mut headers,
+            );
+            let n = match parsed {
                 Ok(httparse::Status::Complete(n)) => n,
                 Ok(httparse::Status::Partial) if self.buf.len() > MAX_HEAD => {
                     return Err(malformed(format_args!(
