@@ -31,7 +31,8 @@ exact=(--model "$tok" --input-tokens 32 --output-tokens 16)
 # Warm the word-table cache (what every run after a user's first one sees).
 cpu_of 1 "$target/batchbench" --host "$url" --users 1 --requests-per-user 1 "${exact[@]}" > /dev/null
 
-echo "client CPU per request, $n requests, $users users, exact 32-token prompts, $rounds alternating rounds"
+if [ "$rounds" = 1 ]; then what="one round"; else what="$rounds alternating rounds"; fi
+echo "client CPU per request, $n requests, $users users, exact 32-token prompts, $what"
 ratios=()
 for r in $(seq "$rounds"); do
   read -r _ cpu _ < <(cpu_of "$n" "$target/batchbench" --host "$url" --users "$users" --requests-per-user "$per_user" "${exact[@]}")
