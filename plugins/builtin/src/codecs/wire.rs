@@ -550,6 +550,10 @@ pub(crate) fn tool_function(tool: &str) -> Result<serde_json::Map<String, Value>
     }
 }
 
+/// The chunks a stream's record makes room for at its first text (and eight
+/// bytes of answer each): a short reply grows no vector chunk by chunk.
+const FIRST_ROOM: usize = 32;
+
 /// Notes streamed text of a reply that arrived at `now`: its reasoning
 /// (`think`, gathered in `reasoning`) and its answer, with the first token of
 /// each and the chunk's bytes for the inter-token figures.
@@ -565,12 +569,19 @@ pub(crate) fn note_text(
         reply.first_reasoning_at.get_or_insert(now);
     }
     if !answer.is_empty() {
+        if reply.content.capacity() == 0 {
+            // Room for a short reply at once, not a growth per few chunks.
+            reply.content.reserve(FIRST_ROOM * 8);
+        }
         reply.content.push_str(answer);
         reply.first_answer_at.get_or_insert(now);
     }
     let bytes = think.len() + answer.len();
     if bytes > 0 {
         reply.first_token_at.get_or_insert(now);
+        if reply.chunks.capacity() == 0 {
+            reply.chunks.reserve(FIRST_ROOM);
+        }
         reply
             .chunks
             .push((now, u32::try_from(bytes).unwrap_or(u32::MAX)));
