@@ -69,13 +69,14 @@ start_server() {
   echo "(instant server: ${BENCH_SERVER:-sim} on port $port)"
 }
 
-# Starts Debian's nginx (one worker, no access log) answering every request
-# from memory with a fixed body: with `json`, a chat completion of one token;
-# with `sse`, a streamed chat completion of 16 token chunks and its usage.
+# Starts Debian's nginx (one worker unless a count is given, no access log)
+# answering every request from memory with a fixed body: with `json`, a chat
+# completion of 16 tokens; with `sse`, a streamed chat completion of 16 token
+# chunks and its usage.
 # Sets $port and $sim_pid (nginx's master, in the foreground). Installs nginx
 # with apt when it is missing and this is root.
-start_nginx() { # json|sse
-  local kind=$1 nginx
+start_nginx() { # json|sse [workers]
+  local kind=$1 workers=${2:-1} nginx
   nginx=$(command -v nginx || echo /usr/sbin/nginx)
   if [ ! -x "$nginx" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     (apt-get update -qq && apt-get install -y -qq nginx-light) >/dev/null 2>&1 || true
@@ -83,9 +84,9 @@ start_nginx() { # json|sse
   [ -x "$nginx" ] || { echo "nginx is missing (apt-get install nginx-light)" >&2; exit 1; }
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   nginx_dir=$(mktemp -d)
-  python3 - "$kind" "$port" "$nginx_dir" <<'PY'
+  python3 - "$kind" "$port" "$nginx_dir" "$workers" <<'PY'
 import json, sys
-kind, port, d = sys.argv[1:4]
+kind, port, d, workers = sys.argv[1:5]
 usage = {"prompt_tokens": 32, "completion_tokens": 16, "total_tokens": 48}
 if kind == "json":
     ctype = "application/json"
@@ -106,7 +107,7 @@ else:
     body += "data: [DONE]\n\n"
 # nginx's return text: a \n in it is a newline; the body has no quote.
 assert "'" not in body
-open(f"{d}/nginx.conf", "w").write(f"""worker_processes 1;
+open(f"{d}/nginx.conf", "w").write(f"""worker_processes {workers};
 daemon off;
 pid {d}/nginx.pid;
 events {{ worker_connections 16384; }}
