@@ -557,7 +557,7 @@ impl Metrics {
             .filter(|_| measured)
             .and_then(|n| self.models.iter_mut().find(|m| m.name == n))
             .map(|m| &mut m.slo.itl);
-        for (per_token, k) in itl_gaps(reply, completion_tokens) {
+        for (per_token, k) in merged(itl_gaps(reply, completion_tokens)) {
             if measured {
                 self.itl.record_n_at(per_token, k, sent);
             }
@@ -571,16 +571,31 @@ impl Metrics {
             if let Some((in_reasoning, in_answer)) =
                 phase_itl_gaps(reply, completion_tokens, reasoning)
             {
-                for (per_token, k) in in_reasoning {
+                for (per_token, k) in merged(in_reasoning) {
                     self.itl_reasoning.record_n_at(per_token, k, sent);
                 }
-                for (per_token, k) in in_answer {
+                for (per_token, k) in merged(in_answer) {
                     self.itl_answer.record_n_at(per_token, k, sent);
                 }
             }
         }
         (tpot, itl_max)
     }
+}
+
+/// Gaps of a reply with each run of equal ones (per token) as one, its
+/// tokens summed: recorded once, they fill a histogram as each would (chunks
+/// read together have equal gaps, and a sample's record costs its bucket's
+/// lookup and its batch's).
+fn merged(gaps: impl IntoIterator<Item = (u64, u64)>) -> impl Iterator<Item = (u64, u64)> {
+    let mut gaps = gaps.into_iter().peekable();
+    std::iter::from_fn(move || {
+        let (per_token, mut tokens) = gaps.next()?;
+        while let Some((_, k)) = gaps.next_if(|&(p, _)| p == per_token) {
+            tokens += k;
+        }
+        Some((per_token, tokens))
+    })
 }
 
 /// The time per output token of a reply's two phases, where it reasoned and
@@ -1044,6 +1059,41 @@ mod tests {
             ..reply.clone()
         };
         assert!(phase_itl_gaps(&unanswered, 10, Some(4)).is_none());
+    }
+
+    #[test]
+    fn equal_gaps_recorded_once_fill_the_histograms_as_one_each_would() {
+        // Chunks read together share their arrival (gaps of 0), and others
+        // come apart: runs of equal gaps are merged before they are recorded.
+        let t0 = Instant::now();
+        let at = |us: u64| t0 + Duration::from_micros(us);
+        let times = [0, 900, 900, 900, 1800, 2700, 2700, 9000, 9000, 9000, 9000];
+        let reply = Reply {
+            first_token_at: Some(at(0)),
+            chunks: times.iter().map(|&t| (at(t), 4)).collect(),
+            ..Reply::default()
+        };
+        let gaps: Vec<_> = itl_gaps(&reply, 11).collect();
+        assert_eq!(merged(gaps.clone()).count(), 6, "{gaps:?}");
+        let mut m = Metrics::default();
+        let sent = Duration::from_secs(3);
+        m.record_stream(&reply, 11, None, true, sent, None);
+        let mut each = Latency::default();
+        for &(us, k) in &gaps {
+            each.record_n_at(us, k, sent);
+        }
+        assert_eq!(m.itl.len(), 10);
+        assert_eq!(m.itl.buckets(), each.buckets());
+        assert_eq!(m.itl.stats(), each.stats());
+        assert_eq!(
+            m.itl.quantile_interval_ms(0.5),
+            each.quantile_interval_ms(0.5)
+        );
+        assert_eq!(
+            merged([(5, 1), (5, 2), (7, 1), (5, 1)]).collect::<Vec<_>>(),
+            [(5, 3), (7, 1), (5, 1)],
+            "only neighbours merge"
+        );
     }
 
     #[test]
