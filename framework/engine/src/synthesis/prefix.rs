@@ -129,6 +129,8 @@ pub struct Shape {
     shareable: usize,
     /// The ideal caches this request was looked up in, by key.
     looked_up: Vec<u64>,
+    /// The previous prompt's segments, kept for their room.
+    spare: Vec<Segment>,
 }
 
 impl Shape {
@@ -144,6 +146,7 @@ impl Shape {
             private: Vec::new(),
             shareable: 0,
             looked_up: Vec::new(),
+            spare: Vec::new(),
         }
     }
 
@@ -190,7 +193,8 @@ impl Shape {
             private: true,
         };
         let template = |tokens: u32| Segment::shared(TEMPLATE, tokens);
-        let mut segs = Vec::new();
+        let mut segs = std::mem::take(&mut self.spare);
+        segs.clear();
         let plan = req.prompt_plan(continues);
         // A fresh conversation opens with content of its own index: no private
         // block of an earlier one can come back, so they go.
@@ -276,7 +280,8 @@ impl Shape {
         }
         segs.retain(|s| s.tokens > 0);
         self.set(segs);
-        let answered_by = std::mem::take(&mut self.looked_up);
+        // The caches the previous request was looked up in.
+        let answered_by = &self.looked_up;
         if let Some(prompt) = generated_after {
             // The caches the previous request went to hold its reply after
             // it: the blocks from the one its prompt ended in through the
@@ -291,6 +296,7 @@ impl Shape {
                 }
             }
         }
+        self.looked_up.clear();
     }
 
     /// Makes `segs` the prompt, rehashing only the blocks past the prefix it
@@ -315,7 +321,7 @@ impl Shape {
         for (_, k) in &mut self.known {
             *k = (*k).min(keep);
         }
-        self.segs = segs;
+        self.spare = std::mem::replace(&mut self.segs, segs);
         self.tokens = self.segs.iter().map(|s| u64::from(s.tokens)).sum();
         let public: u64 = self
             .segs
