@@ -153,7 +153,10 @@ pub(crate) fn is_warmup(sh: &Shared, intended: Duration) -> bool {
 
 /// A request cancelled by the deadline (not by the host): counted apart, not
 /// as a failure. Returns whether `result` is one.
-pub(crate) fn cut_at_deadline(sh: &Shared, result: &Result<Reply, (FailureKind, String)>) -> bool {
+pub(crate) fn cut_at_deadline(
+    sh: &Shared,
+    result: &Result<Box<Reply>, (FailureKind, String)>,
+) -> bool {
     let cut = matches!(result, Err((FailureKind::Cancelled, _)))
         && sh.deadline.is_cancelled()
         && !sh.interrupt.is_cancelled();

@@ -131,7 +131,7 @@ pub(crate) async fn drive(
     let mut conv = Conversation::default();
     let mut cur = first;
     let mut prepared = first_prepared;
-    let mut last_reply: Option<Reply> = None;
+    let mut last_reply: Option<Box<Reply>> = None;
     // What of the previous reply this request sends back.
     let mut sent_back: Option<crate::synthesis::prefix::SentBack> = None;
     // The tokens of this trajectory a server holds after its previous
@@ -176,7 +176,7 @@ pub(crate) async fn drive(
         let fallbacks = apply(
             &mut conv,
             prepared,
-            last_reply.take(),
+            last_reply.take().map(|r| *r),
             agent_id,
             index,
             &mut state,

@@ -158,8 +158,10 @@ type Failure = (FailureKind, String, bool);
 /// The outcome of one request, after all attempts.
 #[derive(Debug)]
 pub struct Outcome {
-    /// The reply, or the failure of the last attempt.
-    pub result: Result<Reply, (FailureKind, String)>,
+    /// The reply, or the failure of the last attempt. Boxed: a reply is
+    /// some hundreds of bytes, and it is handed up through several layers
+    /// of futures, each a copy unboxed.
+    pub result: Result<Box<Reply>, (FailureKind, String)>,
     /// Attempts beyond the first.
     pub retries: u32,
     /// Times a kept connection turned out closed by the server and the
@@ -421,7 +423,7 @@ impl Transport {
         stream: bool,
         codec: &dyn RequestCodec,
         attempt: &mut Attempt,
-    ) -> Result<(Reply, Instant), Failure> {
+    ) -> Result<(Box<Reply>, Instant), Failure> {
         let origin = match &self.wire {
             Wire::Pooled(client) => {
                 return self
@@ -483,7 +485,7 @@ impl Transport {
         stream: bool,
         codec: &dyn RequestCodec,
         attempt: &mut Attempt,
-    ) -> Result<(Reply, Instant), Failure> {
+    ) -> Result<(Box<Reply>, Instant), Failure> {
         let mut req = client.post(self.url.clone());
         req = match body {
             [one] => req.body(one.clone()),
@@ -522,7 +524,7 @@ impl Transport {
         mut resp: ResponseBody<'_>,
         stream: bool,
         codec: &dyn RequestCodec,
-    ) -> Result<Reply, Failure> {
+    ) -> Result<Box<Reply>, Failure> {
         let limit = self.cfg.max_response_bytes;
         // Not retried: the same request would get the same answer.
         let too_big = |n: u64| {
@@ -563,7 +565,9 @@ impl Transport {
                 dec.feed(&chunk, Instant::now())
                     .map_err(|e| (FailureKind::Decode, e.0, true))?;
             }
-            dec.finish().map_err(|e| (FailureKind::Decode, e.0, true))
+            dec.finish()
+                .map(Box::new)
+                .map_err(|e| (FailureKind::Decode, e.0, true))
         } else {
             // A body that arrives in one piece is decoded where it lies.
             let mut first: Option<Bytes> = None;
@@ -586,6 +590,7 @@ impl Transport {
             let whole = first.as_deref().unwrap_or(&body);
             codec
                 .decode(whole)
+                .map(Box::new)
                 .map_err(|e| (FailureKind::Decode, e.0, true))
         }
     }
