@@ -218,7 +218,10 @@ impl Reader {
         let inner = data[start..data.len() - suffix]
             .strip_prefix(b"\"")?
             .strip_suffix(b"\"")?;
-        if inner.iter().any(|&b| b == b'"' || b == b'\\' || b < 0x20) {
+        // Its closing quote is the first quote, backslash or control byte
+        // from its start (searched on past it: a word at a time, where a
+        // short text alone would be searched byte by byte).
+        if special(&data[start + 1..]) != Some(inner.len()) {
             return None;
         }
         let text = Some(Cow::Borrowed(std::str::from_utf8(inner).ok()?));
@@ -304,6 +307,7 @@ impl<'a> Scan<'a> {
 
     /// A string's raw bytes between its quotes, and whether it has an
     /// escape; the scan stops at a control character (never in JSON text).
+    #[inline(always)]
     fn raw_string(&mut self) -> Option<(&'a [u8], bool)> {
         self.eat(b'"')?;
         let s = self.s;
@@ -354,6 +358,7 @@ impl<'a> Scan<'a> {
 
     /// A member's name, as bytes (decoded where it has an escape; checked
     /// as UTF-8 as serde checks a field's name).
+    #[inline(always)]
     fn key(&mut self) -> Option<Cow<'a, [u8]>> {
         let (raw, escaped) = self.raw_string()?;
         if escaped {
@@ -368,6 +373,7 @@ impl<'a> Scan<'a> {
     }
 
     /// A string or `null`.
+    #[inline(always)]
     fn opt_string(&mut self) -> Option<Option<Cow<'a, str>>> {
         if self.peek()? == b'n' {
             self.literal(b"null")?;
