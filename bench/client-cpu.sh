@@ -51,29 +51,9 @@ fl_us=""
 if [ "${BENCH_SERVER:-sim}" = sim ]; then
   # A fleet: the same run spread by round robin over four endpoints (four
   # zero-latency replicas of one more simulator process), against the one above.
-  # The replicas listen on four ports in a row from a free one; another
-  # process can hold one of the next three (the simulator then exits at
-  # once), so a start whose replicas do not all answer is tried again on
-  # other ports.
   fleet_pid=""
   trap 'stop_sim; kill "$fleet_pid" 2>/dev/null || true; rm -f "$lua"' EXIT
-  for attempt in 1 2 3 4 5; do
-    fleet_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-    "$target/batchbench-sim" --port "$fleet_port" --replicas 4 --tokenizer-model "$tok" 2>/dev/null &
-    fleet_pid=$!
-    fleet_hosts=()
-    for i in 0 1 2 3; do
-      for _ in $(seq 100); do
-        kill -0 "$fleet_pid" 2>/dev/null || break
-        python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$((fleet_port + i))/health')" 2>/dev/null && break
-        sleep 0.1
-      done
-      fleet_hosts+=(--host "http://127.0.0.1:$((fleet_port + i))")
-    done
-    kill -0 "$fleet_pid" 2>/dev/null && break
-    echo "  (the fleet's simulator could not listen on ports $fleet_port-$((fleet_port + 3)): trying others)" >&2
-    [ "$attempt" = 5 ] && { echo "the fleet's simulator did not start in 5 tries" >&2; exit 1; }
-  done
+  start_fleet_sim 4
   read -r wall cpu rss _ _ _ < <(cpu_of "$n" "$target/batchbench" "${fleet_hosts[@]}" --users "$users" --requests-per-user "$per_user" "${exact[@]}")
   fl_us=$(per_request_us "$cpu" "$n")
   echo "  batchbench, exact prompts, a fleet of 4 endpoints (round_robin): ${wall}s wall, CPU ${cpu}s = ${fl_us} us/request"

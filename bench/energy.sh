@@ -33,7 +33,7 @@ if [ -n "$smoke" ]; then
   url="sim://?ttft-base-ms=5&decode-ms-per-token=1"
   levels="${BENCH_LEVELS:-1 4}"; input=64; output=16
   # A DCGM exporter of two GPUs at 300 W and 250 W, energy counters rising with it.
-  eport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  eport=$(free_port)
   python3 - "$eport" <<'PY' &
 import http.server, sys, time
 start = time.monotonic()

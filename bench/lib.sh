@@ -35,23 +35,57 @@ build() { # packages...
   tok="$(examples/fetch-tokenizers.sh)/qwen/tokenizer.json"
 }
 
+# A port free on 127.0.0.1 now.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
 # Starts batchbench-sim (zero latency) on a free port; sets $port and $sim_pid.
 start_sim() {
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  port=$(free_port)
   sim_log=$(mktemp)
   ${sim_nice:-} "$target/batchbench-sim" --port "$port" --tokenizer-model "$tok" "$@" 2>"$sim_log" &
   sim_pid=$!
   await_server "http://127.0.0.1:$port/health" "$sim_log" "the simulator"
 }
 
+# server_up URL PID: waits up to 10 s for URL to answer; fails at once when
+# the server PID has died (a server still starting after 10 s passes).
+server_up() {
+  for _ in $(seq 100); do
+    kill -0 "$2" 2>/dev/null || return 1
+    python3 -c "import urllib.request; urllib.request.urlopen('$1')" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  kill -0 "$2" 2>/dev/null
+}
+
 # await_server URL LOG WHAT: waits up to 10 s for URL to answer; when the
 # server ($sim_pid) has died, prints LOG and stops the script.
 await_server() {
-  for _ in $(seq 100); do
-    python3 -c "import urllib.request; urllib.request.urlopen('$1')" 2>/dev/null && break
-    sleep 0.1
+  server_up "$1" "$sim_pid" || { cat "$2" >&2; echo "$3 did not start" >&2; exit 1; }
+}
+
+# start_fleet_sim N: batchbench-sim with N zero-latency replicas, on N ports
+# in a row from a free one. Another process can hold one of the next ports
+# (the simulator then exits at once), so a start whose replicas do not all
+# answer is tried again on other ports, five times at most. Sets $fleet_pid
+# and $fleet_hosts (`--host URL` for each replica).
+start_fleet_sim() {
+  local n=$1 first attempt i
+  for attempt in 1 2 3 4 5; do
+    first=$(free_port)
+    "$target/batchbench-sim" --port "$first" --replicas "$n" --tokenizer-model "$tok" 2>/dev/null &
+    fleet_pid=$!
+    fleet_hosts=()
+    for i in $(seq 0 $((n - 1))); do
+      server_up "http://127.0.0.1:$((first + i))/health" "$fleet_pid" || break
+      fleet_hosts+=(--host "http://127.0.0.1:$((first + i))")
+    done
+    if [ "${#fleet_hosts[@]}" = $((2 * n)) ] && kill -0 "$fleet_pid" 2>/dev/null; then return 0; fi
+    kill "$fleet_pid" 2>/dev/null || true
+    echo "  (the fleet's simulator could not listen on ports $first-$((first + n - 1)): trying others)" >&2
   done
-  kill -0 "$sim_pid" 2>/dev/null || { cat "$2" >&2; echo "$3 did not start" >&2; exit 1; }
+  echo "the fleet's simulator did not start in 5 tries" >&2
+  exit 1
 }
 
 stop_sim() { kill "$sim_pid" 2>/dev/null || true; }
@@ -82,7 +116,7 @@ start_nginx() { # json|sse [workers]
     (apt-get update -qq && apt-get install -y -qq nginx-light) >/dev/null 2>&1 || true
   fi
   [ -x "$nginx" ] || { echo "nginx is missing (apt-get install nginx-light)" >&2; exit 1; }
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  port=$(free_port)
   nginx_dir=$(mktemp -d)
   python3 - "$kind" "$port" "$nginx_dir" "$workers" <<'PY'
 import json, sys
