@@ -333,8 +333,6 @@ impl Reader {
 pub(crate) struct Shapes {
     /// The last used first.
     shapes: Vec<Shape>,
-    /// The shapes kept so far (each one's id).
-    kept: u64,
 }
 
 /// The most shapes kept: a server's reply with and without its texts or
@@ -355,15 +353,11 @@ struct Shape {
     /// The values a chunk holds when they are the shape's (strings that
     /// are not `null`, counts), by their place in `holes`.
     valued: Vec<u8>,
-    /// Its id, and the id of the shape read after it the last time.
-    id: u64,
-    next: Option<u64>,
 }
 
 impl Shapes {
     /// Reads a chunk, or `None` where serde must (see the module's text).
-    /// Its id is read only `with_id` (a stream's chunks repeat the first
-    /// one's): otherwise it is `None`.
+    /// Its id is read only `with_id`: otherwise it is `None`.
     pub(crate) fn read<'a>(&mut self, data: &'a [u8], with_id: bool) -> Option<ChatChunk<'a>> {
         let mut chunk = ChatChunk::default();
         if self.by_shape(data, with_id, &mut chunk) {
@@ -378,22 +372,12 @@ impl Shapes {
     }
 
     /// Reads the chunk in `chunk` as a kept shape, where it has one (which
-    /// becomes the first). The shape that came after the last one read the
-    /// last time is tried first (a stream's chunks come in the same order:
-    /// its first, its texts, its finish, its usage, and the next stream's
-    /// first).
+    /// becomes the first tried).
     fn by_shape<'a>(&mut self, data: &'a [u8], with_id: bool, chunk: &mut ChatChunk<'a>) -> bool {
-        let next = self.shapes.first().and_then(|s| s.next);
-        let next = next.and_then(|id| self.shapes.iter().position(|s| s.id == id));
-        let Some(k) = next
-            .into_iter()
-            .chain((0..self.shapes.len()).filter(|&k| Some(k) != next))
-            .find(|&k| self.shapes[k].read(data, with_id, chunk))
+        let Some(k) = (0..self.shapes.len()).find(|&k| self.shapes[k].read(data, with_id, chunk))
         else {
             return false;
         };
-        let id = self.shapes[k].id;
-        self.shapes[0].next = Some(id);
         self.shapes[..=k].rotate_right(1);
         true
     }
@@ -419,8 +403,6 @@ impl Shapes {
                 usage: false,
                 single: None,
                 valued: Vec::new(),
-                id: 0,
-                next: None,
             }
         } else if let Some(last) = self.shapes.pop() {
             last
@@ -447,12 +429,6 @@ impl Shapes {
             (Some((v, _)), None) => Some(v),
             _ => None,
         };
-        self.kept += 1;
-        shape.id = self.kept;
-        shape.next = None;
-        if let Some(last) = self.shapes.first_mut() {
-            last.next = Some(shape.id);
-        }
         self.shapes.insert(0, shape);
     }
 }
@@ -469,7 +445,7 @@ impl Shape {
     /// The reading is written in `chunk` (a chunk is some hundreds of
     /// bytes: it is not moved from one call to the next).
     fn read<'a>(&self, data: &'a [u8], with_id: bool, chunk: &mut ChatChunk<'a>) -> bool {
-        // A stream's chunks mostly differ in their text alone.
+        // Against one server, replies mostly differ in their text alone.
         if let Some(v) = self.single {
             if self.read_text(v, data, with_id, chunk).is_some() {
                 return true;
